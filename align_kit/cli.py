@@ -1,0 +1,34 @@
+"""`align-kit <command> ...`. Imports nothing heavy at module level, so --help and --cfg are fast."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: align-kit <command> [args]
+
+commands:
+  train     run an experiment: align-kit train [hydra overrides]   (align-kit train --help)
+            e.g. align-kit train clip=clip_higher trainer.max_steps=50
+                 align-kit train recipe=dapo
+                 align-kit train -m clip=symmetric,clip_higher seed=1,2,3
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return
+    command, rest = args[0], args[1:]
+    if command == "train":
+        from align_kit import train
+
+        sys.argv = ["align-kit train", *rest]
+        train.main()
+        return
+    print(f"align-kit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

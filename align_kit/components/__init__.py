@@ -1,0 +1,1 @@
+"""Hydra-selectable stability components (one module per concept)."""

@@ -1,0 +1,38 @@
+"""The component contract: every Hydra node is a small typed object built through `_target_`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RewardSpec:
+    """One reward function as TRL sees it, plus what align_kit needs to validate the composition."""
+
+    name: str
+    weight: float
+    max_value: float  # the best score a perfect completion earns from this function
+    func: Any  # a callable taking TRL's reward kwargs
+
+
+@dataclass
+class Component:
+    """Base of every node. `group` is the Hydra config group (used in error messages).
+
+    A component may
+      - set `GRPOConfig` fields (`grpo_fields`): TRL already implements the behaviour;
+      - add reward functions (`reward_specs`), e.g. the soft overlong punishment;
+      - check its own keys (`validate`) before anything heavy is imported.
+    """
+
+    group: str = field(default="", init=False, repr=False)
+
+    def grpo_fields(self) -> dict[str, Any]:
+        return {}
+
+    def reward_specs(self, trainer_fields: dict[str, Any]) -> list[RewardSpec]:
+        return []
+
+    def validate(self) -> None:
+        return None

@@ -1,0 +1,45 @@
+"""Hydra plumbing shared by the entry point, tests and benchmarks (no torch, no TRL)."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from align_kit import CONF_DIR
+
+CONFIG_NAME = "train"
+_registered = False
+
+
+def register_open_trainer_node() -> None:
+    """Let `trainer.<any GRPOConfig field>=...` work without `+`.
+
+    Hydra sets struct mode on the composed root before applying overrides; a child whose own
+    flag is False stays open. Every other group stays strict, and `trainer` keys are checked
+    against GRPOConfig's real fields by `align_kit.plan`."""
+    global _registered
+    if _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    node = OmegaConf.create({"trainer": {}})
+    OmegaConf.set_struct(node.trainer, False)
+    ConfigStore.instance().store(name="_open_trainer", node=node)
+    _registered = True
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The config `align-kit train` would run with these overrides, HydraConfig set as in a job."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    register_open_trainer_node()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name=CONFIG_NAME, overrides=overrides or [], return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with_hydra = cfg
+    cfg = OmegaConf.masked_copy(with_hydra, [k for k in with_hydra if k != "hydra"])
+    OmegaConf.set_struct(cfg, True)
+    return cfg

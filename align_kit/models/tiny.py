@@ -1,0 +1,168 @@
+"""The embedded default policy: a tiny Qwen3 (or Qwen3-MoE) with a character tokenizer.
+
+Built locally (no download), warm-started on the task's demonstrations, saved in Hugging Face
+format and cached under a hash of everything that shapes it; a changed config rebuilds it.
+Attention head_dim is 32 because vLLM's CPU backend accepts 32 and rejects 16.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+from align_kit.models.warm_start import WarmStartConfig
+
+log = logging.getLogger(__name__)
+
+ARCHITECTURES = ("qwen3", "qwen3_moe")
+WARM_START_FILE = "warm_start.json"
+
+
+@dataclass
+class LoadedPolicy:
+    model: Any
+    tokenizer: Any
+    path: str
+    info: dict
+
+
+@dataclass
+class TinyModel(Component):
+    architecture: str = "qwen3"
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 32
+    intermediate_size: int = 256
+    num_experts: int = 8
+    experts_per_token: int = 2
+    moe_intermediate_size: int = 64
+    max_position_embeddings: int = 256
+    init_seed: int = 0
+    warm_start: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.architecture not in ARCHITECTURES:
+            raise ConfigError(f"model.architecture={self.architecture!r} is not one of {list(ARCHITECTURES)}")
+        if self.architecture == "qwen3_moe" and not 1 <= self.experts_per_token <= self.num_experts:
+            raise ConfigError(
+                f"model.experts_per_token={self.experts_per_token} must be between 1 and "
+                f"model.num_experts={self.num_experts}"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(
+                f"model.num_heads={self.num_heads} must be a multiple of model.num_kv_heads={self.num_kv_heads}"
+            )
+        unknown = set(self.warm_start) - set(WarmStartConfig.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(
+                f"model.warm_start has unknown key(s) {sorted(unknown)}; "
+                f"known: {sorted(WarmStartConfig.__dataclass_fields__)}"
+            )
+
+    @property
+    def warm_start_config(self) -> WarmStartConfig:
+        return WarmStartConfig(**self.warm_start)
+
+    def hf_config(self, vocab_size: int, pad_id: int, eos_id: int):
+        common = dict(
+            vocab_size=vocab_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            max_position_embeddings=self.max_position_embeddings,
+            tie_word_embeddings=True,
+            pad_token_id=pad_id,
+            eos_token_id=eos_id,
+            bos_token_id=None,
+        )
+        if self.architecture == "qwen3":
+            from transformers import Qwen3Config
+
+            return Qwen3Config(intermediate_size=self.intermediate_size, **common)
+        from transformers import Qwen3MoeConfig
+
+        return Qwen3MoeConfig(
+            intermediate_size=self.intermediate_size,
+            moe_intermediate_size=self.moe_intermediate_size,
+            num_experts=self.num_experts,
+            num_experts_per_tok=self.experts_per_token,
+            decoder_sparse_step=1,
+            norm_topk_prob=True,
+            **common,
+        )
+
+    def cache_path(self, task, cache_dir: str | Path) -> Path:
+        import torch
+        import transformers
+
+        recipe = {
+            "model": {k: v for k, v in asdict(self).items() if k != "group"},
+            "task": task.cache_key(),
+            "versions": [transformers.__version__, torch.__version__.split("+")[0]],
+        }
+        digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+        return Path(cache_dir).expanduser() / f"tiny-{self.architecture}-{digest}"
+
+    def load(self, task, cache_dir: str | Path, reward=None, max_new_tokens: int = 32) -> LoadedPolicy:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = self.cache_path(task, cache_dir)
+        if not (path / WARM_START_FILE).exists():
+            self._build(path, task, reward, max_new_tokens)
+        info = json.loads((path / WARM_START_FILE).read_text())
+        info["cached_at"] = str(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return LoadedPolicy(model=model, tokenizer=tokenizer, path=str(path), info=info)
+
+    def _build(self, path: Path, task, reward, max_new_tokens: int) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from align_kit.models.char_tokenizer import build_char_tokenizer
+        from align_kit.models.warm_start import sampled_success_rate, supervised_warm_start
+
+        tokenizer = build_char_tokenizer()
+        config = self.hf_config(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+        torch.manual_seed(self.init_seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.bos_token_id = None
+
+        settings = self.warm_start_config
+        pairs = task.demonstrations()
+        info: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters()), **asdict(settings)}
+        if pairs and settings.steps > 0:
+            log.info("warm-starting %s on %d demonstrations (%d steps)", path.name, len(pairs), settings.steps)
+            losses = supervised_warm_start(model, tokenizer, pairs, settings)
+            info["final_sft_loss"] = losses[-1]
+        else:
+            log.warning("no demonstrations for the warm start of %s: RL starts from random weights", path.name)
+        probe = task.probe_pairs(settings.eval_prompts) if reward is not None else []
+        if probe:
+            torch.manual_seed(settings.seed)
+            prompts, answers = zip(*probe, strict=True)
+            info["start_success_rate"] = sampled_success_rate(
+                model, tokenizer, list(prompts), list(answers), reward, max_new_tokens
+            )
+
+        # Build beside the final folder and rename, so an interrupted build never looks complete.
+        staging = path.with_name(path.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / WARM_START_FILE).write_text(json.dumps(info, indent=2))
+        shutil.rmtree(path, ignore_errors=True)
+        staging.rename(path)

@@ -1,0 +1,206 @@
+"""Compose -> validate: turn a Hydra config into an ExperimentPlan, before torch or TRL load.
+
+Every rule here answers with one ConfigError line naming the keys and the fix. The README lists
+the rules. Field ownership (the precedence rule): a GRPOConfig field set by a component node
+(e.g. `epsilon_high` by `clip`) is owned by that node; `trainer.<field>` may repeat the node's
+value but never contradict it. Every other GRPOConfig field belongs to `trainer`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from align_kit.components.base import Component, RewardSpec
+from align_kit.errors import ConfigError
+from align_kit.grpo_fields import grpo_config_fields
+
+# Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
+FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
+COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "logger")
+# Fields align_kit derives itself; setting them under trainer would be silently overwritten.
+DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
+# GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
+GSPO_LOSS_HINT = " (GSPO's sequence ratio needs the per-sequence 'grpo' loss, not a token-aggregated one)"
+REWARD_MAX_TOLERANCE = 1e-9
+
+
+@dataclass
+class ExperimentPlan:
+    components: dict[str, Component]
+    rewards: list[RewardSpec]
+    grpo_kwargs: dict[str, Any]
+    choices: dict[str, str]
+    notes: list[str] = field(default_factory=list)  # shown once at start
+    reward_max: float = 1.0
+
+    @property
+    def model(self):
+        return self.components["model"]
+
+    @property
+    def task(self):
+        return self.components["task"]
+
+    @property
+    def logger(self):
+        return self.components["logger"]
+
+    def effective(self, name: str) -> Any:
+        """A GRPOConfig field as TRL will see it (our value, else TRL's default)."""
+        return self.grpo_kwargs.get(name, grpo_config_fields().get(name))
+
+
+def instantiate_node(node: DictConfig, key: str) -> Component:
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        component = instantiate(node, _convert_="all")
+    except InstantiationException as error:
+        cause = error.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(f"{key}: cannot build this node ({cause or error}); check its keys") from None
+    component.group = key
+    component.validate()
+    return component
+
+
+def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]) -> tuple[dict, dict]:
+    fields: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    for group in FIELD_GROUPS:
+        for name, value in components[group].grpo_fields().items():
+            if name in fields and fields[name] != value:
+                first = owners[name]
+                raise ConfigError(
+                    f"{first}={choices.get(first)} sets {name}={fields[name]!r} but "
+                    f"{group}={choices.get(group)} sets {name}={value!r}; these nodes cannot be combined"
+                    + (GSPO_LOSS_HINT if name == "loss_type" and "clip" in (first, group) else "")
+                )
+            fields[name], owners[name] = value, group
+    return fields, owners
+
+
+def _check_trainer_fields(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+    known = grpo_config_fields()
+    for name, value in trainer.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean trainer.{close[0]}?" if close else "see trl.GRPOConfig for the field names"
+            raise ConfigError(f"trainer.{name} is not a GRPOConfig field; {hint}")
+        if name in DERIVED_FIELDS:
+            raise ConfigError(f"trainer.{name} is set by align_kit; use {_derived_hint(name)} instead")
+        if name in node_fields and node_fields[name] != value:
+            group = owners[name]
+            raise ConfigError(
+                f"trainer.{name}={value!r} contradicts {group}={choices.get(group)}, which sets "
+                f"{name}={node_fields[name]!r}; change the {group} node's own key (see conf/{group}/) "
+                f"or select another {group} node" + (GSPO_LOSS_HINT if name == "loss_type" and group == "clip" else "")
+            )
+
+
+def _derived_hint(name: str) -> str:
+    return {
+        "output_dir": "hydra.run.dir=<folder>",
+        "seed": "seed=<int>",
+        "report_to": "logger=wandb|wandb_offline|none",
+        "reward_weights": "reward.<name>.weight=<float>",
+        "run_name": "the override list (it names the run)",
+    }[name]
+
+
+def _check_batch_shape(plan: ExperimentPlan) -> None:
+    generations = plan.effective("num_generations")
+    per_device = plan.effective("per_device_train_batch_size")
+    steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
+    generation_batch = plan.effective("generation_batch_size") or per_device * steps
+    if generations < 2:
+        raise ConfigError(
+            f"trainer.num_generations={generations}: group normalisation needs at least 2 completions per prompt"
+        )
+    if generation_batch % generations:
+        raise ConfigError(
+            f"trainer.num_generations={generations} does not divide the generation batch of {generation_batch} "
+            f"completions (trainer.per_device_train_batch_size={per_device} x steps_per_generation={steps}); "
+            "make the batch a multiple of num_generations"
+        )
+
+
+def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
+    best = sum(spec.weight * spec.max_value for spec in plan.rewards)
+    plan.reward_max = best
+    parts = " + ".join(f"{spec.weight:g}*{spec.max_value:g} ({spec.name})" for spec in plan.rewards)
+    if best < 1.0 - REWARD_MAX_TOLERANCE and not allow_below_one:
+        raise ConfigError(
+            f"a perfect completion earns {parts} = {best:g} < 1.0, so group normalisation loses resolution "
+            "and the reward plateaus below 1.0 (seed 000, 16.6.3); raise reward.<name>.weight so the maximum "
+            "is 1.0, or set train.allow_reward_max_below_one=true"
+        )
+    if best > 1.0 + REWARD_MAX_TOLERANCE:
+        plan.notes.append(f"reward maximum is {parts} = {best:g} (above 1.0, as in seed 002's correctness + format)")
+
+
+def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:
+    accumulation = plan.effective("gradient_accumulation_steps")
+    steps = plan.effective("steps_per_generation") or accumulation
+    iterations = plan.effective("num_iterations")
+    if not clip_is_default and iterations == 1 and steps <= accumulation:
+        plan.notes.append(
+            f"warning: clip={plan.choices.get('clip')} has no effect: training is fully on-policy "
+            f"(num_iterations=1, steps_per_generation={steps} <= gradient_accumulation_steps={accumulation}), "
+            "so the ratio is exactly 1; set trainer.steps_per_generation > gradient_accumulation_steps "
+            "or trainer.num_iterations >= 2"
+        )
+
+
+def _check_resume(run_dir: str) -> None:
+    if not any(Path(run_dir).glob("checkpoint-*/trainer_state.json")):
+        raise ConfigError(
+            f"train.resume=true but {run_dir} holds no checkpoint; pass the killed run's folder as "
+            "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
+        )
+
+
+def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> ExperimentPlan:
+    components = {group: instantiate_node(cfg[group], group) for group in COMPONENT_GROUPS}
+    reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
+    if not reward_nodes:
+        raise ConfigError("no reward selected; choose at least one, e.g. reward=[correctness,format]")
+
+    node_fields, owners = _merge_node_fields(components, choices)
+    trainer = OmegaConf.to_container(cfg.trainer, resolve=True)
+    _check_trainer_fields(trainer, node_fields, owners, choices)
+    grpo_kwargs = {**trainer, **node_fields}
+
+    effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
+    rewards = [node.spec() for node in reward_nodes]
+    for group in FIELD_GROUPS:
+        rewards += components[group].reward_specs(effective_trainer)
+
+    grpo_kwargs.update(
+        output_dir=run_dir,
+        seed=int(cfg.seed),
+        report_to=components["logger"].report_to(),
+        reward_weights=[spec.weight for spec in rewards],
+        run_name=Path(run_dir).name,
+    )
+    plan = ExperimentPlan(components=components, rewards=rewards, grpo_kwargs=grpo_kwargs, choices=choices)
+    _check_batch_shape(plan)
+    _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
+    clip_node = OmegaConf.to_container(cfg.clip)
+    _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())
+    if cfg.train.resume:
+        _check_resume(run_dir)
+    return plan
+
+
+def _default_symmetric() -> dict:
+    from align_kit import CONF_DIR
+
+    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "clip" / "symmetric.yaml"))

@@ -1,0 +1,1 @@
+"""Reward functions; each is a Hydra node in the `reward` group with its own weight."""

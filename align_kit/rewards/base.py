@@ -1,0 +1,37 @@
+"""What every reward node shares: a weight, a best attainable score, and text extraction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from align_kit.components.base import Component, RewardSpec
+from align_kit.errors import ConfigError
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes plain strings for standard prompts and message lists for conversational ones."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(message.get("content", "") for message in completion)
+
+
+@dataclass
+class RewardNode(Component):
+    weight: float = 1.0
+    max_value: float = 1.0
+
+    def validate(self) -> None:
+        if self.weight < 0:
+            raise ConfigError(
+                f"reward.{self.group}.weight={self.weight} is negative; penalties belong in the reward "
+                "itself (a negative score), keep weights >= 0"
+            )
+
+    def spec(self) -> RewardSpec:
+        # TRL names reward metrics after `__name__` (rewards/<name>/mean).
+        self.__name__ = self.group
+        return RewardSpec(name=self.group, weight=self.weight, max_value=self.max_value, func=self)
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        raise NotImplementedError

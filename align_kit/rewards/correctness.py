@@ -1,0 +1,49 @@
+"""Correctness reward: the final answer (after `</think>`) checked against the task's answer column."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from align_kit.errors import ConfigError
+from align_kit.rewards.base import RewardNode, completion_text
+from align_kit.rewards.format import THINK_CLOSE
+
+CHECKERS = ("exact", "math_verify")
+
+
+def final_answer(text: str) -> str:
+    """Text after the last `</think>`, or the whole completion when there is no reasoning block."""
+    return text.rsplit(THINK_CLOSE, 1)[-1].strip()
+
+
+@dataclass
+class Correctness(RewardNode):
+    answer_column: str = "answer"
+    checker: str = "exact"  # "math_verify" uses TRL's accuracy_reward (LaTeX-aware equivalence)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.checker not in CHECKERS:
+            raise ConfigError(f"reward.{self.group}.checker={self.checker!r} is not one of {list(CHECKERS)}")
+        if self.checker == "math_verify" and importlib.util.find_spec("math_verify") is None:
+            raise ConfigError(
+                f"reward.{self.group}.checker=math_verify needs the math-verify package: "
+                "pip install 'align_kit[math]', or use checker=exact"
+            )
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        if self.answer_column not in kwargs:
+            raise KeyError(
+                f"reward.{self.group}.answer_column={self.answer_column!r} is not a dataset column; "
+                f"columns: {sorted(k for k in kwargs if not k.startswith(('trainer_', 'log_')))}"
+            )
+        answers = [str(a).strip() for a in kwargs[self.answer_column]]
+        predictions = [final_answer(completion_text(c)) for c in completions]
+        if self.checker == "exact":
+            return [float(p == a) for p, a in zip(predictions, answers, strict=True)]
+        from trl.rewards import accuracy_reward
+
+        wrapped = [[{"role": "assistant", "content": p}] for p in predictions]
+        return accuracy_reward(wrapped, answers)

@@ -1,0 +1,104 @@
+"""The embedded synthetic task: two-operand arithmetic with a short, checkable reasoning trace.
+
+"37+45=" is answered "<think>37+40=77,77+5=82</think>82": add (or subtract) the tens of the second
+operand, then its units. Two domains (addition, subtraction) so per-domain metrics and KL have
+something to split on. Problems are drawn from a seeded generator, so every run sees the same data.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+
+DOMAIN_OPS = {"addition": "+", "subtraction": "-"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    prompt: str
+    answer: str
+    domain: str
+    reasoning: str
+
+    @property
+    def demonstration(self) -> str:
+        return f"<think>{self.reasoning}</think>{self.answer}"
+
+
+def make_problem(a: int, b: int, domain: str) -> Problem:
+    op = DOMAIN_OPS[domain]
+    if domain == "subtraction" and b > a:
+        a, b = b, a
+    sign = 1 if op == "+" else -1
+    tens, units = b - b % 10, b % 10
+    middle = a + sign * tens
+    answer = middle + sign * units
+    reasoning = f"{a}{op}{tens}={middle},{middle}{op}{units}={answer}"
+    return Problem(prompt=f"{a}{op}{b}=", answer=str(answer), domain=domain, reasoning=reasoning)
+
+
+@dataclass
+class ArithmeticTask(Component):
+    num_train: int = 2000
+    num_eval: int = 0
+    min_operand: int = 10
+    max_operand: int = 99
+    domains: list[str] = field(default_factory=lambda: ["addition", "subtraction"])
+    seed: int = 1234
+
+    def validate(self) -> None:
+        unknown = sorted(set(self.domains) - set(DOMAIN_OPS))
+        if unknown or not self.domains:
+            raise ConfigError(f"task.domains={self.domains} must be a non-empty subset of {sorted(DOMAIN_OPS)}")
+        if not 0 <= self.min_operand <= self.max_operand:
+            raise ConfigError(
+                f"task.min_operand={self.min_operand} and task.max_operand={self.max_operand} "
+                "must satisfy 0 <= min <= max"
+            )
+        if self.num_train < 1:
+            raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
+
+    def problems(self, split: str, count: int | None = None) -> list[Problem]:
+        # Disjoint streams per split from one seed: train and eval never share a generator state.
+        rng = random.Random(f"{self.seed}/{split}")
+        if count is None:
+            count = self.num_eval if split == "eval" else self.num_train
+        return [
+            make_problem(
+                rng.randint(self.min_operand, self.max_operand),
+                rng.randint(self.min_operand, self.max_operand),
+                self.domains[i % len(self.domains)],
+            )
+            for i in range(count)
+        ]
+
+    def dataset(self, split: str = "train"):
+        from datasets import Dataset
+
+        rows = self.problems(split)
+        return Dataset.from_dict(
+            {
+                "prompt": [p.prompt for p in rows],
+                "answer": [p.answer for p in rows],
+                "domain": [p.domain for p in rows],
+            }
+        )
+
+    def demonstrations(self) -> list[tuple[str, str]]:
+        """(prompt, completion) pairs for the warm-start SFT."""
+        return [(p.prompt, p.demonstration) for p in self.problems("sft")]
+
+    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
+        """(prompt, answer) pairs held out from training, to measure the warm start."""
+        return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
+
+    def cache_key(self) -> dict:
+        return {
+            "kind": "arithmetic",
+            "min": self.min_operand,
+            "max": self.max_operand,
+            "domains": self.domains,
+        }

@@ -1,0 +1,1 @@
+"""Where a run's measurements go: the run folder (metrics.jsonl, summary.json) and W&B."""

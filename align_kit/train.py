@@ -1,0 +1,128 @@
+"""`align-kit train` (also `python -m align_kit.train`): compose -> validate -> build -> train -> report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from align_kit import CONF_DIR
+from align_kit.config import CONFIG_NAME, register_open_trainer_node
+from align_kit.errors import ConfigError
+from align_kit.plan import COMPONENT_GROUPS, ExperimentPlan, build_plan
+from align_kit.tracking.wandb_logger import RunIdentity
+
+log = logging.getLogger("align_kit")
+
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.yaml"
+TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
+
+
+def component_choices() -> dict[str, str]:
+    """Which node of each group the current Hydra job selected (absent recipe/sweep omitted)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    choices = HydraConfig.get().runtime.choices
+    return {group: str(choice) for group, choice in choices.items() if group in TAGGED_GROUPS and choice}
+
+
+def hydra_context() -> tuple[dict[str, str], str, str | None, str]:
+    """(component choices, run folder, W&B group, run name) of the current Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    choices = component_choices()
+    if hydra_cfg.mode.name == "MULTIRUN":
+        group = f"{choices.get('sweep', 'multirun')}-{Path(hydra_cfg.sweep.dir).name}"
+    else:
+        group = choices.get("recipe")
+    name = hydra_cfg.job.override_dirname or "default"
+    return choices, hydra_cfg.runtime.output_dir, group, name
+
+
+def run_identity(cfg: DictConfig, choices: dict[str, str], group: str | None, name: str) -> RunIdentity:
+    tags = [f"{g}={c}" for g, c in sorted(choices.items())] + [f"seed={cfg.seed}"]
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config.update({f"choice/{g}": c for g, c in choices.items()})
+    return RunIdentity(name=name, group=group, tags=tags, config=config)
+
+
+def report(plan: ExperimentPlan, run_dir: Path, summary: dict) -> None:
+    lines = [
+        "",
+        f"align-kit: run finished in {summary['wall_seconds']:.0f} s; outputs in {run_dir}",
+        "  metrics.jsonl, summary.json, config.yaml, checkpoint-*/",
+        f"  final reward {summary['final'].get('reward')}, "
+        f"warm-start success rate {summary['policy'].get('start_success_rate')}",
+        f"  compare runs: open the folders' metrics.jsonl, or W&B (logger=wandb, or wandb sync {run_dir}/wandb/offline-run-*)",
+    ]
+    print("\n".join(lines))
+
+
+def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | None = None, name: str = "default"):
+    """Train one experiment; returns the summary dict. ConfigError is raised before any model loads."""
+    started = time.time()
+    choices = {**choices, "reward": "+".join(cfg.reward.keys())}
+    plan = build_plan(cfg, choices, run_dir)
+    for note in plan.notes:
+        print(f"align-kit: {note}", file=sys.stderr)
+
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+
+    with plan.logger.session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
+        correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
+        policy = plan.model.load(
+            plan.task,
+            cfg.paths.cache_dir,
+            reward=correctness,
+            max_new_tokens=plan.effective("max_completion_length"),
+        )
+        if "start_success_rate" in policy.info:
+            log.info("policy warm start: success rate %.3f at temperature 1.0", policy.info["start_success_rate"])
+        if wandb_run is not None:
+            wandb_run.config.update({"policy": policy.info}, allow_val_change=True)
+
+        from align_kit.trainer import AlignTrainer
+
+        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+
+        history = [row for row in trainer.state.log_history if "reward" in row]
+        summary = {
+            "run_dir": str(folder),
+            "choices": choices,
+            "seed": int(cfg.seed),
+            "steps": trainer.state.global_step,
+            "wall_seconds": time.time() - started,
+            "reward_max": plan.reward_max,
+            "policy": policy.info,
+            "final": history[-1] if history else {},
+        }
+        (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+    report(plan, folder, summary)
+    return summary
+
+
+register_open_trainer_node()
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    choices, run_dir, group, name = hydra_context()
+    try:
+        run(cfg, choices, run_dir, group, name)
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The tiny policy's build and cache, loading a saved model with model=hf, and task=hf_dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from align_kit.config import compose
+from align_kit.models.char_tokenizer import build_char_tokenizer
+from align_kit.models.hf import HFModel
+from align_kit.models.tiny import WARM_START_FILE, TinyModel
+from align_kit.plan import build_plan
+from align_kit.rewards.correctness import Correctness
+from align_kit.tasks.arithmetic import ArithmeticTask
+from align_kit.tasks.hf_dataset import HFDatasetTask
+from align_kit.train import component_choices
+
+FAST = {"steps": 100, "eval_prompts": 32}
+
+
+def test_char_tokenizer_round_trips_and_keeps_the_tags(tmp_path):
+    from transformers import AutoTokenizer
+
+    build_char_tokenizer().save_pretrained(tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    text = "37+45=<think>37+40=77,77+5=82</think>82"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len("37+45=") + 1 + len("37+40=77,77+5=82") + 1 + 2  # one id per char, one per tag
+    assert tokenizer.decode(ids + [tokenizer.eos_token_id], skip_special_tokens=True) == text
+    assert tokenizer.padding_side == "left"
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    node = TinyModel(warm_start=FAST)
+    return node, cache, node.load(ArithmeticTask(), cache, reward=Correctness(), max_new_tokens=32)
+
+
+def test_tiny_model_is_a_saved_qwen3_with_head_dim_32(tiny_policy):
+    _, _, policy = tiny_policy
+    config = policy.model.config
+    assert config.model_type == "qwen3" and config.head_dim == 32
+    assert config.vocab_size == len(policy.tokenizer)
+    info = json.loads((Path(policy.path) / WARM_START_FILE).read_text())
+    assert info["steps"] == 100 and 0.0 <= info["start_success_rate"] <= 1.0
+
+
+def test_cache_is_reused_for_the_same_config_and_rebuilt_for_another(tiny_policy):
+    node, cache, policy = tiny_policy
+    marker = node.cache_path(ArithmeticTask(), cache) / WARM_START_FILE
+    stamp = marker.stat().st_mtime_ns
+    again = TinyModel(warm_start=FAST).load(ArithmeticTask(), cache)
+    assert again.path == policy.path and marker.stat().st_mtime_ns == stamp
+    other = TinyModel(warm_start={**FAST, "steps": 101})
+    assert other.cache_path(ArithmeticTask(), cache) != node.cache_path(ArithmeticTask(), cache)
+    assert TinyModel(warm_start=FAST).cache_path(ArithmeticTask(max_operand=50), cache) != marker.parent
+
+
+def test_hf_node_loads_a_locally_saved_model(tiny_policy, tmp_path):
+    import torch
+
+    _, _, policy = tiny_policy
+    policy.model.save_pretrained(tmp_path)
+    policy.tokenizer.save_pretrained(tmp_path)
+    node = HFModel(name_or_path=str(tmp_path))
+    node.validate()
+    loaded = node.load(task=None, cache_dir=None)
+    ids = torch.tensor([[5, 6, 7]])
+    assert torch.equal(loaded.model(ids).logits, policy.model(ids).logits)
+    assert loaded.tokenizer.padding_side == "left"
+
+
+def test_hf_dataset_maps_columns_from_a_saved_dataset(tmp_path):
+    from datasets import Dataset
+
+    Dataset.from_dict(
+        {"question": ["1+1=", "2+2="], "solution": [2, 4], "topic": ["math", "chat"], "demo": ["2", "4"]}
+    ).save_to_disk(str(tmp_path / "ds"))
+    task = HFDatasetTask(
+        path=str(tmp_path / "ds"),
+        prompt_column="question",
+        answer_column="solution",
+        domain_column="topic",
+        completion_column="demo",
+    )
+    rows = task.dataset()
+    assert rows.column_names == ["prompt", "answer", "domain"]
+    assert rows["answer"] == ["2", "4"] and rows["domain"] == ["math", "chat"]
+    assert task.demonstrations() == [("1+1=", "2"), ("2+2=", "4")]
+    assert task.dataset("eval") is None
+
+
+def test_hf_dataset_names_missing_columns(tmp_path):
+    from align_kit.errors import ConfigError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"q": "1+1=", "a": "2"}\n')
+    with pytest.raises(ConfigError, match=r"has no column\(s\) \['prompt', 'answer'\]; its columns are \['q', 'a'\]"):
+        HFDatasetTask(path=str(path)).dataset()
+
+
+def test_hf_dataset_task_composes_with_a_local_file(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    plan = build_plan(compose(["task=hf_dataset", f"task.path={path}"]), component_choices(), str(tmp_path))
+    assert plan.task.dataset()["domain"] == ["default"]

@@ -1,0 +1,89 @@
+"""Rewards and the embedded task, checked on hand-written examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from align_kit.errors import ConfigError
+from align_kit.rewards.correctness import Correctness, final_answer
+from align_kit.rewards.format import ThinkFormat, has_think_format
+from align_kit.tasks.arithmetic import ArithmeticTask, make_problem
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<think>a</think>5", True),
+        ("<think></think>", True),
+        ("</think><think>", False),  # closes before it opens
+        ("<think>no close", False),
+        ("no tags at all", False),
+        ("x<think>y</think>z</think>", True),  # first occurrences decide, as in the seed
+    ],
+)
+def test_think_format(text, expected):
+    assert has_think_format(text) is expected
+
+
+def test_format_reward_on_standard_and_conversational_completions():
+    reward = ThinkFormat()
+    standard = reward(["<think>1</think>2", "2"])
+    conversational = reward([[{"role": "assistant", "content": "<think>1</think>2"}]])
+    assert standard == [1.0, 0.0]
+    assert conversational == [1.0]
+
+
+def test_correctness_checks_the_text_after_the_reasoning():
+    reward = Correctness()
+    completions = ["<think>37+40=77,77+5=82</think>82", "<think>x</think> 82 ", "<think>82</think>83", "82"]
+    assert final_answer(completions[1]) == "82"
+    assert reward(completions, answer=["82"] * 4) == [1.0, 1.0, 0.0, 1.0]
+
+
+def test_correctness_names_a_missing_answer_column():
+    with pytest.raises(KeyError, match="answer_column='solution' is not a dataset column"):
+        Correctness(answer_column="solution")(["1"], answer=["1"])
+
+
+def test_unknown_checker_is_a_config_error():
+    node = Correctness(checker="fuzzy")
+    node.group = "correctness"
+    with pytest.raises(ConfigError, match=r"reward.correctness.checker='fuzzy' is not one of"):
+        node.validate()
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "domain", "prompt", "answer", "reasoning"),
+    [
+        (37, 45, "addition", "37+45=", "82", "37+40=77,77+5=82"),
+        (82, 45, "subtraction", "82-45=", "37", "82-40=42,42-5=37"),
+        (45, 82, "subtraction", "82-45=", "37", "82-40=42,42-5=37"),  # operands ordered: no negatives
+        (10, 90, "addition", "10+90=", "100", "10+90=100,100+0=100"),
+    ],
+)
+def test_problem_and_its_demonstration(a, b, domain, prompt, answer, reasoning):
+    problem = make_problem(a, b, domain)
+    assert (problem.prompt, problem.answer, problem.reasoning) == (prompt, answer, reasoning)
+    assert problem.demonstration == f"<think>{reasoning}</think>{answer}"
+
+
+def test_demonstrations_earn_full_reward():
+    task = ArithmeticTask(num_train=50)
+    completions = [completion for _, completion in task.demonstrations()]
+    answers = [p.answer for p in task.problems("sft")]
+    assert Correctness()(completions, answer=answers) == [1.0] * 50
+    assert ThinkFormat()(completions) == [1.0] * 50
+
+
+def test_dataset_is_seeded_and_has_two_domains():
+    first, second = ArithmeticTask(num_train=40).dataset(), ArithmeticTask(num_train=40).dataset()
+    assert first["prompt"] == second["prompt"]
+    assert set(first["domain"]) == {"addition", "subtraction"}
+    assert first.column_names == ["prompt", "answer", "domain"]
+    other_seed = ArithmeticTask(num_train=40, seed=7).dataset()
+    assert other_seed["prompt"] != first["prompt"]
+
+
+def test_splits_do_not_share_problems_streams():
+    task = ArithmeticTask(num_train=30, num_eval=30)
+    assert [p.prompt for p in task.problems("train")] != [p.prompt for p in task.problems("eval")]
