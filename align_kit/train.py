@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError
-from align_kit.plan import COMPONENT_GROUPS, ExperimentPlan, build_plan
+from align_kit.plan import COMPONENT_GROUPS, build_plan
 from align_kit.tracking.wandb_logger import RunIdentity
 
 log = logging.getLogger("align_kit")
@@ -53,14 +53,16 @@ def run_identity(cfg: DictConfig, choices: dict[str, str], group: str | None, na
     return RunIdentity(name=name, group=group, tags=tags, config=config)
 
 
-def report(plan: ExperimentPlan, run_dir: Path, summary: dict) -> None:
+def report(run_dir: Path, summary: dict) -> None:
+    offline_runs = sorted(run_dir.glob("wandb/offline-run-*"))
     lines = [
         "",
         f"align-kit: run finished in {summary['wall_seconds']:.0f} s; outputs in {run_dir}",
-        "  metrics.jsonl, summary.json, config.yaml, checkpoint-*/",
+        "  config.yaml, metrics.jsonl (one line per step), summary.json, checkpoint-*/",
         f"  final reward {summary['final'].get('reward')}, "
         f"warm-start success rate {summary['policy'].get('start_success_rate')}",
-        f"  compare runs: open the folders' metrics.jsonl, or W&B (logger=wandb, or wandb sync {run_dir}/wandb/offline-run-*)",
+        "  compare runs: read each folder's metrics.jsonl, or view them in W&B"
+        + (f" after `wandb sync {offline_runs[-1]}`" if offline_runs else " (logger=wandb or logger=wandb_offline)"),
     ]
     print("\n".join(lines))
 
@@ -107,7 +109,7 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
             "final": history[-1] if history else {},
         }
         (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
-    report(plan, folder, summary)
+    report(folder, summary)
     return summary
 
 
