@@ -87,3 +87,10 @@ def test_dataset_is_seeded_and_has_two_domains():
 def test_splits_do_not_share_problems_streams():
     task = ArithmeticTask(num_train=30, num_eval=30)
     assert [p.prompt for p in task.problems("train")] != [p.prompt for p in task.problems("eval")]
+
+
+def test_math_verify_checker_accepts_equivalent_latex():
+    # TRL's accuracy_reward: the answer must be boxed; 0.5 and \frac{1}{2} are the same number.
+    reward = Correctness(checker="math_verify")
+    completions = [r"<think>x</think>\boxed{0.5}", r"<think>x</think>\boxed{3}", r"<think>x</think>\boxed{\frac{2}{4}}"]
+    assert reward(completions, answer=[r"$\frac{1}{2}$"] * 3) == [1.0, 0.0, 1.0]
