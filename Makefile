@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/ruff check align_kit tests benchmarks && $(BIN)/ruff format --check align_kit tests benchmarks
 
 bench: install
-	$(BIN)/python benchmarks/trainer_overhead.py
+	$(BIN)/python benchmarks/trainer_overhead.py && $(BIN)/python benchmarks/component_overhead.py
 
 clean:
 	rm -rf $(VENV) outputs

@@ -21,7 +21,7 @@ from align_kit.grpo_fields import grpo_config_fields
 
 # Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
 FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
-COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "logger")
+COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "sampling", "format_schedule", "logger")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
 DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
 # GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
@@ -132,6 +132,16 @@ def _check_batch_shape(plan: ExperimentPlan) -> None:
         )
 
 
+def _check_format_schedule(plan: ExperimentPlan) -> None:
+    schedule = plan.components["format_schedule"]
+    names = [spec.name for spec in plan.rewards]
+    if not schedule.is_constant and schedule.reward not in names:
+        raise ConfigError(
+            f"format_schedule={plan.choices.get('format_schedule')} schedules reward {schedule.reward!r}, "
+            f"which is not selected (rewards: {names}); add it, e.g. reward=[correctness,format]"
+        )
+
+
 def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
     best = sum(spec.weight * spec.max_value for spec in plan.rewards)
     plan.reward_max = best
@@ -192,12 +202,19 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     )
     plan = ExperimentPlan(components=components, rewards=rewards, grpo_kwargs=grpo_kwargs, choices=choices)
     _check_batch_shape(plan)
+    _check_format_schedule(plan)
     _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
     clip_node = OmegaConf.to_container(cfg.clip)
     _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())
     if cfg.train.resume:
         _check_resume(run_dir)
     return plan
+
+
+def validate_dataset(plan: ExperimentPlan, dataset) -> None:
+    """Data-dependent checks, run once the training set is loaded and before the model is."""
+    for component in plan.components.values():
+        component.check_dataset(dataset)
 
 
 def _default_symmetric() -> dict:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError
-from align_kit.plan import COMPONENT_GROUPS, build_plan
+from align_kit.plan import COMPONENT_GROUPS, build_plan, validate_dataset
 from align_kit.tracking.wandb_logger import RunIdentity
 
 log = logging.getLogger("align_kit")
@@ -80,6 +80,8 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
     (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
     with plan.logger.session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
+        train_dataset = plan.task.dataset("train")
+        validate_dataset(plan, train_dataset)
         correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(
             plan.task,
@@ -94,7 +96,7 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
 
         from align_kit.trainer import AlignTrainer
 
-        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer, train_dataset=train_dataset)
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
 
         history = [row for row in trainer.state.log_history if "reward" in row]

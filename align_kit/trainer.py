@@ -1,35 +1,284 @@
 """AlignTrainer: the one place that touches TRL internals.
 
 With every component at its TRL-native node it behaves exactly as `trl.GRPOTrainer` (the parity
-test holds it to that); align_kit's own outputs arrive as callbacks. Components that TRL lacks
-hook TRL's extension points here, never by copying its methods.
+test holds it to that). Components TRL lacks hook its extension points, never copies of its
+methods:
+
+  _calculate_rewards               format-weight schedule (sets TRL's reward_weights per batch)
+  _generate_and_score_completions  NGRPO advantages, per-domain KL coefficients, dynamic sampling,
+                                   sampler/trainer log-prob mismatch and its IS correction,
+                                   re-tokenization check
+  _generate_single_turn            generation on a low-precision sampler copy
+  _compute_loss                    per-sample / per-token KL coefficient, IS-corrected advantages
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from align_kit.plan import ExperimentPlan
+from align_kit.components.advantage import TRLAdvantage, weighted_reward_total
+from align_kit.components.format_schedule import FormatWeightSchedule
+from align_kit.components.kl import KLCoefficient, PerDomainKL, ReweightedKL, entropy_weights
+from align_kit.components.rollout import (
+    HFRollout,
+    LowPrecisionSampler,
+    importance_ratio,
+    mismatch_metrics,
+    retokenize_differences,
+)
+from align_kit.components.sampling import AllGroups, concat_batches, groups_with_signal, select_groups
+from align_kit.errors import ConfigError
+from align_kit.plan import ExperimentPlan, validate_dataset
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 METRICS_FILE = "metrics.jsonl"
+RETOKENIZE_EXAMPLE_FILE = "retokenize_mismatch.json"
+SCHEDULE_STATE_FILE = "format_schedule.json"
 
 
 class AlignTrainer(GRPOTrainer):
-    """GRPOTrainer built from an ExperimentPlan."""
+    """GRPOTrainer plus the components of an ExperimentPlan."""
+
+    def __init__(self, *args, components: dict | None = None, **kwargs):
+        components = components or {}
+        self.advantage_node = components.get("advantage", TRLAdvantage())
+        self.kl_node = components.get("kl")
+        self.rollout_node = components.get("rollout", HFRollout())
+        self.sampling_node = components.get("sampling", AllGroups())
+        self.format_schedule: FormatWeightSchedule | None = components.get("format_schedule")
+        super().__init__(*args, **kwargs)
+        self._rewards_per_func = None
+        self._loss_forward = None  # (logps, entropies) of the forward inside the current loss call
+        self._capture_loss_forward = False
+        self._retokenize_example_saved = False
+        self.sampler = (
+            LowPrecisionSampler(self.model, self.rollout_node.dtype) if self.rollout_node.dtype != "float32" else None
+        )
+        self._format_index = None
+        if self.format_schedule is not None and not self.format_schedule.is_constant:
+            self._format_index = self.reward_func_names.index(self.format_schedule.reward)
+            self.format_schedule.bind(float(self.reward_weights[self._format_index]))
+        self._domains = sorted(set(self.train_dataset["domain"])) if "domain" in self.train_dataset.column_names else []
+        if self.sampling_node.dynamic and self.accelerator.num_processes > 1:
+            raise ConfigError("sampling=dynamic filters groups per process; it supports one process only")
 
     @classmethod
-    def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=()) -> AlignTrainer:
+    def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:
+        """`train_dataset`: already loaded and checked by `validate_dataset` (else loaded here)."""
+        if train_dataset is None:
+            train_dataset = plan.task.dataset("train")
+            validate_dataset(plan, train_dataset)
         run_dir = Path(plan.grpo_kwargs["output_dir"])
         eval_dataset = plan.task.dataset("eval") if getattr(plan.task, "num_eval", 0) else None
         return cls(
             model=model,
             reward_funcs=[spec.func for spec in plan.rewards],
             args=GRPOConfig(**plan.grpo_kwargs),
-            train_dataset=plan.task.dataset("train"),
+            train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             processing_class=tokenizer,
             callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks],
+            components=plan.components,
         )
+
+    # --- rewards and generation -------------------------------------------------------------
+
+    @property
+    def _mode(self) -> str:
+        return "train" if self.model.training else "eval"
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        scheduled = self._format_index is not None and self.model.training
+        if scheduled:  # the weight in force for this batch's advantages
+            self.reward_weights[self._format_index] = self.format_schedule.weight(self.state.global_step)
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if scheduled:
+            self.format_schedule.observe(torch.nanmean(rewards_per_func[:, self._format_index]).item())
+        self._rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _generate_single_turn(self, *args, **kwargs):
+        if self.sampler is None:
+            return super()._generate_single_turn(*args, **kwargs)
+        self.sampler.sync(self.model, self.state.global_step)
+        trained, self.model_wrapped = self.model_wrapped, self.sampler.model
+        try:
+            return super()._generate_single_turn(*args, **kwargs)
+        finally:
+            self.model_wrapped = trained
+
+    def _generate_and_score_completions(self, inputs):
+        batch = self._score_generation(inputs)
+        if self.sampling_node.dynamic and self.model.training:
+            batch = self._keep_groups_with_signal(inputs, batch)
+        return batch
+
+    def _score_generation(self, inputs):
+        batch = super()._generate_and_score_completions(inputs)
+        if self.advantage_node.replaces_trl_advantages:
+            group_size = self.num_generations if self.model.training else self.num_generations_eval
+            advantages = self.advantage_node.compute(self._rewards_per_func, self.reward_weights, group_size)
+            start = self.accelerator.process_index * len(inputs)
+            batch["advantages"] = advantages[start : start + len(inputs)].to(batch["advantages"].device)
+        if isinstance(self.kl_node, PerDomainKL) and self.kl_node.active:
+            betas = [self.kl_node.beta_for(row["domain"]) for row in inputs]
+            batch["kl_coefficient"] = torch.tensor(betas, dtype=torch.float32).unsqueeze(1)
+            batch["domain_index"] = torch.tensor([self._domains.index(row["domain"]) for row in inputs])
+        if self.rollout_node.measures_mismatch:
+            self._measure_mismatch(batch)
+        if self.rollout_node.check_retokenize:
+            self._check_retokenization(inputs, batch)
+        return batch
+
+    def _measure_mismatch(self, batch) -> None:
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        width = batch["completion_ids"].size(1)
+        rows = self.args.per_device_train_batch_size
+        with torch.no_grad():
+            train_logps = batch.get("old_per_token_logps")
+            if train_logps is None:
+                train_logps = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, width, rows)[0]
+            sampler = self.model if self.sampler is None else self.sampler.model
+            sampler_logps = self._get_per_token_logps_and_entropies(sampler, input_ids, attention, width, rows)[0]
+        sampler_logps = sampler_logps.float()
+        mask = batch["completion_mask"]
+        for name, value in mismatch_metrics(train_logps, sampler_logps, mask).items():
+            self._metrics[self._mode][name].append(value)
+        node = self.rollout_node
+        if node.is_correction != "none":
+            batch["rollout_is_ratio"] = importance_ratio(
+                train_logps, sampler_logps, mask, node.is_correction, node.is_cap_min, node.is_cap_max
+            )
+
+    def _check_retokenization(self, inputs, batch) -> None:
+        sampled = [
+            (prompt[prompt_mask.bool()].tolist(), completion[completion_mask.bool()].tolist())
+            for prompt, prompt_mask, completion, completion_mask in zip(
+                batch["prompt_ids"],
+                batch["prompt_mask"],
+                batch["completion_ids"],
+                batch["completion_mask"],
+                strict=True,
+            )
+        ]
+        prompts = [row["prompt"] for row in inputs]
+        differences = retokenize_differences(
+            self.processing_class, lambda texts: self._tokenize_prompts(texts)[0], prompts, sampled
+        )
+        self._metrics[self._mode]["mismatch/retokenize_rate"].append(len(differences) / len(prompts))
+        if differences and not self._retokenize_example_saved and self.accelerator.is_main_process:
+            index = min(differences)
+            original, rebuilt, text = differences[index]
+            example = {"step": self.state.global_step, "prompt": prompts[index], "completion_text": text}
+            example.update(sampled_ids=original, reencoded_ids=rebuilt)
+            Path(self.args.output_dir, RETOKENIZE_EXAMPLE_FILE).write_text(json.dumps(example, indent=2))
+            self._retokenize_example_saved = True
+
+    def _keep_groups_with_signal(self, inputs, batch):
+        """DAPO dynamic sampling (components/sampling.py): regenerate until the batch holds only
+        groups whose rewards differ, or the round budget is spent."""
+        group_size = self.num_generations
+        needed = len(inputs) // group_size
+        kept: list[tuple[dict, list[int]]] = []
+        dropped: list[tuple[dict, list[int]]] = []
+        generated = kept_count = rounds = 0
+        while True:
+            rounds += 1
+            signal = groups_with_signal(weighted_reward_total(self._rewards_per_func, self.reward_weights), group_size)
+            kept.append((batch, [g for g, has in enumerate(signal.tolist()) if has]))
+            dropped.append((batch, [g for g, has in enumerate(signal.tolist()) if not has]))
+            generated += len(signal)
+            kept_count += int(signal.sum())
+            if kept_count >= needed or rounds >= self.sampling_node.max_gen_batches:
+                break
+            batch = self._score_generation(self._draw_prompts(needed, rounds))
+        chosen, remaining = [], needed
+        for part, groups in kept + dropped:
+            take = groups[:remaining]
+            if take:
+                chosen.append(select_groups(part, take, group_size))
+                remaining -= len(take)
+        metrics = self._metrics["train"]
+        metrics["sampling/kept_group_fraction"].append(kept_count / generated)
+        metrics["sampling/gen_batches"].append(rounds)
+        metrics["sampling/filled_groups"].append(max(needed - kept_count, 0))
+        return concat_batches(chosen, self.processing_class.pad_token_id)
+
+    def _draw_prompts(self, count: int, round_index: int) -> list[dict]:
+        # Seeded by run seed, step and round: a resumed run draws the same extra prompts.
+        generator = torch.Generator().manual_seed(
+            self.args.seed * 1_000_003 + self.state.global_step * 101 + round_index
+        )
+        picks = torch.randint(len(self.train_dataset), (count,), generator=generator).tolist()
+        return [dict(self.train_dataset[i]) for i in picks for _ in range(self.num_generations)]
+
+    # --- loss -------------------------------------------------------------------------------
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._capture_loss_forward:
+            self._loss_forward = result
+        return result
+
+    def _kl_coefficient(self, inputs) -> KLCoefficient | None:
+        if "kl_coefficient" in inputs:
+            return KLCoefficient(lambda: inputs["kl_coefficient"])
+        if isinstance(self.kl_node, ReweightedKL) and self.kl_node.active:
+            mask = inputs["completion_mask"]
+            return KLCoefficient(lambda: self.kl_node.beta * entropy_weights(self._loss_forward[1], mask))
+        return None
+
+    def _compute_loss(self, model, inputs):
+        if "rollout_is_ratio" in inputs:
+            # IS ratios >= 0 commute with PPO's min, so scaling (B, T) advantages equals scaling the
+            # per-token policy loss, as TRL does for vLLM; TRL accepts (B, T) advantages.
+            inputs = {**inputs, "advantages": inputs["advantages"].unsqueeze(1) * inputs["rollout_is_ratio"]}
+        coefficient = self._kl_coefficient(inputs)
+        beta = self.beta
+        self._capture_loss_forward = True
+        if coefficient is not None:
+            self.beta = coefficient
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self.beta = beta
+            self._capture_loss_forward = False
+        if "domain_index" in inputs:
+            self._log_kl_per_domain(inputs)
+        return loss
+
+    def _log_kl_per_domain(self, inputs) -> None:
+        logps = self._loss_forward[0].detach()
+        difference = inputs["ref_per_token_logps"] - logps
+        per_token_kl = torch.exp(difference) - difference - 1  # TRL's k3 estimator, unweighted
+        mask = inputs["completion_mask"]
+        for index in inputs["domain_index"].unique().tolist():
+            rows = inputs["domain_index"] == index
+            value = (per_token_kl[rows] * mask[rows]).sum() / mask[rows].sum().clamp(min=1)
+            self._metrics[self._mode][f"kl/{self._domains[index]}"].append(value.item())
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self._format_index is not None:
+            self._metrics["train"]["schedule/format_weight"].append(float(self.reward_weights[self._format_index]))
+        return loss
+
+    # --- checkpoint state of stateful components ---------------------------------------------
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self._format_index is not None and self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            (folder / SCHEDULE_STATE_FILE).write_text(json.dumps(self.format_schedule.state_dict()))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if self._format_index is not None and checkpoint is not None:
+            state_file = Path(checkpoint, SCHEDULE_STATE_FILE)
+            if state_file.exists():
+                self.format_schedule.load_state_dict(json.loads(state_file.read_text()))

@@ -51,3 +51,29 @@ def cli_env(cache_dir: str) -> dict:
     env = dict(os.environ, ALIGN_KIT_CACHE=cache_dir, WANDB_SILENT="true", PYTHONUNBUFFERED="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return env
+
+
+@pytest.fixture
+def build_trainer(overrides_for, tmp_path):
+    """An AlignTrainer on the tiny policy for the given overrides, in training mode, not trained."""
+    from align_kit.plan import build_plan
+    from align_kit.train import component_choices
+    from align_kit.trainer import AlignTrainer
+
+    def build(*extra: str) -> AlignTrainer:
+        cfg = compose(overrides_for("logger=none", *extra))
+        plan = build_plan(cfg, component_choices(), str(tmp_path / "run"))
+        policy = plan.model.load(plan.task, cfg.paths.cache_dir)
+        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        trainer.model.train()
+        trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
+        return trainer
+
+    return build
+
+
+def generation_inputs(trainer, prompts: int, start: int = 0) -> list[dict]:
+    """Dataset rows laid out as TRL's sampler lays them: each prompt repeated num_generations times."""
+    return [
+        dict(trainer.train_dataset[i]) for i in range(start, start + prompts) for _ in range(trainer.num_generations)
+    ]

@@ -27,6 +27,10 @@ EXPECTED_FIELDS = {
     },
     ("kl", "none"): {"beta": 0.0, "use_bias_correction_kl": False},
     ("kl", "constant"): {"beta": 0.04, "use_bias_correction_kl": False},
+    # per_domain: TRL's beta is the largest domain beta (subtraction's 0.02), so the reference loads.
+    ("kl", "per_domain"): {"beta": 0.02, "use_bias_correction_kl": False},
+    ("kl", "reweighted"): {"beta": 0.04, "use_bias_correction_kl": True},
+    ("advantage", "ngrpo"): {"scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize"},
     ("overlong", "none"): {"mask_truncated_completions": False},
     ("overlong", "filter"): {"mask_truncated_completions": True},
     ("overlong", "soft_punish"): {"mask_truncated_completions": False},

@@ -5,13 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from align_kit import CONF_DIR, PROJECT_ROOT
 from align_kit.config import compose
 from align_kit.plan import build_plan
 from align_kit.train import TAGGED_GROUPS, component_choices
 
-GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("recipe", "sweep"))
+DEFAULTS = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "train.yaml").defaults)
+GROUPS = sorted(
+    next(iter(entry)) for entry in DEFAULTS if isinstance(entry, dict) and next(iter(entry)) not in ("recipe", "sweep")
+)
 NODES = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
 RECIPES = sorted(p.stem for p in (PROJECT_ROOT / "recipes").glob("*.yaml"))
 SWEEPS = sorted(p.stem for p in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
@@ -38,6 +42,7 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
 def test_groups_match_the_documented_tree():
     assert set(GROUPS) == {
         "advantage", "clip", "kl", "logger", "model", "overlong", "reward", "rollout", "task", "trainer",
+        "sampling", "format_schedule",
     }  # fmt: skip
     assert {"dapo", "dr_grpo", "gspo", "gdpo"} <= set(RECIPES)
 

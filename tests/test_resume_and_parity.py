@@ -34,7 +34,9 @@ class KillAfterStepFive(TrainerCallback):
 
 build = trainer.AlignTrainer.from_plan.__func__
 trainer.AlignTrainer.from_plan = classmethod(
-    lambda cls, plan, model, tokenizer, extra_callbacks=(): build(cls, plan, model, tokenizer, (KillAfterStepFive(),))
+    lambda cls, plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
+        cls, plan, model, tokenizer, (KillAfterStepFive(),), train_dataset
+    )
 )
 from align_kit.train import main
 sys.argv = ["align-kit train", *sys.argv[1:]]

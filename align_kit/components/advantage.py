@@ -1,9 +1,20 @@
-"""Advantage normalizers that TRL implements; the nodes only choose TRL's fields.
+"""Advantage normalizers behind one pure interface:
 
-grpo    : (r - mean_group) / std_group            DeepSeekMath, arXiv 2402.03300
-batch   : (r - mean_group) / std_batch            TRL `scale_rewards="batch"` (Lite PPO, arXiv 2508.08221)
-dr_grpo : r - mean_group, loss / constant length  Dr.GRPO, arXiv 2503.20783
-gdpo    : normalize each reward, then weight-sum  GDPO (seed 000, 16.6.3)
+    compute(rewards_per_func [N, K], reward_weights [K], group_size) -> advantages [N]
+
+usable without a trainer. Rows are grouped as TRL groups them (G consecutive completions of one
+prompt). A row whose rewards are all NaN (every reward function returned None) is unscorable: it
+is left out of the group statistics and gets advantage 0, as in TRL.
+
+grpo    : (r - mean_group) / std_group             DeepSeekMath, arXiv 2402.03300
+batch   : (r - mean_group) / std_batch             TRL scale_rewards="batch" (Lite PPO, arXiv 2508.08221)
+dr_grpo : r - mean_group (loss also changes)       Dr.GRPO, arXiv 2503.20783
+gdpo    : per-reward group normalisation, weighted sum, then TRL normalises the sum over the
+          whole batch (seed 000, 16.6.3 gives the first two steps; the batch step is TRL's)
+ngrpo   : group statistics include virtual samples with the best reward   NGRPO, arXiv 2509.18851
+
+r is the weighted sum of the rewards. The TRL-native nodes leave TRL's computation in place and
+`compute` reproduces it (tested against the trainer); NGRPO replaces TRL's advantages with its own.
 """
 
 from __future__ import annotations
@@ -16,6 +27,15 @@ from align_kit.errors import ConfigError
 
 _SCALES = ("group", "batch", "none")
 _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+STD_EPSILON = 1e-4  # TRL's guard in (r - mean) / (std + eps)
+
+
+def weighted_reward_total(rewards_per_func, reward_weights):
+    import torch
+
+    total = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    return total
 
 
 @dataclass
@@ -23,6 +43,8 @@ class TRLAdvantage(Component):
     scale_rewards: str = "group"
     aggregation: str = "sum_then_normalize"
     loss_type: str | None = None  # Dr.GRPO also changes the loss normalisation
+
+    replaces_trl_advantages = False
 
     def validate(self) -> None:
         if self.scale_rewards not in _SCALES:
@@ -41,3 +63,67 @@ class TRLAdvantage(Component):
         if self.loss_type is not None:
             fields["loss_type"] = self.loss_type
         return fields
+
+    def compute(self, rewards_per_func, reward_weights, group_size: int):
+        import torch
+        from trl.trainer.utils import nanstd
+
+        if self.aggregation == "normalize_then_sum":
+            grouped = rewards_per_func.view(-1, group_size, rewards_per_func.size(1))
+            spread = nanstd(grouped, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(grouped[:, :1])
+            normalised = (grouped - torch.nanmean(grouped, dim=1, keepdim=True)) / (spread + STD_EPSILON)
+            total = weighted_reward_total(normalised.view_as(rewards_per_func), reward_weights)
+            total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            batch_std = nanstd(total) if total.numel() > 1 else torch.zeros(())
+            return torch.nan_to_num((total - torch.nanmean(total)) / (batch_std + STD_EPSILON), nan=0.0)
+
+        total = weighted_reward_total(rewards_per_func, reward_weights)
+        grouped = total.view(-1, group_size)
+        centred = total - torch.nanmean(grouped, dim=1).repeat_interleave(group_size)
+        if self.scale_rewards == "none":
+            return torch.nan_to_num(centred, nan=0.0)
+        if self.scale_rewards == "group":
+            spread = nanstd(grouped, dim=1) if group_size > 1 else torch.zeros(grouped.size(0))
+            spread = spread.repeat_interleave(group_size)
+        else:
+            spread = nanstd(total).expand_as(total) if total.numel() > 1 else torch.zeros_like(total)
+        return torch.nan_to_num(centred / (spread + STD_EPSILON), nan=0.0)
+
+
+@dataclass
+class NGRPOAdvantage(Component):
+    """Virtual-sample injection (seed 000, 16.6.5): each group's mean and std are taken over its
+    real rewards plus `n_virtual` virtual samples scoring `r_max`; only real samples get
+    advantages. A group that all scored 0.8 is no longer flat: mean 0.84, so each 0.8 is pushed
+    down ("there is room to improve"); a group that all reached r_max stays at advantage 0.
+
+    Several rewards: NGRPO acts on the weighted total r = sum_k w_k r_k, like GRPO, and the
+    virtual sample's total is r_max. With the default weights the best attainable total is 1.0
+    (validation enforces it), which is r_max's default.
+    """
+
+    n_virtual: int = 1
+    r_max: float = 1.0
+
+    replaces_trl_advantages = True
+
+    def validate(self) -> None:
+        if self.n_virtual < 1:
+            raise ConfigError(f"advantage.n_virtual={self.n_virtual} must be >= 1 (use advantage=grpo for none)")
+
+    def grpo_fields(self) -> dict[str, Any]:
+        # TRL still computes (and logs) its own group statistics; align_kit replaces the advantages.
+        return {"scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize"}
+
+    def compute(self, rewards_per_func, reward_weights, group_size: int):
+        import torch
+        from trl.trainer.utils import nanstd
+
+        total = weighted_reward_total(rewards_per_func, reward_weights)
+        grouped = total.view(-1, group_size)
+        virtual = torch.full((grouped.size(0), self.n_virtual), self.r_max, dtype=total.dtype)
+        augmented = torch.cat([grouped, virtual], dim=1)
+        mean = torch.nanmean(augmented, dim=1, keepdim=True)
+        spread = nanstd(augmented, dim=1, keepdim=True)
+        advantages = (grouped - mean) / (spread + STD_EPSILON)
+        return torch.nan_to_num(advantages.view(-1), nan=0.0)

@@ -23,7 +23,8 @@ class Component:
     A component may
       - set `GRPOConfig` fields (`grpo_fields`): TRL already implements the behaviour;
       - add reward functions (`reward_specs`), e.g. the soft overlong punishment;
-      - check its own keys (`validate`) before anything heavy is imported.
+      - check its own keys (`validate`) before anything heavy is imported, and the training data
+        (`check_dataset`) before the model loads.
     """
 
     group: str = field(default="", init=False, repr=False)
@@ -35,4 +36,8 @@ class Component:
         return []
 
     def validate(self) -> None:
+        return None
+
+    def check_dataset(self, dataset) -> None:
+        """Checks that need the training data (run after it loads, before the model does)."""
         return None

@@ -1,24 +1,134 @@
-"""Rollout engines. `hf`: transformers' generate inside the trainer (TRL's default path)."""
+"""Rollout engines, and the train/inference mismatch they can introduce (seed 000, 16.6.1).
+
+`hf`: transformers' generate inside the trainer. With `dtype=bfloat16` sampling runs on a bf16
+copy of the policy, re-synced from the fp32 weights whenever the policy changed, while training
+stays fp32: the precision gap between an inference engine and the trainer, made real on a CPU.
+Sampler log-probs are recorded and compared with the trainer's (`mismatch/*`), and the
+importance-sampling corrections TRL offers for vLLM can be applied to this path too
+(`is_correction`: token/sequence x truncate/mask, capped by `is_cap_min` / `is_cap_max`).
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
 
+DTYPES = ("float32", "bfloat16")
+IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
 
 @dataclass
 class HFRollout(Component):
     temperature: float = 1.0
     top_p: float = 1.0
+    dtype: str = "float32"
+    log_mismatch: bool = False  # also measure sampler vs trainer log-probs with an fp32 sampler
+    is_correction: str = "none"
+    is_cap_min: float | None = None
+    is_cap_max: float | None = 3.0  # TRL's vllm_importance_sampling_clip_max default
+    check_retokenize: bool = True
 
     def validate(self) -> None:
         if self.temperature <= 0:
             raise ConfigError(f"rollout.temperature={self.temperature} must be > 0 (GRPO samples)")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"rollout.top_p={self.top_p} must be in (0, 1]")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"rollout.dtype={self.dtype!r} is not one of {list(DTYPES)}")
+        if self.is_correction not in IS_MODES:
+            raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
+        if self.is_correction != "none" and not self.measures_mismatch:
+            raise ConfigError(
+                f"rollout.is_correction={self.is_correction} needs sampler log-probs: "
+                "set rollout.dtype=bfloat16 or rollout.log_mismatch=true"
+            )
 
     def grpo_fields(self) -> dict[str, Any]:
         return {"use_vllm": False, "temperature": self.temperature, "top_p": self.top_p}
+
+    @property
+    def measures_mismatch(self) -> bool:
+        return self.dtype != "float32" or self.log_mismatch
+
+
+def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float | None, cap_max: float | None):
+    """pi_train / pi_sampler per completion token, [B, T] (sequence modes repeat one value per row).
+
+    token_*    : ratio of each token;  sequence_* : exp of the summed log-ratio over the sequence.
+    *_truncate : clamp into [cap_min, cap_max] (truncated IS);  *_mask : zero outside the caps."""
+    import torch
+
+    log_ratio = (train_logps - sampler_logps) * mask
+    if mode.startswith("sequence"):
+        log_ratio = log_ratio.sum(-1, keepdim=True).expand_as(train_logps)
+    ratio = torch.exp(log_ratio)
+    low = -math.inf if cap_min is None else cap_min
+    high = math.inf if cap_max is None else cap_max
+    if mode.endswith("truncate"):
+        return ratio.clamp(min=low, max=high)
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+
+
+def mismatch_metrics(train_logps, sampler_logps, mask) -> dict[str, float]:
+    """Per-token gap between trainer and sampler log-probs of the sampled tokens.
+
+    mismatch/kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
+    log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
+    import torch
+
+    selected = mask.bool()
+    gap = (train_logps - sampler_logps)[selected]
+    if gap.numel() == 0:
+        return {"mismatch/logp_abs_diff/mean": 0.0, "mismatch/logp_abs_diff/max": 0.0, "mismatch/kl": 0.0}
+    return {
+        "mismatch/logp_abs_diff/mean": gap.abs().mean().item(),
+        "mismatch/logp_abs_diff/max": gap.abs().max().item(),
+        "mismatch/kl": (torch.exp(gap) - gap - 1).mean().item(),
+    }
+
+
+class LowPrecisionSampler:
+    """A reduced-precision copy of the policy for generation, re-synced when the policy changed."""
+
+    def __init__(self, model, dtype: str):
+        import copy
+
+        import torch
+
+        self.model = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
+        self._synced_step: int | None = None
+
+    def sync(self, model, step: int) -> None:
+        if self._synced_step == step:
+            return
+        self.model.load_state_dict(model.state_dict())  # load_state_dict casts to the copy's dtype
+        self._synced_step = step
+
+
+def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: list[tuple[list[int], list[int]]]):
+    """Rebuild each rollout as text and re-encode it the way the training side encodes prompts
+    (a multi-turn pipeline feeds the history back as text), then compare with the ids that were
+    sampled (seed 000, 16.6.1 (3)). `sampled` holds (prompt ids, completion ids) per rollout,
+    unpadded; `encode_prompts` is the trainer's prompt encoder. Returns {index: (sampled ids,
+    re-encoded ids, text)} for the rollouts that differ."""
+    from trl.data_utils import is_conversational
+
+    differences = {}
+    for index, (prompt, (prompt_ids, completion_ids)) in enumerate(zip(prompts, sampled, strict=True)):
+        text = tokenizer.decode(completion_ids, skip_special_tokens=False)
+        if is_conversational({"prompt": prompt}):
+            messages = [*prompt, {"role": "assistant", "content": text}]
+            encoded = tokenizer.apply_chat_template(
+                messages, tokenize=True, continue_final_message=True, return_dict=True
+            )
+            rebuilt = list(encoded["input_ids"])
+        else:
+            rebuilt = list(encode_prompts([prompt + text])[0])
+        original = list(prompt_ids) + list(completion_ids)
+        if rebuilt != original:
+            differences[index] = (original, rebuilt, text)
+    return differences

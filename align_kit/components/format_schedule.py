@@ -1,0 +1,80 @@
+"""Format-reward weight schedule (seed 002, 18.3.6): start with a high format weight so the model
+learns the `<think>...</think>` structure quickly, then lower it so correctness dominates.
+
+constant : the `format` reward's configured weight throughout
+linear   : start -> end over `steps` optimizer steps, then end
+step     : start until `at_step`, then end
+adaptive : start (1.0) until the format reward's mean has stayed >= threshold (0.9) for `window`
+           consecutive generation batches, then floor (0.1-0.3) for the rest of the run (one-way:
+           a later dip does not raise it again, so the schedule cannot oscillate)
+
+The trainer asks `weight(step)` before scoring each generation batch (the weight in force for
+that batch's advantages) and then reports the batch's mean format reward with `observe`. The
+weight is TRL's `reward_weights` entry of the `format` reward, so it works under both
+sum_then_normalize and GDPO's normalize_then_sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+
+KINDS = ("constant", "linear", "step", "adaptive")
+
+
+@dataclass
+class FormatWeightSchedule(Component):
+    kind: str = "constant"
+    reward: str = "format"  # the reward whose weight is scheduled
+    start: float | None = None  # None: the reward's configured weight
+    end: float = 0.2
+    steps: int = 100  # linear
+    at_step: int = 100  # step
+    threshold: float = 0.9  # adaptive
+    window: int = 5  # adaptive
+    floor: float = 0.2  # adaptive
+    _above: int = field(default=0, init=False, repr=False)
+    _lowered: bool = field(default=False, init=False, repr=False)
+
+    def validate(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"format_schedule.kind={self.kind!r} is not one of {list(KINDS)}")
+        if self.kind == "linear" and self.steps < 1:
+            raise ConfigError(f"format_schedule.steps={self.steps} must be >= 1")
+        if self.kind == "adaptive" and self.window < 1:
+            raise ConfigError(f"format_schedule.window={self.window} must be >= 1")
+        for key in ("end", "floor"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"format_schedule.{key}={getattr(self, key)} must be >= 0")
+
+    @property
+    def is_constant(self) -> bool:
+        return self.kind == "constant"
+
+    def bind(self, configured_weight: float) -> None:
+        if self.start is None:
+            self.start = configured_weight
+
+    def weight(self, step: int) -> float:
+        if self.kind == "linear":
+            progress = min(step / self.steps, 1.0)
+            return self.start + (self.end - self.start) * progress
+        if self.kind == "step":
+            return self.start if step < self.at_step else self.end
+        if self.kind == "adaptive":
+            return self.floor if self._lowered else self.start
+        return self.start
+
+    def observe(self, format_reward_mean: float) -> None:
+        if self.kind != "adaptive" or self._lowered:
+            return
+        self._above = self._above + 1 if format_reward_mean >= self.threshold else 0
+        self._lowered = self._above >= self.window
+
+    def state_dict(self) -> dict:
+        return {"above": self._above, "lowered": self._lowered}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._above, self._lowered = state["above"], state["lowered"]

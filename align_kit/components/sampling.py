@@ -1,0 +1,97 @@
+"""Which generated groups a training step keeps.
+
+all     : every group (TRL's behaviour)
+dynamic : DAPO dynamic sampling (arXiv 2503.14476 §3.2; seed 002, 18.3.8 ranks it first among
+          interventions). Groups whose rewards are all equal carry no signal (zero advantage,
+          zero gradient); they are dropped and new groups are generated until the batch is full
+          or `max_gen_batches` generation rounds were spent. A batch still short after that is
+          topped up with the dropped groups, which contribute no gradient: the step trains on
+          the signal it has, at the batch shape TRL expects, and `sampling/filled_groups` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+
+# How each padded key of a TRL generation batch is padded when batches of different widths join
+# (all of these are [B, width]; every other tensor is per row).
+LEFT_PADDED = ("prompt_ids", "prompt_mask")
+RIGHT_PADDED = (
+    "completion_ids",
+    "completion_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "tool_mask",
+    "rollout_is_ratio",
+)
+SIGNAL_TOLERANCE = 1e-6
+
+
+@dataclass
+class AllGroups(Component):
+    dynamic = False
+
+
+@dataclass
+class DynamicSampling(Component):
+    max_gen_batches: int = 4  # generation rounds per step, the first included
+
+    dynamic = True
+
+    def validate(self) -> None:
+        if self.max_gen_batches < 1:
+            raise ConfigError(f"sampling.max_gen_batches={self.max_gen_batches} must be >= 1")
+
+
+def groups_with_signal(total_rewards, group_size: int):
+    """Bool per group: do its (non-NaN) rewards differ? Matches TRL's non-zero group std."""
+    import torch
+
+    grouped = total_rewards.view(-1, group_size)
+    highest = torch.where(torch.isnan(grouped), -torch.inf, grouped).max(dim=1).values
+    lowest = torch.where(torch.isnan(grouped), torch.inf, grouped).min(dim=1).values
+    return (highest - lowest) > SIGNAL_TOLERANCE
+
+
+def select_groups(batch: dict[str, Any], groups: list[int], group_size: int) -> dict[str, Any]:
+    import torch
+
+    rows = torch.tensor([g * group_size + i for g in groups for i in range(group_size)], dtype=torch.long)
+    return {
+        key: value[rows] if isinstance(value, torch.Tensor) and value.dim() > 0 else value
+        for key, value in batch.items()
+    }
+
+
+def _pad_to(tensor, width: int, value, left: bool):
+    import torch.nn.functional as F
+
+    missing = width - tensor.size(1)
+    if missing == 0:
+        return tensor
+    padding = [0, 0] * (tensor.dim() - 2) + ([missing, 0] if left else [0, missing])
+    return F.pad(tensor, padding, value=value)
+
+
+def concat_batches(batches: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """Join TRL generation batches row-wise, re-padding to common prompt and completion widths."""
+    import torch
+
+    pad_values = {"prompt_ids": pad_token_id, "completion_ids": pad_token_id, "tool_mask": 1, "rollout_is_ratio": 1.0}
+    joined: dict[str, Any] = {}
+    for key, first in batches[0].items():
+        if not isinstance(first, torch.Tensor) or first.dim() == 0:
+            continue
+        parts = [batch[key] for batch in batches]
+        if key in LEFT_PADDED or key in RIGHT_PADDED:
+            width = max(part.size(1) for part in parts)
+            parts = [_pad_to(part, width, pad_values.get(key, 0), key in LEFT_PADDED) for part in parts]
+        joined[key] = torch.cat(parts, dim=0)
+    mask = joined["completion_mask"] * joined.get("tool_mask", 1)
+    joined["num_items_in_batch"] = mask.sum()
+    return joined

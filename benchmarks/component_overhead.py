@@ -1,0 +1,54 @@
+"""Step-time ratio of each stability component on vs off, on the tiny model, in one process.
+
+Each pair differs only in the component (the "off" arm is the closest TRL-native setting, e.g.
+kl=constant for kl=per_domain). Target ratio <= 1.05, except dynamic sampling, whose cost is the
+extra generation rounds it reports (sampling/gen_batches). Median over alternating repeats.
+
+Run: .venv/bin/python benchmarks/component_overhead.py --steps 40 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from timing import alternating, base_overrides, build_align_kit
+
+PAIRS = {
+    "advantage=ngrpo": (["advantage=ngrpo"], ["advantage=grpo"]),
+    "kl=per_domain": (["kl=per_domain"], ["kl=constant", "kl.beta=0.02"]),
+    "kl=reweighted": (["kl=reweighted"], ["kl=constant", "kl.bias_corrected=true"]),
+    "format_schedule=adaptive": (["format_schedule=adaptive"], ["reward.format.weight=1.0"]),
+    "rollout.dtype=bfloat16": (["rollout.dtype=bfloat16"], []),
+    "rollout.log_mismatch (fp32)": (["rollout.log_mismatch=true"], []),
+    "rollout.check_retokenize": ([], ["rollout.check_retokenize=false"]),
+    "sampling=dynamic": (["sampling=dynamic"], []),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "align_kit"))
+    parser.add_argument("--only", default=None, help="comma-separated pair names")
+    args = parser.parse_args()
+
+    base = base_overrides(args.cache_dir, args.steps)
+    names = args.only.split(",") if args.only else list(PAIRS)
+    for name in names:
+        on, off = PAIRS[name]
+        times = alternating({"on": ([*base, *on], build_align_kit), "off": ([*base, *off], build_align_kit)},
+                            args.repeats, args.cache_dir)  # fmt: skip
+        ratios = [a / b for a, b in zip(times["on"], times["off"], strict=True)]
+        print(
+            f"{name:30s} on/off median {statistics.median(ratios):.3f} "
+            f"(range {min(ratios):.3f}-{max(ratios):.3f}; on {[round(t, 1) for t in times['on']]} s, "
+            f"off {[round(t, 1) for t in times['off']]} s)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Shared timing helpers: build a trainer for some overrides and time its training loop."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+
+def plan_for(overrides: list[str], run_dir: str):
+    from align_kit.config import compose
+    from align_kit.plan import build_plan
+    from align_kit.train import component_choices
+
+    return build_plan(compose(overrides), component_choices(), run_dir)
+
+
+def build_align_kit(plan, cache_dir: str, scratch: str):
+    from align_kit.trainer import AlignTrainer
+
+    policy = plan.model.load(plan.task, cache_dir)
+    return AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+
+
+def build_trl(plan, cache_dir: str, scratch: str):
+    from trl import GRPOConfig, GRPOTrainer
+
+    policy = plan.model.load(plan.task, cache_dir)
+    return GRPOTrainer(
+        model=policy.model,
+        reward_funcs=[spec.func for spec in plan.rewards],
+        args=GRPOConfig(**{**plan.grpo_kwargs, "output_dir": f"{scratch}/trl"}),
+        train_dataset=plan.task.dataset("train"),
+        processing_class=policy.tokenizer,
+    )
+
+
+def base_overrides(cache_dir: str, steps: int) -> list[str]:
+    return [
+        f"paths.cache_dir={cache_dir}",
+        "logger=none",
+        f"trainer.max_steps={steps}",
+        "trainer.save_strategy=no",
+        "trainer.disable_tqdm=true",
+    ]
+
+
+def train_seconds(overrides: list[str], cache_dir: str, build=build_align_kit) -> tuple[float, object]:
+    """Wall time of trainer.train() (model load and trainer construction excluded), and the trainer."""
+    with tempfile.TemporaryDirectory() as scratch:
+        plan = plan_for(overrides, f"{scratch}/run")
+        trainer = build(plan, cache_dir, scratch)
+        started = time.perf_counter()
+        trainer.train()
+        return time.perf_counter() - started, trainer
+
+
+def alternating(arms: dict[str, tuple[list[str], object]], repeats: int, cache_dir: str) -> dict[str, list[float]]:
+    """Time every arm `repeats` times, rotating the order so drift in machine load is shared."""
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    names = list(arms)
+    for repeat in range(repeats):
+        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+            overrides, build = arms[name]
+            times[name].append(train_seconds(overrides, cache_dir, build)[0])
+    return times

@@ -1,0 +1,105 @@
+"""Advantage normalizers: hand-computed values, and the trainer uses exactly what compute returns."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+
+from align_kit.components.advantage import NGRPOAdvantage, TRLAdvantage
+from tests.conftest import generation_inputs
+
+NAN = float("nan")
+EPS = 1e-4  # TRL's std guard
+
+
+def column(*values: float) -> torch.Tensor:
+    return torch.tensor([[v] for v in values])
+
+
+def test_ngrpo_seed_example():
+    # Seed 000, 16.6.5: four answers at 0.8 plus one virtual 1.0 -> mean 0.84, std > 0, all negative.
+    augmented = [0.8, 0.8, 0.8, 0.8, 1.0]
+    assert statistics.mean(augmented) == pytest.approx(0.84)
+    expected = (0.8 - 0.84) / (statistics.stdev(augmented) + EPS)  # stdev: Bessel-corrected, as TRL
+    advantages = NGRPOAdvantage().compute(column(0.8, 0.8, 0.8, 0.8), torch.tensor([1.0]), 4)
+    assert advantages.tolist() == pytest.approx([expected] * 4)
+    assert expected < 0
+
+
+def test_ngrpo_full_score_group_stays_at_zero_and_mixed_group_uses_the_virtual_sample():
+    rewards = column(1.0, 1.0, 0.0, 1.0)
+    advantages = NGRPOAdvantage().compute(rewards, torch.tensor([1.0]), 2)
+    mixed = [0.0, 1.0, 1.0]  # second group plus the virtual 1.0
+    mean, spread = statistics.mean(mixed), statistics.stdev(mixed)
+    assert advantages.tolist() == pytest.approx([0.0, 0.0, (0 - mean) / (spread + EPS), (1 - mean) / (spread + EPS)])
+
+
+def test_ngrpo_acts_on_the_weighted_total_and_skips_unscorable_rows():
+    rewards = torch.tensor([[1.0, 1.0], [0.0, 1.0], [NAN, NAN]])
+    weights = torch.tensor([0.8, 0.2])
+    totals = [0.8 * 1 + 0.2 * 1, 0.8 * 0 + 0.2 * 1]  # the unscorable row is left out
+    augmented = [*totals, 1.0]
+    mean, spread = statistics.mean(augmented), statistics.stdev(augmented)
+    advantages = NGRPOAdvantage().compute(rewards, weights, 3)
+    assert advantages.tolist() == pytest.approx([(t - mean) / (spread + EPS) for t in totals] + [0.0])
+
+
+GROUPED = torch.tensor([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+WEIGHTS = torch.tensor([0.8, 0.2])
+TOTALS = [1.0, 0.2, 0.8, 0.0, 1.0, 0.8]  # 0.8 * correctness + 0.2 * format, by row
+
+
+def by_hand(scale: str) -> list[float]:
+    groups = [TOTALS[:3], TOTALS[3:]]
+    result = []
+    for group in groups:
+        mean = statistics.mean(group)
+        spread = {"group": statistics.stdev(group), "batch": statistics.stdev(TOTALS), "none": None}[scale]
+        result += [(r - mean) if spread is None else (r - mean) / (spread + EPS) for r in group]
+    return result
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_sum_then_normalize_scales(scale):
+    advantages = TRLAdvantage(scale_rewards=scale).compute(GROUPED, WEIGHTS, 3)
+    assert advantages.tolist() == pytest.approx(by_hand(scale))
+
+
+def test_gdpo_normalises_each_reward_then_the_batch():
+    def normalised(values: list[float]) -> list[float]:
+        mean, spread = statistics.mean(values), statistics.stdev(values)
+        return [(v - mean) / (spread + EPS) for v in values]
+
+    per_reward = []
+    for k in range(2):
+        values = GROUPED[:, k].tolist()
+        per_reward.append(normalised(values[:3]) + normalised(values[3:]))
+    summed = [0.8 * a + 0.2 * b for a, b in zip(*per_reward, strict=True)]
+    mean, spread = statistics.mean(summed), statistics.stdev(summed)
+    expected = [(s - mean) / (spread + EPS) for s in summed]
+    advantages = TRLAdvantage(aggregation="normalize_then_sum").compute(GROUPED, WEIGHTS, 3)
+    assert advantages.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_unscorable_rows_get_zero_and_leave_the_group_statistics():
+    rewards = column(1.0, 0.0, NAN, 1.0)
+    advantages = TRLAdvantage().compute(rewards, torch.tensor([1.0]), 4)
+    scored = [1.0, 0.0, 1.0]
+    mean, spread = statistics.mean(scored), statistics.stdev(scored)
+    assert advantages.tolist() == pytest.approx([(1 - mean) / (spread + EPS), (0 - mean) / (spread + EPS), 0.0,
+                                                 (1 - mean) / (spread + EPS)])  # fmt: skip
+    assert not math.isnan(advantages.sum().item())
+
+
+@pytest.mark.parametrize("node", ["grpo", "batch", "dr_grpo", "gdpo", "ngrpo"])
+def test_trainer_advantages_are_what_compute_returns(node, build_trainer):
+    trainer = build_trainer(f"advantage={node}")
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    expected = trainer.advantage_node.compute(
+        trainer._rewards_per_func, trainer.reward_weights, trainer.num_generations
+    )
+    assert torch.equal(batch["advantages"], expected)
+    assert batch["advantages"].abs().sum() > 0  # a batch with signal: the comparison is not of zeros

@@ -1,0 +1,77 @@
+"""The format-weight schedule, step by step, and its weight reaching the trainer's advantages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from align_kit.components.format_schedule import FormatWeightSchedule
+from align_kit.tracking.metrics_file import read_metrics
+from tests.conftest import generation_inputs
+
+
+def test_constant_keeps_the_configured_weight():
+    schedule = FormatWeightSchedule(kind="constant")
+    schedule.bind(0.2)
+    assert [schedule.weight(step) for step in (0, 50, 500)] == [0.2, 0.2, 0.2]
+
+
+def test_linear_interpolates_then_holds():
+    schedule = FormatWeightSchedule(kind="linear", start=1.0, end=0.2, steps=4)
+    # 1.0 + (0.2 - 1.0) * step / 4: 1.0, 0.8, 0.6, 0.4, 0.2, then 0.2
+    assert [schedule.weight(step) for step in range(6)] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2, 0.2])
+
+
+def test_step_switches_at_the_step():
+    schedule = FormatWeightSchedule(kind="step", start=1.0, end=0.3, at_step=3)
+    assert [schedule.weight(step) for step in range(5)] == [1.0, 1.0, 1.0, 0.3, 0.3]
+
+
+def test_adaptive_lowers_after_a_full_window_above_threshold_and_stays_low():
+    schedule = FormatWeightSchedule(kind="adaptive", start=1.0, threshold=0.9, window=3, floor=0.2)
+    stream = [0.5, 0.95, 0.92, 0.85, 0.91, 0.93, 0.97, 0.4, 0.99]
+    # above 0.9?  no  yes  yes  no(reset)  yes  yes  yes(3 in a row: lowered)  -> floor for good
+    weights = []
+    for value in stream:
+        weights.append(schedule.weight(step=0))  # the weight in force for this batch
+        schedule.observe(value)
+    assert weights == [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.2, 0.2]
+
+
+def test_adaptive_state_round_trips():
+    schedule = FormatWeightSchedule(kind="adaptive", window=2)
+    schedule.bind(1.0)
+    schedule.observe(0.95)
+    restored = FormatWeightSchedule(kind="adaptive", window=2)
+    restored.bind(1.0)
+    restored.load_state_dict(schedule.state_dict())
+    restored.observe(0.95)
+    assert restored.weight(0) == restored.floor
+
+
+@pytest.mark.parametrize("advantage", ["grpo", "gdpo"])
+def test_trainer_uses_the_new_weight_after_the_switch(advantage, build_trainer):
+    trainer = build_trainer(
+        f"advantage={advantage}", "format_schedule=step", "format_schedule.start=1.0", "rollout.temperature=3.0",
+        "format_schedule.end=0.05", "format_schedule.at_step=1",
+    )  # fmt: skip
+    node = trainer.advantage_node
+    before = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    assert trainer.reward_weights.tolist() == pytest.approx([0.8, 1.0])
+    assert torch.equal(before["advantages"], node.compute(trainer._rewards_per_func, torch.tensor([0.8, 1.0]), 8))
+
+    trainer.state.global_step = 1
+    after = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4, start=4))
+    assert trainer.reward_weights.tolist() == pytest.approx([0.8, 0.05])
+    rewards = trainer._rewards_per_func
+    assert torch.equal(after["advantages"], node.compute(rewards, torch.tensor([0.8, 0.05]), 8))
+    assert rewards[:, 1].std() > 0  # format varies, so the old weight would give other advantages
+    assert not torch.equal(after["advantages"], node.compute(rewards, torch.tensor([0.8, 1.0]), 8))
+
+
+def test_weight_is_logged_every_step(train_once, tmp_path):
+    train_once(tmp_path, "logger=none", "format_schedule=linear", "format_schedule.steps=4", "trainer.max_steps=4")
+    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "loss" in row]
+    # A batch keeps the weight of the step it was generated at. Two mini-steps per generation:
+    # batches generated at steps 0 and 2 carry 1.0 - 0.8 * step / 4 = 1.0 and 0.6.
+    assert [row["schedule/format_weight"] for row in rows] == pytest.approx([1.0, 1.0, 0.6, 0.6])
