@@ -21,7 +21,7 @@ from align_kit.grpo_fields import grpo_config_fields
 
 # Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
 FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
-COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "sampling", "format_schedule", "logger")
+COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "sampling", "format_schedule", "routing_replay", "logger")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
 DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
 # GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
@@ -35,6 +35,7 @@ class ExperimentPlan:
     rewards: list[RewardSpec]
     grpo_kwargs: dict[str, Any]
     choices: dict[str, str]
+    monitor: Any = None  # HealthMonitorConfig (align_kit.monitor)
     notes: list[str] = field(default_factory=list)  # shown once at start
     reward_max: float = 1.0
 
@@ -69,6 +70,18 @@ def instantiate_node(node: DictConfig, key: str) -> Component:
     component.group = key
     component.validate()
     return component
+
+
+def _instantiate_monitor(node: DictConfig):
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as error:
+        if isinstance(error.__cause__, ConfigError):
+            raise error.__cause__ from None
+        raise ConfigError(f"monitor: cannot build this node ({error.__cause__ or error}); check its keys") from None
 
 
 def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]) -> tuple[dict, dict]:
@@ -200,9 +213,16 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         reward_weights=[spec.weight for spec in rewards],
         run_name=Path(run_dir).name,
     )
-    plan = ExperimentPlan(components=components, rewards=rewards, grpo_kwargs=grpo_kwargs, choices=choices)
+    plan = ExperimentPlan(
+        components=components,
+        rewards=rewards,
+        grpo_kwargs=grpo_kwargs,
+        choices=choices,
+        monitor=_instantiate_monitor(cfg.monitor),
+    )
     _check_batch_shape(plan)
     _check_format_schedule(plan)
+    components["routing_replay"].check_model_node(components["model"], choices.get("model"))
     _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
     clip_node = OmegaConf.to_container(cfg.clip)
     _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())

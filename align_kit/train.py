@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
-from align_kit.errors import ConfigError
+from align_kit.errors import ConfigError, TrainingHalted
 from align_kit.plan import COMPONENT_GROUPS, build_plan, validate_dataset
 from align_kit.tracking.wandb_logger import RunIdentity
 
@@ -98,6 +98,7 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
 
         trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer, train_dataset=train_dataset)
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        halted = trainer.health.halted
 
         history = [row for row in trainer.state.log_history if "reward" in row]
         summary = {
@@ -107,11 +108,15 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
             "steps": trainer.state.global_step,
             "wall_seconds": time.time() - started,
             "reward_max": plan.reward_max,
+            "halted": json.loads(halted.to_json()) if halted else None,
+            "routing_bytes_per_token": trainer.router_hooks.bytes_per_token if trainer.router_hooks else None,
             "policy": policy.info,
             "final": history[-1] if history else {},
         }
         (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
     report(folder, summary)
+    if halted:
+        raise TrainingHalted(halted)
     return summary
 
 
@@ -120,12 +125,18 @@ register_open_trainer_node()
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
     choices, run_dir, group, name = hydra_context()
+    multirun = HydraConfig.get().mode.name == "MULTIRUN"
     try:
         run(cfg, choices, run_dir, group, name)
-    except ConfigError as error:
-        print(f"align-kit: config error: {error}", file=sys.stderr)
-        sys.exit(2)
+    except (ConfigError, TrainingHalted) as error:
+        kind = "config error" if isinstance(error, ConfigError) else "training halted"
+        print(f"align-kit: {kind}: {error}", file=sys.stderr)
+        # In a sweep the other jobs go on; this job's folder keeps what it wrote.
+        if not multirun:
+            sys.exit(2 if isinstance(error, ConfigError) else 3)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,21 @@ methods:
   _generate_and_score_completions  NGRPO advantages, per-domain KL coefficients, dynamic sampling,
                                    sampler/trainer log-prob mismatch and its IS correction,
                                    re-tokenization check
-  _generate_single_turn            generation on a low-precision sampler copy
+  _generate_single_turn            generation on a low-precision sampler copy; routing recorded
+                                   while sampling (MoE)
+  _get_per_token_logps_and_entropies  MoE routing recorded, replayed or observed per forward
   _compute_loss                    per-sample / per-token KL coefficient, IS-corrected advantages
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from pathlib import Path
 
 import torch
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from align_kit.components.advantage import TRLAdvantage, weighted_reward_total
@@ -30,8 +35,11 @@ from align_kit.components.rollout import (
     mismatch_metrics,
     retokenize_differences,
 )
+from align_kit.components.routing_replay import RoutingReplay
 from align_kit.components.sampling import AllGroups, concat_batches, groups_with_signal, select_groups
 from align_kit.errors import ConfigError
+from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
+from align_kit.monitor.rules import HealthMonitor
 from align_kit.plan import ExperimentPlan, validate_dataset
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
@@ -50,6 +58,7 @@ class AlignTrainer(GRPOTrainer):
         self.rollout_node = components.get("rollout", HFRollout())
         self.sampling_node = components.get("sampling", AllGroups())
         self.format_schedule: FormatWeightSchedule | None = components.get("format_schedule")
+        self.routing_node = components.get("routing_replay", RoutingReplay())
         super().__init__(*args, **kwargs)
         self._rewards_per_func = None
         self._loss_forward = None  # (logps, entropies) of the forward inside the current loss call
@@ -58,6 +67,13 @@ class AlignTrainer(GRPOTrainer):
         self.sampler = (
             LowPrecisionSampler(self.model, self.rollout_node.dtype) if self.rollout_node.dtype != "float32" else None
         )
+        # After the sampler copy exists: a deep copy of a hooked model would copy the hooks too.
+        self.router_hooks, self._generation_hooks = self._attach_router_hooks()
+        self._routing_phase: str | None = None  # "scoring" (old log-probs) or "loss" (training forward)
+        self._generated_routing = None  # (indices, valid) recorded during the last generate
+        self._loss_routing = None  # the batch whose routing the current training forward uses
+        self._recorded_scoring = False  # r2: did this generation's scoring forwards record routing?
+        self._step_tokens = 0  # tokens trained on in the current optimizer step (tokens_per_sec)
         self._format_index = None
         if self.format_schedule is not None and not self.format_schedule.is_constant:
             self._format_index = self.reward_func_names.index(self.format_schedule.reward)
@@ -65,6 +81,23 @@ class AlignTrainer(GRPOTrainer):
         self._domains = sorted(set(self.train_dataset["domain"])) if "domain" in self.train_dataset.column_names else []
         if self.sampling_node.dynamic and self.accelerator.num_processes > 1:
             raise ConfigError("sampling=dynamic filters groups per process; it supports one process only")
+
+    def _attach_router_hooks(self):
+        from align_kit.components.moe_routers import is_moe_model
+
+        if not is_moe_model(self.model):
+            if self.routing_node.replays:
+                from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError
+
+                try:
+                    RouterHooks(self.model)
+                except UnsupportedModelError as error:
+                    raise ConfigError(f"routing_replay={self.routing_node.mode}: {error}") from None
+            return None, None
+        from align_kit.components.router_hooks import RouterHooks
+
+        hooks = RouterHooks(self.model)
+        return hooks, (RouterHooks(self.sampler.model) if self.sampler is not None else hooks)
 
     @classmethod
     def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:
@@ -74,16 +107,24 @@ class AlignTrainer(GRPOTrainer):
             validate_dataset(plan, train_dataset)
         run_dir = Path(plan.grpo_kwargs["output_dir"])
         eval_dataset = plan.task.dataset("eval") if getattr(plan.task, "num_eval", 0) else None
-        return cls(
+        monitor = HealthMonitor(plan.monitor, plan.effective("max_completion_length"), plan.reward_max)
+        health = HealthMonitorCallback(monitor, run_dir, run_dir / METRICS_FILE)
+        trainer = cls(
             model=model,
             reward_funcs=[spec.func for spec in plan.rewards],
             args=GRPOConfig(**plan.grpo_kwargs),
             train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             processing_class=tokenizer,
-            callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks],
+            callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), health, *extra_callbacks],
             components=plan.components,
         )
+        # The dashboard line replaces HF's raw log dicts on the console.
+        trainer.remove_callback(PrinterCallback)
+        if trainer.pop_callback(ProgressCallback) is not None:
+            trainer.add_callback(QuietProgressCallback)
+        trainer.health = health
+        return trainer
 
     # --- rewards and generation -------------------------------------------------------------
 
@@ -102,6 +143,14 @@ class AlignTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_single_turn(self, *args, **kwargs):
+        recording = self._generation_hooks.record() if self._generation_hooks else contextlib.nullcontext()
+        with recording:
+            result = self._generate_on_sampler(*args, **kwargs)
+        if self._generation_hooks is not None:
+            self._generated_routing = self._generation_hooks.take_generated()
+        return result
+
+    def _generate_on_sampler(self, *args, **kwargs):
         if self.sampler is None:
             return super()._generate_single_turn(*args, **kwargs)
         self.sampler.sync(self.model, self.state.global_step)
@@ -118,21 +167,64 @@ class AlignTrainer(GRPOTrainer):
         return batch
 
     def _score_generation(self, inputs):
-        batch = super()._generate_and_score_completions(inputs)
+        self._routing_phase = "scoring"
+        try:
+            batch = super()._generate_and_score_completions(inputs)
+            if self.rollout_node.measures_mismatch:
+                self._measure_mismatch(batch)
+        finally:
+            self._routing_phase = None
+        if self.router_hooks is not None:
+            self._attach_routing(batch)
         if self.advantage_node.replaces_trl_advantages:
             group_size = self.num_generations if self.model.training else self.num_generations_eval
             advantages = self.advantage_node.compute(self._rewards_per_func, self.reward_weights, group_size)
             start = self.accelerator.process_index * len(inputs)
             batch["advantages"] = advantages[start : start + len(inputs)].to(batch["advantages"].device)
+        if self._domains:
+            batch["domain_index"] = torch.tensor([self._domains.index(row["domain"]) for row in inputs])
         if isinstance(self.kl_node, PerDomainKL) and self.kl_node.active:
             betas = [self.kl_node.beta_for(row["domain"]) for row in inputs]
             batch["kl_coefficient"] = torch.tensor(betas, dtype=torch.float32).unsqueeze(1)
-            batch["domain_index"] = torch.tensor([self._domains.index(row["domain"]) for row in inputs])
-        if self.rollout_node.measures_mismatch:
-            self._measure_mismatch(batch)
+        self._log_generation_health(batch)
         if self.rollout_node.check_retokenize:
             self._check_retokenization(inputs, batch)
         return batch
+
+    def _log_generation_health(self, batch) -> None:
+        """Metrics TRL does not log that the seeds' dashboards use (seed 002, 18.3.1 and 18.3.2)."""
+        metrics = self._metrics[self._mode]
+        advantages = batch["advantages"]
+        group_size = self.num_generations if self.model.training else self.num_generations_eval
+        metrics["adv/mean"].append(advantages.mean().item())
+        metrics["adv/std"].append(advantages.std().item() if advantages.numel() > 1 else 0.0)
+        # The zero-advantage ratio: prompts whose group's advantages are all equal (no gradient).
+        metrics["adv/zero_std_fraction"].append(
+            (advantages.view(-1, group_size).std(dim=1) < 1e-6).float().mean().item()
+        )
+        if "domain_index" not in batch:
+            return
+        start = self.accelerator.process_index * len(advantages)
+        rewards = weighted_reward_total(self._rewards_per_func, self.reward_weights)[start : start + len(advantages)]
+        lengths = batch["completion_mask"].sum(dim=1).float()
+        for index in batch["domain_index"].unique().tolist():
+            rows = batch["domain_index"] == index
+            domain = self._domains[index]
+            metrics[f"reward/{domain}"].append(torch.nanmean(rewards[rows]).item())
+            metrics[f"completions/mean_length/{domain}"].append(lengths[rows].mean().item())
+
+    def _attach_routing(self, batch) -> None:
+        """Routing travels in the batch dict, so TRL's shuffling and mini-step splitting carry it with
+        its samples: R2's from the old-log-prob forward, otherwise the routing recorded while sampling."""
+        width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+        recorded = self.router_hooks.take() if self.routing_node.mode == "r2" and self._recorded_scoring else None
+        self._recorded_scoring = False
+        self.router_hooks.pop_metrics()  # scoring-forward statistics: the logged ones are the training forwards'
+        if recorded is not None:
+            batch["routed_experts"] = recorded
+            return
+        indices, valid = self._generated_routing
+        batch["routed_experts"], batch["routed_experts_valid"] = indices[:, :width], valid[:, :width]
 
     def _measure_mismatch(self, batch) -> None:
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
@@ -219,11 +311,35 @@ class AlignTrainer(GRPOTrainer):
 
     # --- loss -------------------------------------------------------------------------------
 
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        with self._routing_block(model, input_ids, attention_mask, logits_to_keep):
+            result = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
         if self._capture_loss_forward:
             self._loss_forward = result
         return result
+
+    def _routing_block(self, model, input_ids, attention_mask, logits_to_keep):
+        """How this forward routes (routing_replay.py): r2 records while scoring, r3 replays the sampled
+        routing while scoring, and every training forward replays (r2, r3) or observes (off)."""
+        hooks = self.router_hooks
+        if hooks is None or self._routing_phase is None or self.accelerator.unwrap_model(model) is not self.model:
+            return contextlib.nullcontext()
+        width = input_ids.size(1)
+        completion_positions = attention_mask.clone()
+        completion_positions[:, : width - logits_to_keep] = 0  # flip statistics count completion tokens
+        if self._routing_phase == "scoring":
+            if self.routing_node.mode == "r2":
+                self._recorded_scoring = True
+                return hooks.record()
+            if self.routing_node.mode == "r3":
+                indices, valid = self._generated_routing
+                return hooks.replay(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
+            return contextlib.nullcontext()
+        batch = self._loss_routing
+        block = hooks.replay if self.routing_node.replays else hooks.observe
+        return block(batch["routed_experts"], valid=batch.get("routed_experts_valid"), mask=completion_positions)
 
     def _kl_coefficient(self, inputs) -> KLCoefficient | None:
         if "kl_coefficient" in inputs:
@@ -243,14 +359,38 @@ class AlignTrainer(GRPOTrainer):
         self._capture_loss_forward = True
         if coefficient is not None:
             self.beta = coefficient
+        if "routed_experts" in inputs:
+            self._routing_phase, self._loss_routing = "loss", inputs
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
             self.beta = beta
             self._capture_loss_forward = False
-        if "domain_index" in inputs:
+            self._routing_phase, self._loss_routing = None, None
+        self._log_loss_health(inputs)
+        if "domain_index" in inputs and "ref_per_token_logps" in inputs:
             self._log_kl_per_domain(inputs)
+        if self.router_hooks is not None:
+            for name, value in self.router_hooks.pop_metrics().items():
+                self._metrics[self._mode][name].append(value)
         return loss
+
+    def _log_loss_health(self, inputs) -> None:
+        """policy_ratio/mean (pi_theta / pi_old over completion tokens, exactly 1 on-policy; seed 002,
+        18.3.4) and entropy/<domain>, from the forward the loss just ran."""
+        logps, entropies = (tensor.detach() for tensor in self._loss_forward[:2])
+        mask = inputs["completion_mask"]
+        old = inputs.get("old_per_token_logps")
+        ratio = torch.ones_like(logps) if old is None else torch.exp(logps - old)
+        metrics = self._metrics[self._mode]
+        metrics["policy_ratio/mean"].append(((ratio * mask).sum() / mask.sum().clamp(min=1)).item())
+        self._step_tokens += int(inputs["prompt_mask"].sum() + mask.sum())
+        if "domain_index" not in inputs:
+            return
+        for index in inputs["domain_index"].unique().tolist():
+            rows = inputs["domain_index"] == index
+            value = (entropies[rows] * mask[rows]).sum() / mask[rows].sum().clamp(min=1)
+            metrics[f"entropy/{self._domains[index]}"].append(value.item())
 
     def _log_kl_per_domain(self, inputs) -> None:
         logps = self._loss_forward[0].detach()
@@ -263,7 +403,11 @@ class AlignTrainer(GRPOTrainer):
             self._metrics[self._mode][f"kl/{self._domains[index]}"].append(value.item())
 
     def training_step(self, model, inputs, num_items_in_batch):
+        self._step_tokens = 0
+        started = time.perf_counter()
         loss = super().training_step(model, inputs, num_items_in_batch)
+        # Tokens (prompt + completion) trained on per second of this step, generation included.
+        self._metrics["train"]["tokens_per_sec"].append(self._step_tokens / (time.perf_counter() - started))
         if self._format_index is not None:
             self._metrics["train"]["schedule/format_weight"].append(float(self.reward_weights[self._format_index]))
         return loss

@@ -24,6 +24,8 @@ PAIRS = {
     "rollout.log_mismatch (fp32)": (["rollout.log_mismatch=true"], []),
     "rollout.check_retokenize": ([], ["rollout.check_retokenize=false"]),
     "sampling=dynamic": (["sampling=dynamic"], []),
+    "routing_replay=r2 (tiny_moe)": (["model=tiny_moe", "routing_replay=r2"], ["model=tiny_moe", "routing_replay=off"]),
+    "routing_replay=r3 (tiny_moe)": (["model=tiny_moe", "routing_replay=r3"], ["model=tiny_moe", "routing_replay=off"]),
 }
 
 

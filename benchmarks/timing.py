@@ -5,6 +5,8 @@ from __future__ import annotations
 import tempfile
 import time
 
+from transformers.trainer_callback import PrinterCallback
+
 
 def plan_for(overrides: list[str], run_dir: str):
     from align_kit.config import compose
@@ -49,6 +51,7 @@ def train_seconds(overrides: list[str], cache_dir: str, build=build_align_kit) -
     with tempfile.TemporaryDirectory() as scratch:
         plan = plan_for(overrides, f"{scratch}/run")
         trainer = build(plan, cache_dir, scratch)
+        trainer.remove_callback(PrinterCallback)  # no per-step log dicts on the console
         started = time.perf_counter()
         trainer.train()
         return time.perf_counter() - started, trainer

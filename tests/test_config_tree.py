@@ -35,6 +35,8 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],
         ("task", "hf_dataset"): ["task.path=some/dataset"],
         ("logger", "wandb"): ["logger.mode=offline"],  # no API key here; the node itself is tested below
+        ("routing_replay", "r2"): ["model=tiny_moe"],  # replay needs an MoE model
+        ("routing_replay", "r3"): ["model=tiny_moe"],
     }.get((group, name), [])
     return [f"{group}={name}", *extra]
 
@@ -42,7 +44,7 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
 def test_groups_match_the_documented_tree():
     assert set(GROUPS) == {
         "advantage", "clip", "kl", "logger", "model", "overlong", "reward", "rollout", "task", "trainer",
-        "sampling", "format_schedule",
+        "sampling", "format_schedule", "routing_replay", "monitor",
     }  # fmt: skip
     assert {"dapo", "dr_grpo", "gspo", "gdpo"} <= set(RECIPES)
 

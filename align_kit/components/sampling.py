@@ -29,6 +29,8 @@ RIGHT_PADDED = (
     "tool_mask",
     "rollout_is_ratio",
 )
+# [B, prompt + completion, ...] tensors (MoE routing): split at the prompt width, padded on both sides.
+SEQUENCE_KEYS = ("routed_experts", "routed_experts_valid")
 SIGNAL_TOLERANCE = 1e-6
 
 
@@ -84,11 +86,24 @@ def concat_batches(batches: list[dict[str, Any]], pad_token_id: int) -> dict[str
 
     pad_values = {"prompt_ids": pad_token_id, "completion_ids": pad_token_id, "tool_mask": 1, "rollout_is_ratio": 1.0}
     joined: dict[str, Any] = {}
+    prompt_width = max(batch["prompt_ids"].size(1) for batch in batches)
+    completion_width = max(batch["completion_ids"].size(1) for batch in batches)
     for key, first in batches[0].items():
         if not isinstance(first, torch.Tensor) or first.dim() == 0:
             continue
         parts = [batch[key] for batch in batches]
-        if key in LEFT_PADDED or key in RIGHT_PADDED:
+        if key in SEQUENCE_KEYS:
+            parts = [
+                torch.cat(
+                    [
+                        _pad_to(part[:, : batch["prompt_ids"].size(1)], prompt_width, 0, left=True),
+                        _pad_to(part[:, batch["prompt_ids"].size(1) :], completion_width, 0, left=False),
+                    ],
+                    dim=1,
+                )
+                for part, batch in zip(parts, batches, strict=True)
+            ]
+        elif key in LEFT_PADDED or key in RIGHT_PADDED:
             width = max(part.size(1) for part in parts)
             parts = [_pad_to(part, width, pad_values.get(key, 0), key in LEFT_PADDED) for part in parts]
         joined[key] = torch.cat(parts, dim=0)

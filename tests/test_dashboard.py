@@ -1,0 +1,57 @@
+"""The dashboard line of seed 002 §18.3.7, character for character."""
+
+from __future__ import annotations
+
+from align_kit.monitor import Alert, dashboard_line
+
+SEED_EXAMPLE = {
+    "loss": 0.42,
+    "reward": 0.625,
+    "rewards/format/mean": 0.875,
+    "kl": 0.003,
+    "tokens_per_sec": 2450.3,
+    "completions/mean_length": 287.4,
+    "adv/mean": 0.0,
+    "adv/std": 0.82,
+    "entropy": 0.47,
+    "policy_ratio/mean": 1.02,
+}
+
+
+def test_seed_example_verbatim():
+    assert dashboard_line(150, 500, SEED_EXAMPLE) == (
+        "[Step 150/500] loss=0.42 reward_avg=0.625 format_reward_avg=0.875\n"
+        "  kl=0.003 tok/sec=2450.3 avg_resp_len=287.4\n"
+        "  adv_avg=0.00 adv_std=0.82 entropy_avg=0.47 policy_ratio=1.02"
+    )
+
+
+def test_rounding_and_negative_zero():
+    metrics = {**SEED_EXAMPLE, "loss": 0.4249, "reward": 0.12345, "adv/mean": -0.001, "adv/std": -0.5}
+    # loss 0.4249 -> 0.42; reward 0.12345 -> 0.123; adv/mean -0.001 rounds to zero and prints without
+    # a sign; a genuinely negative value keeps it.
+    line = dashboard_line(7, 10, metrics)
+    assert line.startswith("[Step 7/10] loss=0.42 reward_avg=0.123 ")
+    assert line.endswith("  adv_avg=0.00 adv_std=-0.50 entropy_avg=0.47 policy_ratio=1.02")
+
+
+def test_missing_fields_show_a_dash():
+    # No format reward, no KL (beta 0), no throughput or advantage stats; None is missing too.
+    metrics = {"loss": 0.5, "reward": 0.25, "completions/mean_length": 21.0, "entropy": None}
+    assert dashboard_line(3, None, metrics) == (
+        "[Step 3/-] loss=0.50 reward_avg=0.250 format_reward_avg=-\n"
+        "  kl=- tok/sec=- avg_resp_len=21.0\n"
+        "  adv_avg=- adv_std=- entropy_avg=- policy_ratio=-"
+    )
+
+
+def test_alerts_are_appended_one_per_line():
+    alerts = [
+        Alert(150, "entropy_drop", "halt", {}, "entropy 0.2 < 0.25 (window max 0.5)", "clip=clip_higher"),
+        Alert(150, "kl_rising", "warn", {}, "kl rose", "kl.beta"),
+    ]
+    lines = dashboard_line(150, 500, SEED_EXAMPLE, alerts).split("\n")
+    assert lines[3:] == [
+        "  ALERT entropy_drop (halt): entropy 0.2 < 0.25 (window max 0.5); advice: clip=clip_higher",
+        "  ALERT kl_rising (warn): kl rose; advice: kl.beta",
+    ]

@@ -1,0 +1,65 @@
+"""The health monitor inside a real run: new metrics, dashboard, alerts, halting with a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from align_kit.errors import TrainingHalted
+from align_kit.tracking.metrics_file import read_metrics
+from tests.conftest import cli_env
+
+# A learning rate far too high with mini-steps: after one update the policy has moved so far that
+# the second mini-step's ratio pi/pi_old is nowhere near 1 (seed 002, 18.3.4: |mean - 1| > 0.5).
+COLLAPSING = ["logger=none", "trainer.learning_rate=0.05", "trainer.max_steps=8"]
+
+
+def test_health_metrics_are_logged(train_once, tmp_path):
+    train_once(tmp_path, "logger=none", "monitor=off")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    generation = [row for row in rows if "reward" in row]
+    steps = [row for row in rows if "loss" in row]
+    for name in ("adv/mean", "adv/std", "adv/zero_std_fraction", "reward/addition", "reward/subtraction",
+                 "completions/mean_length/addition"):  # fmt: skip
+        assert all(name in row for row in generation), name
+    for name in ("policy_ratio/mean", "tokens_per_sec", "entropy/addition", "entropy/subtraction"):
+        assert all(name in row for row in steps), name
+    # The first mini-step of every generation is on-policy: the ratio is exactly 1 there.
+    assert steps[0]["policy_ratio/mean"] == 1.0
+    assert all(0.0 <= row["adv/zero_std_fraction"] <= 1.0 for row in generation)
+    assert not (tmp_path / "alerts.jsonl").exists()
+
+
+def test_a_collapsing_run_warns_and_records_the_alert(train_once, tmp_path):
+    summary = train_once(tmp_path, *COLLAPSING, "monitor.policy_ratio_drift.action=warn")
+    assert summary["steps"] == 8
+    alerts = [json.loads(line) for line in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    drift = [a for a in alerts if a["rule"] == "policy_ratio_drift"]
+    assert drift and drift[0]["action"] == "warn" and "learning_rate" in drift[0]["advice"]
+    logged = {row["step"]: row for row in read_metrics(tmp_path / "metrics.jsonl") if "loss" in row}
+    assert abs(logged[drift[0]["step"]]["policy_ratio/mean"] - 1.0) > 0.5  # the rule's threshold, by hand
+
+
+def test_halt_saves_a_checkpoint_and_stops(train_once, tmp_path):
+    with pytest.raises(TrainingHalted) as caught:
+        train_once(tmp_path, *COLLAPSING, "monitor.policy_ratio_drift.action=halt")
+    step = caught.value.alert.step
+    assert step < 8
+    assert (tmp_path / f"checkpoint-{step}" / "trainer_state.json").exists()
+    assert json.loads((tmp_path / "halt.json").read_text())["rule"] == "policy_ratio_drift"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"] == step and summary["halted"]["rule"] == "policy_ratio_drift"
+
+
+def test_halted_run_exits_non_zero_from_the_cli(overrides_for, cache_dir, tmp_path):
+    args = [*overrides_for(*COLLAPSING, "monitor.policy_ratio_drift.action=halt"), f"hydra.run.dir={tmp_path}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "align_kit.train", *args], capture_output=True, text=True, env=cli_env(cache_dir)
+    )
+    assert result.returncode == 3
+    assert "align-kit: training halted: halted at step" in result.stderr
+    assert "[Step 1/8] loss=" in result.stdout + result.stderr  # the dashboard line
+    assert "ALERT policy_ratio_drift (halt)" in result.stdout + result.stderr

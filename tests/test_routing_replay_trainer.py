@@ -1,0 +1,103 @@
+"""Routing Replay inside the trainer on the tiny MoE: recorded routing, replay, drift metrics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
+
+from align_kit.config import compose
+from align_kit.errors import ConfigError
+from align_kit.plan import build_plan
+from align_kit.tracking.metrics_file import read_metrics
+from align_kit.train import component_choices
+from tests.conftest import generation_inputs
+
+MOE = ["model=tiny_moe", "trainer.steps_per_generation=2"]  # mini-steps: TRL computes old log-probs
+
+
+def first_micro_batch(trainer, batch):
+    rows = trainer.args.per_device_train_batch_size
+    return {k: v[:rows] if isinstance(v, torch.Tensor) and v.dim() > 0 else v for k, v in batch.items()}
+
+
+def test_routing_replay_on_a_dense_model_is_rejected_before_loading(tmp_path):
+    with pytest.raises(ConfigError, match=r"routing_replay=r2 needs a Mixture-of-Experts model but model=tiny"):
+        build_plan(compose(["routing_replay=r2"]), component_choices(), str(tmp_path))
+
+
+@pytest.mark.parametrize("mode", ["r2", "r3"])
+def test_replay_without_a_parameter_change_reproduces_the_old_log_probs_exactly(mode, build_trainer):
+    trainer = build_trainer(*MOE, f"routing_replay={mode}")
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
+    assert batch["routed_experts"].dtype == torch.uint8
+    assert trainer.router_hooks.bytes_per_token == 4 * 2 * 1  # 4 MoE layers x top-2 x 1 byte
+    micro = first_micro_batch(trainer, batch)  # the same rows the old-log-prob forward saw first
+    with torch.no_grad():
+        trainer._compute_loss(trainer.model, micro)
+    logps = trainer._loss_forward[0]
+    mask = micro["completion_mask"].bool()
+    assert torch.equal(logps[mask], micro["old_per_token_logps"][mask])  # ratio exactly 1 on every token
+    metrics = trainer._metrics["train"]
+    # R2 replays every completion token. R3 has no routing for the last token of a full-width row (never
+    # fed during generation), so those tokens route freely: one per row whose last slot is a real token.
+    completion_tokens = mask.sum().item()
+    unreplayed = 0 if mode == "r2" else mask[:, -1].sum().item()
+    assert metrics["routing/replayed_fraction"][-1] == pytest.approx(1 - unreplayed / completion_tokens)
+    assert metrics["routing/flip_rate"][-1] == 0.0
+
+
+def test_r3_replays_the_routing_recorded_while_sampling(build_trainer):
+    trainer = build_trainer(*MOE, "routing_replay=r3")
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad(), trainer.router_hooks.record():
+        trainer.model(input_ids=ids, attention_mask=attention)
+    full_forward = trainer.router_hooks.take()
+    valid = batch["routed_experts_valid"] & attention.bool()
+    # Left-padded prompts of different lengths: every real position matches a full forward's routing.
+    assert torch.equal(batch["routed_experts"][valid], full_forward[valid])
+
+
+def test_without_replay_the_router_drifts_after_updates(train_once, tmp_path):
+    train_once(tmp_path, *MOE, "logger=none", "routing_replay=off", "trainer.learning_rate=3e-3", "trainer.max_steps=6")
+    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "routing/flip_rate" in row]
+    assert len(rows) == 6
+    # The second mini-step of each generation runs after an update: its routing differs from the sampled one.
+    assert max(row["routing/flip_rate"] for row in rows) > 0
+    assert all(0 <= row["routing/tokens_any_flip"] <= 1 for row in rows)
+    assert all("routing/replayed_fraction" not in row for row in rows)
+
+
+def test_with_replay_the_training_forward_uses_the_recorded_experts(train_once, tmp_path):
+    train_once(tmp_path, *MOE, "logger=none", "routing_replay=r2", "trainer.learning_rate=3e-3", "trainer.max_steps=6")
+    rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "routing/flip_rate" in row]
+    assert [row["routing/replayed_fraction"] for row in rows] == [1.0] * 6
+    # The router would choose differently after updates (flip_rate > 0) but replay routed by the record.
+    assert max(row["routing/flip_rate"] for row in rows) > 0
+
+
+def test_routing_stays_attached_to_its_sample_through_shuffle_and_split(build_trainer):
+    trainer = build_trainer(*MOE, "routing_replay=r2")
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
+    # Give every sample a distinct, known routing: expert ids from its row number.
+    rows = batch["routed_experts"].size(0)
+    known = torch.arange(rows, dtype=torch.uint8).view(-1, 1, 1, 1).expand_as(batch["routed_experts"]).clone()
+    batch["routed_experts"] = known
+    batch["row"] = torch.arange(rows)
+    torch.manual_seed(3)
+    for part in split_tensor_dict(shuffle_sequence_dict(batch), trainer.args.steps_per_generation):
+        assert torch.equal(part["routed_experts"][:, 0, 0, 0].long(), part["row"])
+        originals = batch["completion_ids"][part["row"]]
+        assert torch.equal(part["completion_ids"], originals)
+
+
+def test_dynamic_sampling_keeps_routing_aligned(build_trainer):
+    trainer = build_trainer(*MOE, "routing_replay=r3", "sampling=dynamic")
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
+    width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+    assert batch["routed_experts"].shape[:2] == (batch["prompt_ids"].size(0), width)
+    with torch.no_grad():
+        trainer._compute_loss(trainer.model, first_micro_batch(trainer, batch))
+    assert trainer._metrics["train"]["routing/replayed_fraction"][-1] > 0.9
