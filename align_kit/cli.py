@@ -11,6 +11,10 @@ commands:
             e.g. align-kit train clip=clip_higher trainer.max_steps=50
                  align-kit train recipe=dapo
                  align-kit train -m clip=symmetric,clip_higher seed=1,2,3
+  compare   compare runs by arm over seeds: tables, figures, report.md   (align-kit compare --help)
+            e.g. align-kit compare outputs/sweeps/<time>
+                 align-kit compare run_a run_b --metrics reward,entropy --smooth 5
+                 align-kit compare wandb:ENTITY/PROJECT/GROUP
 """
 
 
@@ -25,6 +29,11 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.argv = ["align-kit train", *rest]
         train.main()
+        return
+    if command == "compare":
+        from align_kit.compare.command import main as compare
+
+        compare(rest)
         return
     print(f"align-kit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)

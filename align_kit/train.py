@@ -61,8 +61,8 @@ def report(run_dir: Path, summary: dict) -> None:
         "  config.yaml, metrics.jsonl (one line per step), summary.json, checkpoint-*/",
         f"  final reward {summary['final'].get('reward')}, "
         f"warm-start success rate {summary['policy'].get('start_success_rate')}",
-        "  compare runs: read each folder's metrics.jsonl, or view them in W&B"
-        + (f" after `wandb sync {offline_runs[-1]}`" if offline_runs else " (logger=wandb or logger=wandb_offline)"),
+        f"  compare runs: align-kit compare {run_dir} <other run folders | sweep folder>",
+        "  W&B: " + (f"wandb sync {offline_runs[-1]}" if offline_runs else "logger=wandb or logger=wandb_offline"),
     ]
     print("\n".join(lines))
 

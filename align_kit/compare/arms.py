@@ -1,0 +1,76 @@
+"""Arms: runs that differ only by seed.
+
+Runs are grouped by every config key and node choice that differs between them. An arm is named by the differing
+node choices (`clip=clip_higher`) plus the differing keys those choices do not determine (`clip.eps_high=0.28` when
+two runs share `clip=clip_higher` but not eps_high). Arms keep the order of their first run, so the first input
+(job 0 of a sweep) is the baseline arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from align_kit.compare.runs import Run
+
+UNSET = "unset"
+# Keys that change between runs without changing what is trained: the seed (aggregated over), where outputs go,
+# how the run is logged, and what a run recorded about itself (`policy.*`, W&B's `_wandb`).
+IGNORED_KEYS = frozenset({"seed"})
+IGNORED_PREFIXES = ("paths.", "hydra.", "logger.", "policy.", "_")
+IGNORED_LEAVES = frozenset({"output_dir", "run_dir", "run_name", "logging_dir"})
+# Choice groups that say how runs were launched or logged, not what they trained.
+IGNORED_CHOICES = frozenset({"logger", "sweep"})
+
+
+@dataclass
+class Arm:
+    name: str
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def seeds(self) -> list[Any]:
+        return [run.seed for run in self.runs]
+
+
+def is_experiment_key(key: str) -> bool:
+    return (
+        key not in IGNORED_KEYS
+        and not key.startswith(IGNORED_PREFIXES)
+        and key.rsplit(".", 1)[-1] not in IGNORED_LEAVES
+    )
+
+
+def _shown(mapping: dict[str, Any], key: str) -> str:
+    return str(mapping.get(key, UNSET))
+
+
+def _differing(mappings: list[dict[str, Any]], keep: Callable[[str], bool]) -> list[str]:
+    keys = {key for mapping in mappings for key in mapping if keep(key)}
+    return sorted(key for key in keys if len({_shown(mapping, key) for mapping in mappings}) > 1)
+
+
+def group_into_arms(runs: list[Run]) -> list[Arm]:
+    choice_groups = _differing([run.choices for run in runs], lambda group: group not in IGNORED_CHOICES)
+    config_keys = _differing([run.config for run in runs], is_experiment_key)
+
+    def choices_of(run: Run) -> tuple[str, ...]:
+        return tuple(_shown(run.choices, group) for group in choice_groups)
+
+    def determined_by_choices(key: str) -> bool:
+        values_per_choice: dict[tuple[str, ...], set[str]] = {}
+        for run in runs:
+            values_per_choice.setdefault(choices_of(run), set()).add(_shown(run.config, key))
+        return all(len(values) == 1 for values in values_per_choice.values())
+
+    named_keys = [key for key in config_keys if not determined_by_choices(key)]
+    arms: dict[tuple, Arm] = {}
+    for run in runs:
+        identity = (choices_of(run), tuple(_shown(run.config, key) for key in config_keys))
+        if identity not in arms:
+            parts = [f"{group}={node}" for group, node in zip(choice_groups, choices_of(run), strict=True)]
+            parts += [f"{key}={_shown(run.config, key)}" for key in named_keys]
+            arms[identity] = Arm(", ".join(parts) or "all runs")
+        arms[identity].runs.append(run)
+    return list(arms.values())

@@ -1,0 +1,150 @@
+"""`align-kit compare`: load runs -> group into arms -> statistics per metric -> tables, figures, report.md.
+
+Only the standard library is imported at module level, so `align-kit compare --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from align_kit.compare import CompareError
+
+if TYPE_CHECKING:
+    from align_kit.compare.arms import Arm
+    from align_kit.compare.plots import FigureFile
+    from align_kit.compare.runs import Run
+    from align_kit.compare.statistics import ArmSummary
+
+DESCRIPTION = """Compare runs: group them into arms by the config keys that differ (the seed aggregated over),
+print a table per metric, and write PNG figures and report.md.
+
+inputs: run folders, a multirun sweep folder (its job folders 0/, 1/, ... are the runs), or
+wandb:ENTITY/PROJECT/GROUP (the runs of a W&B group, through the W&B API; needs `wandb login`).
+The first run's arm is the baseline each other arm is compared with."""
+
+EPILOG = """definitions:
+  final       mean of each run's last K logged points (--last-k, default 10)
+  AUC/span    trapezoid area under the curve over logged steps / step span (the mean level)
+  mean ± std  over an arm's seeds (sample std, n - 1)
+  Δ ± SE      arm mean - baseline mean, SE = sqrt(s1²/n1 + s2²/n2)
+  figures     one line per arm (mean over seeds), band = mean ± std across seeds"""
+
+
+def smoothing_value(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < 1 or (value.is_integer() and value >= 1)):
+        raise argparse.ArgumentTypeError(f"{text!r}: use a window of N >= 1 points, or an EMA factor in (0, 1)")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="align-kit compare",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="run folder, sweep folder or wandb:ENTITY/PROJECT/GROUP"
+    )
+    parser.add_argument(
+        "--metrics", help="comma-separated metrics (default: reward, accuracy, entropy, clip ratio, length, flip rate)"
+    )
+    parser.add_argument(
+        "--smooth",
+        type=smoothing_value,
+        default=0.0,
+        help="figures only: an integer N >= 2 is a trailing moving average over N points, "
+        "a value in (0, 1) an EMA factor (weight of the previous smoothed value); default 0 (off)",
+    )
+    parser.add_argument("--last-k", type=int, default=10, help="points averaged for the final value (default 10)")
+    parser.add_argument("--out", type=Path, help="output folder (default: <first input>/compare)")
+    return parser
+
+
+@dataclass
+class Comparison:
+    arms: list[Arm]
+    tables: dict[str, list[ArmSummary]]
+    figures: list[FigureFile]
+    report: Path
+    notes: list[str]
+
+
+def default_out(first_input: str) -> Path:
+    from align_kit.compare.runs import WANDB_PREFIX
+
+    if first_input.startswith(WANDB_PREFIX):
+        return Path("compare") / first_input.rsplit("/", 1)[-1]
+    return Path(first_input) / "compare"
+
+
+def choose_metrics(runs: list[Run], requested: list[str] | None, notes: list[str]) -> list[str]:
+    from align_kit.compare.plots import LAYOUT_METRICS
+
+    common = set.intersection(*(set(run.series) for run in runs))
+    if not common:
+        example = f"{runs[0].label} logs {', '.join(sorted(runs[0].series)[:5])}"
+        raise CompareError(
+            f"the {len(runs)} runs share no metric (e.g. {example}); compare runs that log the same metrics"
+        )
+    if requested:
+        missing = [metric for metric in requested if metric not in common]
+        if missing:
+            notes.append(f"not in every run, so left out: {', '.join(missing)}")
+        chosen = [metric for metric in requested if metric in common]
+        if not chosen:
+            raise CompareError(
+                f"none of --metrics {','.join(requested)} is logged by every run; "
+                f"metrics common to all runs: {', '.join(sorted(common))}"
+            )
+        return chosen
+    return [metric for metric in LAYOUT_METRICS if metric in common] or sorted(common)
+
+
+def compare(
+    inputs: list[str],
+    metrics: list[str] | None = None,
+    smoothing: float = 0.0,
+    last_k: int = 10,
+    out: Path | None = None,
+) -> Comparison:
+    from align_kit.compare.arms import group_into_arms
+    from align_kit.compare.plots import write_figures
+    from align_kit.compare.report import print_tables, write_report
+    from align_kit.compare.runs import load_inputs
+    from align_kit.compare.statistics import summarise_metric
+
+    if last_k < 1:
+        raise CompareError(f"--last-k {last_k}: average at least one point (--last-k 10 is the default)")
+    runs, notes = load_inputs(inputs)
+    chosen = choose_metrics(runs, metrics, notes)
+    arms = group_into_arms(runs)
+    tables = {metric: summarise_metric(arms, metric, last_k) for metric in chosen}
+    out_dir = out or default_out(inputs[0])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = write_figures(arms, chosen, out_dir, smoothing)
+    report = out_dir / "report.md"
+    write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing)
+    print_tables(arms, tables, last_k)
+    for note in notes:
+        print(f"align-kit: note: {note}", file=sys.stderr)
+    print(f"align-kit: {len(runs)} runs in {len(arms)} arms; report in {report}")
+    return Comparison(arms, tables, figures, report, notes)
+
+
+def main(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()] if args.metrics else None
+    try:
+        compare(args.inputs, metrics, args.smooth, args.last_k, args.out)
+    except CompareError as error:
+        print(f"align-kit: compare error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,82 @@
+"""Per-run summaries of a metric curve, their spread over an arm's seeds, and each arm's difference from the baseline.
+
+- final value: the mean of a run's last `last_k` logged points (default 10), so one noisy step does not decide it;
+  a run with fewer points uses all of them.
+- AUC/span: the area under the curve by the trapezoid rule over logged steps, divided by the step span (last step
+  minus first): the curve's mean level, comparable between runs of different lengths. One logged step: its value.
+- spread over seeds: mean and sample standard deviation (n - 1 in the denominator); undefined (nan) for one seed.
+- difference from the baseline arm: mean(arm) - mean(baseline), with the standard error of a difference of two
+  independent means, sqrt(s_arm^2 / n_arm + s_base^2 / n_base) (Welch); nan when either arm has a single seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from align_kit.compare.arms import Arm
+from align_kit.compare.runs import Series
+
+DEFAULT_LAST_K = 10
+
+
+def final_value(series: Series, last_k: int = DEFAULT_LAST_K) -> float:
+    return float(np.mean(series.values[-last_k:]))
+
+
+def auc_per_step(series: Series) -> float:
+    span = series.steps[-1] - series.steps[0]
+    if span == 0:
+        return float(series.values[-1])
+    return float(np.trapezoid(series.values, series.steps) / span)
+
+
+@dataclass(frozen=True)
+class Spread:
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Spread:
+        std = float(np.std(samples, ddof=1)) if len(samples) > 1 else math.nan
+        return cls(float(np.mean(samples)), std, len(samples))
+
+
+@dataclass(frozen=True)
+class Difference:
+    delta: float
+    stderr: float
+
+    @classmethod
+    def between(cls, arm: Spread, baseline: Spread) -> Difference:
+        return cls(arm.mean - baseline.mean, math.sqrt(arm.std**2 / arm.n + baseline.std**2 / baseline.n))
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    arm: Arm
+    final: Spread
+    auc: Spread
+    final_vs_baseline: Difference | None  # None for the baseline arm itself
+    auc_vs_baseline: Difference | None
+
+
+def summarise_metric(arms: list[Arm], metric: str, last_k: int = DEFAULT_LAST_K) -> list[ArmSummary]:
+    """One summary per arm, in arm order; the first arm is the baseline."""
+    spreads = [
+        (
+            Spread.of([final_value(run.series[metric], last_k) for run in arm.runs]),
+            Spread.of([auc_per_step(run.series[metric]) for run in arm.runs]),
+        )
+        for arm in arms
+    ]
+    (base_final, base_auc), baseline = spreads[0], arms[0]
+    return [
+        ArmSummary(arm, final, auc, None, None)
+        if arm is baseline
+        else ArmSummary(arm, final, auc, Difference.between(final, base_final), Difference.between(auc, base_auc))
+        for arm, (final, auc) in zip(arms, spreads, strict=True)
+    ]

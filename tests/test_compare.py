@@ -1,0 +1,371 @@
+"""`align-kit compare`: arms, statistics, figures, report and errors, from run folders written here, from a fake
+`wandb.Api` and from offline W&B runs read back.
+
+The sweep: two arms (clip=symmetric with eps_high 0.2, clip=clip_higher with eps_high 0.28) x seeds 1, 2, 3, five
+steps each, compared with --last-k 2. Every expected number below is worked out by hand from these formulas.
+
+reward at steps t = 1..5:
+  symmetric:   0.1 t + c_s, c = -0.1, 0, +0.1 for seeds 1, 2, 3
+  clip_higher: 0.2 t + d_s, d = -0.2, 0, +0.2
+  final (mean of t = 4, 5): symmetric 0.45 + c = 0.35, 0.45, 0.55 -> mean 0.45, sample std sqrt((0.01+0+0.01)/2) = 0.1
+                            clip_higher 0.9 + d = 0.7, 0.9, 1.1   -> mean 0.9,  std 0.2
+  AUC/span of a line over [1, 5] is its value at t = 3: symmetric 0.3 + c -> mean 0.3, std 0.1;
+                                                         clip_higher 0.6 + d -> mean 0.6, std 0.2
+  difference: final 0.9 - 0.45 = 0.45, AUC 0.6 - 0.3 = 0.3, both with SE sqrt(0.1^2/3 + 0.2^2/3) = sqrt(0.05/3)
+
+entropy is logged at steps 1, 3, 5 only (rows 2 and 4 lack it), plus e_s = 0, 0.1, 0.2 for seeds 1, 2, 3:
+  symmetric (1.0, 0.2, 0.0) + e;  clip_higher (1.0, 0.8, 0.6) + e
+  trapezoid over steps 1, 3, 5 = (v1 + v2) + (v2 + v3) = v1 + 2 v2 + v3; span 4
+  AUC/span: symmetric (1.0 + 0.4 + 0.0)/4 + e = 0.35 + e -> mean 0.45, std 0.1
+            clip_higher (1.0 + 1.6 + 0.6)/4 + e = 0.8 + e -> mean 0.9, std 0.1
+  final (steps 3, 5): symmetric 0.1 + e -> mean 0.2, std 0.1; clip_higher 0.7 + e -> mean 0.8, std 0.1
+  difference: final 0.6, AUC 0.45, both with SE sqrt(0.01/3 + 0.01/3) = sqrt(0.02/3)
+
+kl is logged by the clip_higher runs only, so it is not a common metric and is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from align_kit import cli
+from align_kit.compare import CompareError
+from align_kit.compare.arms import group_into_arms
+from align_kit.compare.command import compare
+from align_kit.compare.plots import seed_band, smooth
+from align_kit.compare.runs import Run, Series, find_run_folders
+from align_kit.compare.wandb_source import load_wandb_group
+
+SEEDS = (1, 2, 3)
+ARMS = {"symmetric": 0.2, "clip_higher": 0.28}  # node -> clip.eps_high
+LAST_K = 2
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+REWARD_SLOPE = {"symmetric": 0.1, "clip_higher": 0.2}
+REWARD_OFFSET = {"symmetric": {1: -0.1, 2: 0.0, 3: 0.1}, "clip_higher": {1: -0.2, 2: 0.0, 3: 0.2}}
+ENTROPY = {"symmetric": {1: 1.0, 3: 0.2, 5: 0.0}, "clip_higher": {1: 1.0, 3: 0.8, 5: 0.6}}
+ENTROPY_OFFSET = {1: 0.0, 2: 0.1, 3: 0.2}
+
+# (mean, std) over seeds, from the module docstring.
+EXPECTED = {
+    ("reward", "symmetric"): {"final": (0.45, 0.1), "auc": (0.3, 0.1)},
+    ("reward", "clip_higher"): {"final": (0.9, 0.2), "auc": (0.6, 0.2)},
+    ("entropy", "symmetric"): {"final": (0.2, 0.1), "auc": (0.45, 0.1)},
+    ("entropy", "clip_higher"): {"final": (0.8, 0.1), "auc": (0.9, 0.1)},
+}
+# clip_higher - symmetric: (delta final, delta AUC, standard error of both).
+EXPECTED_DIFFERENCE = {
+    "reward": (0.45, 0.3, math.sqrt(0.05 / 3)),
+    "entropy": (0.6, 0.45, math.sqrt(0.02 / 3)),
+}
+
+
+def logged_rows(node: str, seed: int) -> list[dict]:
+    """What one run logs per step, keyed as in metrics.jsonl."""
+    rows = []
+    for step in range(1, 6):
+        row = {"step": step, "reward": REWARD_SLOPE[node] * step + REWARD_OFFSET[node][seed], "epoch": step / 5}
+        if step in ENTROPY[node]:
+            row["entropy"] = ENTROPY[node][step] + ENTROPY_OFFSET[seed]
+        if node == "clip_higher":
+            row["kl"] = 0.01 * step
+        rows.append(row)
+    return rows
+
+
+def run_config(node: str, seed: int) -> dict:
+    return {
+        "seed": seed,
+        "paths": {"output_root": f"/tmp/outputs-{seed}"},  # differs per run, but is not an arm key
+        "clip": {"_target_": "align_kit.components.clip.TokenClip", "eps_low": 0.2, "eps_high": ARMS[node]},
+        "trainer": {"learning_rate": 1e-3, "num_iterations": 2},
+    }
+
+
+def choices(node: str, seed: int) -> dict:
+    # The logger differs between seeds: it says where a run was logged, not what it trained.
+    return {"clip": node, "advantage": "grpo", "logger": "none" if seed == 1 else "wandb_offline"}
+
+
+def jobs():
+    """(job number, node, seed) in the order of `align-kit train -m clip=symmetric,clip_higher seed=1,2,3`."""
+    return [(number, node, seed) for number, (node, seed) in enumerate((n, s) for n in ARMS for s in SEEDS)]
+
+
+def write_run_folder(folder: Path, node: str, seed: int, with_summary: bool = True) -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(json.dumps(run_config(node, seed)))  # JSON is valid YAML
+    if with_summary:
+        (folder / "summary.json").write_text(json.dumps({"choices": choices(node, seed), "seed": seed}))
+    # HF's end-of-training summary row closes metrics.jsonl; it is not a training step.
+    summary_row = {"step": 5, "train_runtime": 1.5, "train_loss": 0.25, "epoch": 1.0}
+    lines = [json.dumps(row) for row in [*logged_rows(node, seed), summary_row]]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    root = tmp_path / "sweep"
+    for number, node, seed in jobs():
+        write_run_folder(root / str(number), node, seed)
+    (root / "multirun.yaml").write_text("hydra: {}\n")
+    return root
+
+
+def assert_expected_statistics(result) -> None:
+    assert [arm.name for arm in result.arms] == ["clip=symmetric", "clip=clip_higher"]
+    assert [arm.seeds for arm in result.arms] == [list(SEEDS), list(SEEDS)]
+    assert list(result.tables) == ["reward", "entropy"]  # kl is not logged by every run
+    for metric, summaries in result.tables.items():
+        for summary, node in zip(summaries, ARMS, strict=True):
+            expected = EXPECTED[(metric, node)]
+            assert (summary.final.mean, summary.final.std) == pytest.approx(expected["final"])
+            assert (summary.auc.mean, summary.auc.std) == pytest.approx(expected["auc"])
+            assert summary.final.n == summary.auc.n == 3
+        baseline, other = summaries
+        assert baseline.final_vs_baseline is None and baseline.auc_vs_baseline is None
+        delta_final, delta_auc, stderr = EXPECTED_DIFFERENCE[metric]
+        assert (other.final_vs_baseline.delta, other.final_vs_baseline.stderr) == pytest.approx((delta_final, stderr))
+        assert (other.auc_vs_baseline.delta, other.auc_vs_baseline.stderr) == pytest.approx((delta_auc, stderr))
+
+
+def assert_valid_png(path: Path) -> None:
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    pixels = matplotlib.image.imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
+
+
+def test_sweep_folder_gives_arms_statistics_figures_and_report(sweep, tmp_path):
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+
+    assert_expected_statistics(result)
+    assert all("train_loss" not in run.series for arm in result.arms for run in arm.runs)
+    names = sorted(figure.path.name for figure in result.figures)
+    # No correctness metric here, so the accuracy panel falls back to the reward; no clip ratio, length or flips.
+    assert names == ["accuracy_entropy.png", "reward.png"]
+    for figure in result.figures:
+        assert_valid_png(figure.path)
+    report = result.report.read_text()
+    assert "](accuracy_entropy.png)" in report and "](reward.png)" in report
+    # Markdown rows: 0.9 ± 0.2 final, Δ +0.45 ± sqrt(0.05/3) = 0.1291 (3 significant digits).
+    assert "| clip=clip_higher | 3 | 0.9 ± 0.2 | +0.45 ± 0.129 | 0.6 ± 0.2 | +0.3 ± 0.129 |" in report
+    assert "| clip=symmetric | 3 | 0.45 ± 0.1 | baseline | 0.3 ± 0.1 | baseline |" in report
+    assert "not in every run, so left out" not in report  # kl was never asked for
+
+
+def test_default_output_folder_is_inside_the_first_input(sweep):
+    result = compare([str(sweep)], last_k=LAST_K)
+    assert result.report == sweep / "compare" / "report.md"
+
+
+def test_arms_are_named_by_config_keys_without_node_choices(tmp_path):
+    for number, node, seed in jobs():
+        write_run_folder(tmp_path / str(number), node, seed, with_summary=False)
+    result = compare([str(tmp_path)], last_k=LAST_K, out=tmp_path / "out")
+    assert [arm.name for arm in result.arms] == ["clip.eps_high=0.2", "clip.eps_high=0.28"]
+
+
+def make_run(label: str, config: dict, node_choices: dict) -> Run:
+    return Run(label, config, node_choices, seed=1, series={"reward": Series(np.array([1.0]), np.array([0.0]))})
+
+
+def test_a_key_the_node_choice_does_not_determine_joins_the_arm_name():
+    runs = [
+        make_run("a", {"clip.eps_high": 0.2}, {"clip": "symmetric"}),
+        make_run("b", {"clip.eps_high": 0.28}, {"clip": "clip_higher"}),
+        make_run("c", {"clip.eps_high": 0.32}, {"clip": "clip_higher"}),
+        make_run("d", {"clip.eps_high": 0.28, "trainer.output_dir": "/x"}, {"clip": "clip_higher", "sweep": "s"}),
+    ]
+    arms = group_into_arms(runs)
+    assert [arm.name for arm in arms] == [
+        "clip=symmetric, clip.eps_high=0.2",
+        "clip=clip_higher, clip.eps_high=0.28",
+        "clip=clip_higher, clip.eps_high=0.32",
+    ]
+    assert [[run.label for run in arm.runs] for arm in arms] == [["a"], ["b", "d"], ["c"]]
+
+
+def test_runs_that_differ_only_by_seed_form_one_arm():
+    arms = group_into_arms([make_run("a", {"seed": 1}, {}), make_run("b", {"seed": 2}, {})])
+    assert [(arm.name, len(arm.runs)) for arm in arms] == [("all runs", 2)]
+
+
+def test_malformed_lines_are_skipped_and_counted(sweep, tmp_path):
+    metrics = sweep / "0" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    # Not JSON, not an object, and an object without a step: three skipped lines; the blank line is not counted.
+    metrics.write_text("\n".join([lines[0], "{not json", "[1, 2]", '{"reward": 9.0}', "", *lines[1:]]) + "\n")
+
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+
+    assert_expected_statistics(result)  # the skipped lines change nothing
+    assert result.arms[0].runs[0].skipped_lines == 3
+    assert any("skipped 3 malformed line(s)" in note for note in result.notes)
+    assert "skipped 3 malformed line(s)" in result.report.read_text()
+
+
+def test_empty_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(CompareError, match="no runs found in"):
+        compare([str(tmp_path)])
+
+
+def test_runs_with_no_common_metric_are_a_clear_error(tmp_path):
+    for name, metric in (("a", "reward"), ("b", "entropy")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text(json.dumps({"step": 1, metric: 0.5}) + "\n")
+    with pytest.raises(CompareError, match="share no metric"):
+        compare([str(tmp_path)])
+
+
+def test_requested_metrics_none_common_is_a_clear_error(sweep):
+    with pytest.raises(CompareError, match="kl is logged by every run; metrics common to all runs: entropy, reward"):
+        compare([str(sweep)], metrics=["kl"])
+
+
+def test_moving_average_and_ema_smoothing():
+    values = np.array([1.0, 2.0, 3.0, 4.0])
+    # Window 2, trailing, shorter at the start: 1, (1+2)/2, (2+3)/2, (3+4)/2.
+    assert smooth(values, 2) == pytest.approx([1.0, 1.5, 2.5, 3.5])
+    # EMA 0.5: 1, 0.5*1 + 0.5*2 = 1.5, 0.5*1.5 + 0.5*3 = 2.25, 0.5*2.25 + 0.5*4 = 3.125.
+    assert smooth(values, 0.5) == pytest.approx([1.0, 1.5, 2.25, 3.125])
+    assert smooth(values, 0) is values
+
+
+def test_seed_band_interpolates_onto_the_common_steps():
+    # a: 0 at step 0, 2 at step 2 (1 at step 1 by interpolation); b: 2 everywhere.
+    steps, mean, std = seed_band(
+        [Series(np.array([0.0, 2.0]), np.array([0.0, 2.0])), Series(np.array([0.0, 1.0, 2.0]), np.array([2.0] * 3))], 0
+    )
+    assert steps == pytest.approx([0, 1, 2])
+    assert mean == pytest.approx([1.0, 1.5, 2.0])
+    # Sample std of two values x, y is |x - y| / sqrt(2).
+    assert std == pytest.approx([2 / math.sqrt(2), 1 / math.sqrt(2), 0.0])
+
+
+def test_job_folders_sort_by_number(tmp_path):
+    for name in ("10", "2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("")
+    assert [folder.name for folder in find_run_folders(tmp_path)] == ["2", "10"]
+
+
+# --- W&B -----------------------------------------------------------------------------------------------------------
+
+
+def wandb_config(node: str, seed: int) -> dict:
+    # As align_kit.train.run_identity: the resolved config plus choice/<group> keys.
+    return {**run_config(node, seed), **{f"choice/{group}": value for group, value in choices(node, seed).items()}}
+
+
+def wandb_rows(node: str, seed: int) -> list[dict]:
+    """What HF's W&B callback logs: `train/<metric>` against `train/global_step`."""
+    return [
+        {f"train/{key}": value for key, value in row.items() if key != "step"} | {"train/global_step": row["step"]}
+        for row in logged_rows(node, seed)
+    ]
+
+
+class FakeWandbRun:
+    def __init__(self, node: str, seed: int, group: str):
+        self.name = f"clip={node},seed={seed}"
+        self.group = group
+        self.tags = [f"clip={node}", f"seed={seed}"]
+        self.config = wandb_config(node, seed)
+        self._rows = [row | {"_step": index, "_runtime": 0.1} for index, row in enumerate(wandb_rows(node, seed))]
+
+    def scan_history(self):
+        return iter(self._rows)
+
+
+class FakeApi:
+    """Stands in for `wandb.Api()`: `.runs(path, filters=...)` over a project holding two groups."""
+
+    def __init__(self):
+        self.calls = []
+
+    def runs(self, path, filters=None):
+        self.calls.append((path, filters))
+        everything = [FakeWandbRun(node, seed, "clip-sweep") for _, node, seed in jobs()]
+        everything.append(FakeWandbRun("symmetric", 1, "another-group"))
+        return [run for run in everything if run.group == filters["group"]]
+
+
+def test_wandb_group_through_a_fake_api(monkeypatch, tmp_path):
+    import wandb
+
+    api = FakeApi()
+    monkeypatch.setattr(wandb, "Api", lambda: api)
+    result = compare(["wandb:team/align_kit/clip-sweep"], last_k=LAST_K, out=tmp_path / "out")
+
+    assert api.calls == [("team/align_kit", {"group": "clip-sweep"})]
+    assert_expected_statistics(result)
+    assert result.arms[0].runs[0].label == "team/align_kit/clip=symmetric,seed=1"
+
+
+def test_wandb_group_errors_name_the_fix():
+    with pytest.raises(CompareError, match="wandb:ENTITY/PROJECT/GROUP"):
+        load_wandb_group("team/align_kit", api=FakeApi())
+    with pytest.raises(CompareError, match="no runs in group 'missing'"):
+        load_wandb_group("team/align_kit/missing", api=FakeApi())
+
+
+def test_offline_wandb_runs_read_back_give_the_same_comparison(monkeypatch, tmp_path):
+    import wandb
+
+    for variable in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(variable, str(tmp_path / "wandb-home"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    sweep = tmp_path / "sweep"
+    for number, node, seed in jobs():
+        folder = sweep / str(number)  # a run folder with only its offline W&B run, no metrics.jsonl
+        folder.mkdir(parents=True)
+        run = wandb.init(
+            mode="offline",
+            dir=str(folder),
+            project="align_kit",
+            group="clip-sweep",
+            name=f"clip={node},seed={seed}",
+            config=wandb_config(node, seed),
+        )
+        for row in wandb_rows(node, seed):
+            run.log(row)
+        run.finish()
+
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+
+    assert_expected_statistics(result)
+
+
+# --- CLI -----------------------------------------------------------------------------------------------------------
+
+
+def test_cli_compare_prints_tables_and_writes_the_report(sweep, tmp_path, capsys):
+    out = tmp_path / "cli-out"
+    cli.main(
+        ["compare", str(sweep), "--metrics", "reward,entropy", "--smooth", "3", "--last-k", "2", "--out", str(out)]
+    )
+    printed = capsys.readouterr().out
+    assert "clip=clip_higher" in printed and "+0.45 ± 0.129" in printed
+    assert "6 runs in 2 arms" in printed
+    assert (out / "report.md").is_file()
+    assert_valid_png(out / "accuracy_entropy.png")
+
+
+def test_cli_compare_error_is_one_line_and_nonzero(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("align-kit: compare error: no runs found in") and "\n" not in error
+
+
+def test_cli_compare_rejects_a_fractional_window(sweep):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", str(sweep), "--smooth", "1.5"])
+    assert exit_info.value.code == 2
