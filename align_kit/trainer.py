@@ -83,20 +83,17 @@ class AlignTrainer(GRPOTrainer):
             raise ConfigError("sampling=dynamic filters groups per process; it supports one process only")
 
     def _attach_router_hooks(self):
+        """Hooks on every MoE policy (drift is measured even without replay); replay on a dense model
+        is an error naming the supported router classes."""
         from align_kit.components.moe_routers import is_moe_model
+        from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError
 
-        if not is_moe_model(self.model):
-            if self.routing_node.replays:
-                from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError
-
-                try:
-                    RouterHooks(self.model)
-                except UnsupportedModelError as error:
-                    raise ConfigError(f"routing_replay={self.routing_node.mode}: {error}") from None
+        if not self.routing_node.replays and not is_moe_model(self.model):
             return None, None
-        from align_kit.components.router_hooks import RouterHooks
-
-        hooks = RouterHooks(self.model)
+        try:
+            hooks = RouterHooks(self.model)
+        except UnsupportedModelError as error:
+            raise ConfigError(f"routing_replay={self.routing_node.mode}: {error}") from None
         return hooks, (RouterHooks(self.sampler.model) if self.sampler is not None else hooks)
 
     @classmethod

@@ -101,3 +101,16 @@ def test_dynamic_sampling_keeps_routing_aligned(build_trainer):
     with torch.no_grad():
         trainer._compute_loss(trainer.model, first_micro_batch(trainer, batch))
     assert trainer._metrics["train"]["routing/replayed_fraction"][-1] > 0.9
+
+
+def test_replay_on_a_dense_model_that_validation_could_not_see_fails_at_load(overrides_for, tmp_path):
+    # A hub model's type is unknown until it loads; the trainer then refuses with the supported routers.
+    from align_kit.components.routing_replay import RoutingReplay
+    from align_kit.trainer import AlignTrainer
+
+    cfg = compose(overrides_for("logger=none"))
+    plan = build_plan(cfg, component_choices(), str(tmp_path))
+    plan.components["routing_replay"] = RoutingReplay(mode="r3")
+    policy = plan.model.load(plan.task, cfg.paths.cache_dir)
+    with pytest.raises(ConfigError, match=r"routing_replay=r3: routing replay found no MoE router in Qwen3ForCausalLM"):
+        AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
