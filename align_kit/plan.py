@@ -56,32 +56,25 @@ class ExperimentPlan:
         return self.grpo_kwargs.get(name, grpo_config_fields().get(name))
 
 
-def instantiate_node(node: DictConfig, key: str) -> Component:
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    try:
-        component = instantiate(node, _convert_="all")
-    except InstantiationException as error:
-        cause = error.__cause__
-        if isinstance(cause, ConfigError):
-            raise cause from None
-        raise ConfigError(f"{key}: cannot build this node ({cause or error}); check its keys") from None
-    component.group = key
-    component.validate()
-    return component
-
-
-def _instantiate_monitor(node: DictConfig):
+def _instantiate(node: DictConfig, key: str) -> Any:
+    """Build a Hydra node; a failure becomes a ConfigError naming the node."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     try:
         return instantiate(node, _convert_="all")
     except InstantiationException as error:
-        if isinstance(error.__cause__, ConfigError):
-            raise error.__cause__ from None
-        raise ConfigError(f"monitor: cannot build this node ({error.__cause__ or error}); check its keys") from None
+        cause = error.__cause__
+        if isinstance(cause, ConfigError):
+            raise cause from None
+        raise ConfigError(f"{key}: cannot build this node ({cause or error}); check its keys") from None
+
+
+def instantiate_node(node: DictConfig, key: str) -> Component:
+    component = _instantiate(node, key)
+    component.group = key
+    component.validate()
+    return component
 
 
 def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]) -> tuple[dict, dict]:
@@ -218,7 +211,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         rewards=rewards,
         grpo_kwargs=grpo_kwargs,
         choices=choices,
-        monitor=_instantiate_monitor(cfg.monitor),
+        monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
     )
     _check_batch_shape(plan)
     _check_format_schedule(plan)
