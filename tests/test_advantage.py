@@ -103,3 +103,16 @@ def test_trainer_advantages_are_what_compute_returns(node, build_trainer):
     )
     assert torch.equal(batch["advantages"], expected)
     assert batch["advantages"].abs().sum() > 0  # a batch with signal: the comparison is not of zeros
+
+
+def test_gdpo_keeps_a_scored_row_whose_normalised_rewards_are_all_nan():
+    # Group A: row 0 has one scored reward, row 1 none. A single value has no std (NaN), so row 0's
+    # normalised rewards are all NaN; TRL still counts it (nansum -> 0) and drops only row 1.
+    # Group B: each column [1, 0] -> +-0.5 / (stdev 0.70711 + eps); the weighted sum is +-x.
+    rewards = torch.tensor([[1.0, NAN], [NAN, NAN], [1.0, 1.0], [0.0, 0.0]])
+    x = 2 * 0.5 / (statistics.stdev([1.0, 0.0]) + EPS)
+    totals = [0.0, x, -x]  # rows 0, 2, 3; batch mean 0
+    spread = statistics.stdev(totals)
+    expected = [0.0, 0.0, x / (spread + EPS), -x / (spread + EPS)]
+    advantages = TRLAdvantage(aggregation="normalize_then_sum").compute(rewards, torch.tensor([1.0, 1.0]), 2)
+    assert advantages.tolist() == pytest.approx(expected, abs=1e-6)

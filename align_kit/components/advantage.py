@@ -30,11 +30,14 @@ _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 STD_EPSILON = 1e-4  # TRL's guard in (r - mean) / (std + eps)
 
 
-def weighted_reward_total(rewards_per_func, reward_weights):
+def weighted_reward_total(values, reward_weights, unscorable=None):
+    """sum_k w_k * values[:, k], NaN terms skipped; NaN for unscorable rows (default: rows whose
+    values are all NaN). GDPO passes the mask of the raw rewards, as TRL does: a normalised row can
+    be all NaN (a group with a single scored value) while its rewards are not."""
     import torch
 
-    total = (rewards_per_func * reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    total = (values * reward_weights.to(values.device).unsqueeze(0)).nansum(dim=1)
+    total[torch.isnan(values).all(dim=1) if unscorable is None else unscorable] = torch.nan
     return total
 
 
@@ -72,8 +75,8 @@ class TRLAdvantage(Component):
             grouped = rewards_per_func.view(-1, group_size, rewards_per_func.size(1))
             spread = nanstd(grouped, dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(grouped[:, :1])
             normalised = (grouped - torch.nanmean(grouped, dim=1, keepdim=True)) / (spread + STD_EPSILON)
-            total = weighted_reward_total(normalised.view_as(rewards_per_func), reward_weights)
-            total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+            unscorable = torch.isnan(rewards_per_func).all(dim=1)
+            total = weighted_reward_total(normalised.view_as(rewards_per_func), reward_weights, unscorable)
             batch_std = nanstd(total) if total.numel() > 1 else torch.zeros(())
             return torch.nan_to_num((total - torch.nanmean(total)) / (batch_std + STD_EPSILON), nan=0.0)
 
