@@ -129,6 +129,15 @@ class AlignTrainer(GRPOTrainer):
     def _mode(self) -> str:
         return "train" if self.model.training else "eval"
 
+    @property
+    def _group_size(self) -> int:
+        return self.num_generations if self.model.training else self.num_generations_eval
+
+    def _local_rows(self, gathered, rows: int):
+        """This process's slice of a tensor gathered over all processes (TRL's process_slice)."""
+        start = self.accelerator.process_index * rows
+        return gathered[start : start + rows]
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         scheduled = self._format_index is not None and self.model.training
         if scheduled:  # the weight in force for this batch's advantages
@@ -174,10 +183,8 @@ class AlignTrainer(GRPOTrainer):
         if self.router_hooks is not None:
             self._attach_routing(batch)
         if self.advantage_node.replaces_trl_advantages:
-            group_size = self.num_generations if self.model.training else self.num_generations_eval
-            advantages = self.advantage_node.compute(self._rewards_per_func, self.reward_weights, group_size)
-            start = self.accelerator.process_index * len(inputs)
-            batch["advantages"] = advantages[start : start + len(inputs)].to(batch["advantages"].device)
+            advantages = self.advantage_node.compute(self._rewards_per_func, self.reward_weights, self._group_size)
+            batch["advantages"] = self._local_rows(advantages, len(inputs)).to(batch["advantages"].device)
         if self._domains:
             batch["domain_index"] = torch.tensor([self._domains.index(row["domain"]) for row in inputs])
         if isinstance(self.kl_node, PerDomainKL) and self.kl_node.active:
@@ -192,17 +199,15 @@ class AlignTrainer(GRPOTrainer):
         """Metrics TRL does not log that the seeds' dashboards use (seed 002, 18.3.1 and 18.3.2)."""
         metrics = self._metrics[self._mode]
         advantages = batch["advantages"]
-        group_size = self.num_generations if self.model.training else self.num_generations_eval
         metrics["adv/mean"].append(advantages.mean().item())
         metrics["adv/std"].append(advantages.std().item() if advantages.numel() > 1 else 0.0)
         # The zero-advantage ratio: prompts whose group's advantages are all equal (no gradient).
         metrics["adv/zero_std_fraction"].append(
-            (advantages.view(-1, group_size).std(dim=1) < 1e-6).float().mean().item()
+            (advantages.view(-1, self._group_size).std(dim=1) < 1e-6).float().mean().item()
         )
         if "domain_index" not in batch:
             return
-        start = self.accelerator.process_index * len(advantages)
-        rewards = weighted_reward_total(self._rewards_per_func, self.reward_weights)[start : start + len(advantages)]
+        rewards = self._local_rows(weighted_reward_total(self._rewards_per_func, self.reward_weights), len(advantages))
         lengths = batch["completion_mask"].sum(dim=1).float()
         for index in batch["domain_index"].unique().tolist():
             rows = batch["domain_index"] == index
@@ -279,8 +284,9 @@ class AlignTrainer(GRPOTrainer):
         while True:
             rounds += 1
             signal = groups_with_signal(weighted_reward_total(self._rewards_per_func, self.reward_weights), group_size)
-            kept.append((batch, [g for g, has in enumerate(signal.tolist()) if has]))
-            dropped.append((batch, [g for g, has in enumerate(signal.tolist()) if not has]))
+            flags = signal.tolist()
+            kept.append((batch, [g for g, has in enumerate(flags) if has]))
+            dropped.append((batch, [g for g, has in enumerate(flags) if not has]))
             generated += len(signal)
             kept_count += int(signal.sum())
             if kept_count >= needed or rounds >= self.sampling_node.max_gen_batches:
