@@ -11,6 +11,10 @@ commands:
             e.g. align-kit train clip=clip_higher trainer.max_steps=50
                  align-kit train recipe=dapo
                  align-kit train -m clip=symmetric,clip_higher seed=1,2,3
+  sweep     run an ablation from sweeps/: align-kit sweep <name> [hydra overrides]
+            (the same as align-kit train -m sweep=<name> ...; names: the files in sweeps/)
+            e.g. align-kit sweep clip_higher
+                 align-kit sweep overlong seed=1,2,3,4,5
   compare   compare runs by arm over seeds: tables, figures, report.md   (align-kit compare --help)
             e.g. align-kit compare outputs/sweeps/<time>
                  align-kit compare run_a run_b --metrics reward,entropy --smooth 5
@@ -30,6 +34,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv = ["align-kit train", *rest]
         train.main()
         return
+    if command == "sweep":
+        _run_sweep(rest)
+        return
     if command == "compare":
         from align_kit.compare.command import main as compare
 
@@ -37,6 +44,20 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"align-kit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)
+
+
+def _run_sweep(rest: list[str]) -> None:
+    from align_kit import PROJECT_ROOT, train
+
+    names = sorted(path.stem for path in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
+    if not rest or rest[0].startswith("-") or "=" in rest[0]:
+        print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    if rest[0] not in names:
+        print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *rest[1:]]
+    train.main()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ from align_kit.grpo_fields import grpo_config_fields
 # Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
 FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
 COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "sampling", "format_schedule", "routing_replay", "logger")
+# The groups whose node choices name a run (W&B tags, summary.json, compare arms).
+TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
 DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
 # GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
@@ -175,6 +177,21 @@ def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:
         )
 
 
+def _check_vllm_rollout(plan: ExperimentPlan) -> None:
+    if not plan.effective("use_vllm"):
+        return
+    if plan.effective("use_cpu"):
+        raise ConfigError(
+            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false "
+            "(the GPU recipes do), or use rollout=hf on a CPU"
+        )
+    if plan.components["routing_replay"].mode == "r3":
+        raise ConfigError(
+            "routing_replay=r3 records experts during HF generate; with rollout=vllm the routed experts are not "
+            "returned yet; use routing_replay=r2, or rollout=hf"
+        )
+
+
 def _check_resume(run_dir: str) -> None:
     if not any(Path(run_dir).glob("checkpoint-*/trainer_state.json")):
         raise ConfigError(
@@ -217,6 +234,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     _check_format_schedule(plan)
     components["routing_replay"].check_model_node(components["model"], choices.get("model"))
     _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
+    _check_vllm_rollout(plan)
     clip_node = OmegaConf.to_container(cfg.clip)
     _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())
     if cfg.train.resume:

@@ -14,14 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError, TrainingHalted
-from align_kit.plan import COMPONENT_GROUPS, build_plan, validate_dataset
+from align_kit.plan import TAGGED_GROUPS, build_plan, validate_dataset
 from align_kit.tracking.wandb_logger import RunIdentity
 
 log = logging.getLogger("align_kit")
 
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.yaml"
-TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 
 
 def component_choices() -> dict[str, str]:

@@ -380,13 +380,16 @@ class AlignTrainer(GRPOTrainer):
 
     def _log_loss_health(self, inputs) -> None:
         """policy_ratio/mean (pi_theta / pi_old over completion tokens, exactly 1 on-policy; seed 002,
-        18.3.4) and entropy/<domain>, from the forward the loss just ran."""
+        18.3.4), policy_ratio/abs_dev (mean |ratio - 1|: the token-level ratio noise that routing flips
+        add, GSPO §5.3) and entropy/<domain>, from the forward the loss just ran."""
         logps, entropies = (tensor.detach() for tensor in self._loss_forward[:2])
         mask = inputs["completion_mask"]
         old = inputs.get("old_per_token_logps")
         ratio = torch.ones_like(logps) if old is None else torch.exp(logps - old)
         metrics = self._metrics[self._mode]
-        metrics["policy_ratio/mean"].append(((ratio * mask).sum() / mask.sum().clamp(min=1)).item())
+        tokens = mask.sum().clamp(min=1)
+        metrics["policy_ratio/mean"].append(((ratio * mask).sum() / tokens).item())
+        metrics["policy_ratio/abs_dev"].append((((ratio - 1).abs() * mask).sum() / tokens).item())
         self._step_tokens += int(inputs["prompt_mask"].sum() + mask.sum())
         if "domain_index" not in inputs:
             return

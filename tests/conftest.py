@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -77,3 +78,19 @@ def generation_inputs(trainer, prompts: int, start: int = 0) -> list[dict]:
     return [
         dict(trainer.train_dataset[i]) for i in range(start, start + prompts) for _ in range(trainer.num_generations)
     ]
+
+
+@pytest.fixture
+def vllm_importable(monkeypatch):
+    """These machines have no vLLM; pretend it is installed to check what the GPU path does next."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        "align_kit.components.rollout.importlib.util.find_spec",
+        lambda name: object() if name == "vllm" else real(name),
+    )
+
+
+@pytest.fixture
+def gpu_user(vllm_importable, monkeypatch):
+    """What the GPU recipes expect of their user's machine: vLLM installed and a W&B login."""
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)

@@ -40,6 +40,7 @@ from align_kit.compare.arms import group_into_arms
 from align_kit.compare.command import compare
 from align_kit.compare.plots import seed_band, smooth
 from align_kit.compare.runs import Run, Series, find_run_folders
+from align_kit.compare.statistics import summarise_metric
 from align_kit.compare.wandb_source import load_wandb_group
 
 SEEDS = (1, 2, 3)
@@ -154,14 +155,26 @@ def test_sweep_folder_gives_arms_statistics_figures_and_report(sweep, tmp_path):
     report = result.report.read_text()
     assert "](accuracy_entropy.png)" in report and "](reward.png)" in report
     # Markdown rows: 0.9 ± 0.2 final, Δ +0.45 ± sqrt(0.05/3) = 0.1291 (3 significant digits).
-    assert "| clip=clip_higher | 3 | 0.9 ± 0.2 | +0.45 ± 0.129 | 0.6 ± 0.2 | +0.3 ± 0.129 |" in report
-    assert "| clip=symmetric | 3 | 0.45 ± 0.1 | baseline | 0.3 ± 0.1 | baseline |" in report
+    # Paired by seed, clip_higher's AUC/span 0.6 + d beats symmetric's 0.3 + c for every seed: 3/3.
+    assert "| clip=clip_higher | 3 | 0.9 ± 0.2 | +0.45 ± 0.129 | 0.6 ± 0.2 | +0.3 ± 0.129 | 3/3 |" in report
+    assert "| clip=symmetric | 3 | 0.45 ± 0.1 | baseline | 0.3 ± 0.1 | baseline | baseline |" in report
     assert "not in every run, so left out" not in report  # kl was never asked for
 
 
 def test_default_output_folder_is_inside_the_first_input(sweep):
     result = compare([str(sweep)], last_k=LAST_K)
     assert result.report == sweep / "compare" / "report.md"
+
+
+def test_a_run_still_in_progress_takes_its_choices_from_hydras_record(sweep, tmp_path):
+    # Job 4 (clip_higher, seed 2) has not finished: no summary.json yet, only what Hydra wrote at its start.
+    job = sweep / "4"
+    (job / "summary.json").unlink()
+    (job / ".hydra").mkdir()
+    hydra_choices = {**choices("clip_higher", 2), "trainer": "default", "hydra/launcher": "basic", "recipe": None}
+    (job / ".hydra" / "hydra.yaml").write_text(json.dumps({"hydra": {"runtime": {"choices": hydra_choices}}}))
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    assert_expected_statistics(result)
 
 
 def test_arms_are_named_by_config_keys_without_node_choices(tmp_path):
@@ -194,6 +207,33 @@ def test_a_key_the_node_choice_does_not_determine_joins_the_arm_name():
 def test_runs_that_differ_only_by_seed_form_one_arm():
     arms = group_into_arms([make_run("a", {"seed": 1}, {}), make_run("b", {"seed": 2}, {})])
     assert [(arm.name, len(arm.runs)) for arm in arms] == [("all runs", 2)]
+
+
+def test_seeds_above_the_baseline_are_counted_per_seed():
+    def run(node, seed, level):
+        return Run(f"{node}-{seed}", {"clip.eps_high": ARMS[node]}, {"clip": node}, seed=seed,
+                   series={"entropy": Series(np.array([1.0, 3.0]), np.array([level, level]))})  # fmt: skip
+
+    # Baseline levels 0.5, 0.2, 0.9 for seeds 1-3; the other arm 0.6 (above), 0.1 (below), 1.0 (above), and a
+    # seed 4 the baseline lacks, which is not counted.
+    runs = [run("symmetric", 1, 0.5), run("symmetric", 2, 0.2), run("symmetric", 3, 0.9)]
+    runs += [run("clip_higher", 1, 0.6), run("clip_higher", 2, 0.1), run("clip_higher", 3, 1.0)]
+    runs += [run("clip_higher", 4, 5.0)]
+    baseline, other = summarise_metric(group_into_arms(runs), "entropy")
+    assert baseline.auc_above_baseline is None
+    assert other.auc_above_baseline == (2, 3)
+
+
+def test_a_key_that_follows_the_seed_is_aggregated_with_it():
+    def run(label, seed, coin_seed):
+        config = {"seed": seed, "reward.coin_flip.seed": coin_seed}
+        return Run(label, config, {}, seed=seed, series={"reward": Series(np.array([1.0]), np.array([0.0]))})
+
+    follows = group_into_arms([run("a", 1, 1), run("b", 2, 2), run("c", 3, 3)])
+    assert [(arm.name, len(arm.runs)) for arm in follows] == [("all runs", 3)]
+    # Pinned in one run: no longer the seed's shadow, so it names arms.
+    pinned = group_into_arms([run("a", 1, 1), run("b", 2, 7)])
+    assert [arm.name for arm in pinned] == ["reward.coin_flip.seed=1", "reward.coin_flip.seed=7"]
 
 
 def test_malformed_lines_are_skipped_and_counted(sweep, tmp_path):
@@ -336,6 +376,9 @@ def test_offline_wandb_runs_read_back_give_the_same_comparison(monkeypatch, tmp_
         for row in wandb_rows(node, seed):
             run.log(row)
         run.finish()
+    # finish() can return before W&B's service process has written the last records to disk (seen on a loaded
+    # machine: the last run read back short); teardown waits for the service to flush and exit.
+    wandb.teardown()
 
     result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
 
@@ -345,7 +388,8 @@ def test_offline_wandb_runs_read_back_give_the_same_comparison(monkeypatch, tmp_
 # --- CLI -----------------------------------------------------------------------------------------------------------
 
 
-def test_cli_compare_prints_tables_and_writes_the_report(sweep, tmp_path, capsys):
+def test_cli_compare_prints_tables_and_writes_the_report(sweep, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")  # rich wraps cells to the terminal's width; keep each number on one line
     out = tmp_path / "cli-out"
     cli.main(
         ["compare", str(sweep), "--metrics", "reward,entropy", "--smooth", "3", "--last-k", "2", "--out", str(out)]

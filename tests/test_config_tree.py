@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ GROUPS = sorted(
     next(iter(entry)) for entry in DEFAULTS if isinstance(entry, dict) and next(iter(entry)) not in ("recipe", "sweep")
 )
 NODES = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
-RECIPES = sorted(p.stem for p in (PROJECT_ROOT / "recipes").glob("*.yaml"))
+RECIPE_DIR = PROJECT_ROOT / "recipes"
+RECIPES = sorted(str(path.relative_to(RECIPE_DIR).with_suffix("")) for path in RECIPE_DIR.rglob("*.yaml"))
 SWEEPS = sorted(p.stem for p in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
 
 
@@ -37,6 +39,7 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
         ("logger", "wandb"): ["logger.mode=offline"],  # no API key here; the node itself is tested below
         ("routing_replay", "r2"): ["model=tiny_moe"],  # replay needs an MoE model
         ("routing_replay", "r3"): ["model=tiny_moe"],
+        ("rollout", "vllm"): ["trainer.use_cpu=false"],  # vLLM generates on GPUs
     }.get((group, name), [])
     return [f"{group}={name}", *extra]
 
@@ -49,6 +52,7 @@ def test_groups_match_the_documented_tree():
     assert {"dapo", "dr_grpo", "gspo", "gdpo"} <= set(RECIPES)
 
 
+@pytest.mark.usefixtures("vllm_importable")
 @pytest.mark.parametrize(("group", "name"), NODES, ids=[f"{g}={n}" for g, n in NODES])
 def test_every_node_composes_and_builds(group, name, saved_model_dir, tmp_path):
     cfg = compose(node_override(group, name, saved_model_dir))
@@ -69,16 +73,27 @@ def test_every_node_composes_and_builds(group, name, saved_model_dir, tmp_path):
     assert len(plan.grpo_kwargs["reward_weights"]) == len(plan.rewards)
 
 
+@pytest.mark.usefixtures("gpu_user")
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_every_recipe_composes_and_builds(recipe, tmp_path):
     cfg = compose([f"recipe={recipe}"])
     build_plan(cfg, component_choices(), str(tmp_path))
 
 
+def sweep_jobs(sweep: str) -> list[list[str]]:
+    """The override list of every job the sweep file launches (Hydra's basic sweeper: the cross product)."""
+    params = OmegaConf.load(PROJECT_ROOT / "sweeps" / f"{sweep}.yaml").hydra.sweeper.params
+    axes = [[f"{key}={value}" for value in str(values).split(",")] for key, values in params.items()]
+    return [list(job) for job in itertools.product(*axes)]
+
+
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_composes_and_builds(sweep, tmp_path):
-    cfg = compose([f"sweep={sweep}"])
-    build_plan(cfg, component_choices(), str(tmp_path))
+def test_every_job_of_every_sweep_composes_and_builds(sweep, tmp_path):
+    jobs = sweep_jobs(sweep)
+    assert len({frozenset(job) for job in jobs}) == len(jobs) >= 3
+    assert len({value for job in jobs for value in job if value.startswith("seed=")}) >= 3
+    for job in jobs:
+        build_plan(compose([f"sweep={sweep}", *job]), component_choices(), str(tmp_path))
 
 
 def test_recipes_and_sweeps_are_reachable_without_plus():
@@ -102,3 +117,33 @@ def test_any_grpo_field_is_settable_without_plus(tmp_path):
     plan = build_plan(cfg, component_choices(), str(tmp_path))
     assert plan.grpo_kwargs["top_entropy_quantile"] == 0.2
     assert plan.grpo_kwargs["learning_rate"] == 1e-4
+
+
+@pytest.mark.usefixtures("gpu_user")
+def test_gpu_dapo_recipe_carries_the_papers_hyperparameters(tmp_path):
+    """DAPO §4.1 (arXiv 2503.14476): lr 1e-6, 20 warm-up rollout steps, 512 prompts x 16 responses, 16
+    updates per rollout step, eps 0.2 / 0.28, 16384 + 4096 tokens. The recipe documents 64 GPUs."""
+    plan = build_plan(compose(["recipe=gpu/dapo_qwen2.5_32b"]), component_choices(), str(tmp_path))
+    kwargs, gpus = plan.grpo_kwargs, 64
+    assert kwargs["learning_rate"] == 1e-6
+    assert kwargs["per_device_train_batch_size"] * gpus * kwargs["steps_per_generation"] == 512 * 16
+    updates_per_rollout = kwargs["steps_per_generation"] // kwargs["gradient_accumulation_steps"]
+    assert updates_per_rollout == 16
+    assert kwargs["warmup_steps"] == 20 * updates_per_rollout
+    assert (kwargs["epsilon"], kwargs["epsilon_high"], kwargs["num_generations"]) == (0.2, 0.28, 16)
+    assert kwargs["max_completion_length"] == 16384 + 4096
+    assert kwargs["loss_type"] == "dapo" and kwargs["beta"] == 0.0 and kwargs["use_vllm"] is True
+    assert [spec.name for spec in plan.rewards] == ["correctness", "soft_overlong"]
+    assert plan.components["model"].name_or_path == "Qwen/Qwen2.5-32B"
+
+
+@pytest.mark.usefixtures("gpu_user")
+def test_gpu_gspo_recipe_replays_routing_on_the_papers_moe(tmp_path):
+    """GSPO §5 (arXiv 2507.18071): Qwen3-30B-A3B-Base, 4 mini-batch updates per rollout batch, GRPO clip
+    0.2 / 0.27 with Routing Replay."""
+    plan = build_plan(compose(["recipe=gpu/gspo_routing_replay_qwen3_30b_a3b"]), component_choices(), str(tmp_path))
+    kwargs = plan.grpo_kwargs
+    assert kwargs["steps_per_generation"] // kwargs["gradient_accumulation_steps"] == 4
+    assert (kwargs["epsilon"], kwargs["epsilon_high"]) == (0.2, 0.27)
+    assert plan.components["routing_replay"].mode == "r2"
+    assert plan.components["model"].name_or_path == "Qwen/Qwen3-30B-A3B-Base"

@@ -28,7 +28,11 @@ def test_health_metrics_are_logged(train_once, tmp_path):
     for name in ("policy_ratio/mean", "tokens_per_sec", "entropy/addition", "entropy/subtraction"):
         assert all(name in row for row in steps), name
     # The first mini-step of every generation is on-policy: the ratio is exactly 1 there.
-    assert steps[0]["policy_ratio/mean"] == 1.0
+    assert steps[0]["policy_ratio/mean"] == 1.0 and steps[0]["policy_ratio/abs_dev"] == 0.0
+    # Off-policy mini-steps move the ratio; mean |r - 1| >= |mean(r) - 1| for any token set (triangle inequality).
+    off_policy = [row for row in steps if row["policy_ratio/mean"] != 1.0]
+    assert off_policy and all(row["policy_ratio/abs_dev"] > 0 for row in off_policy)
+    assert all(row["policy_ratio/abs_dev"] >= abs(row["policy_ratio/mean"] - 1) - 1e-7 for row in steps)
     assert all(0.0 <= row["adv/zero_std_fraction"] <= 1.0 for row in generation)
     assert not (tmp_path / "alerts.jsonl").exists()
 

@@ -23,10 +23,23 @@ def expected_jobs(sweep_file) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("sweep_file", SWEEPS, ids=[p.stem for p in SWEEPS])
 def test_sweep_runs_every_job(sweep_file, overrides_for, cache_dir, tmp_path):
-    args = ["-m", f"sweep={sweep_file.stem}", f"hydra.sweep.dir={tmp_path}", *overrides_for(), "trainer.max_steps=1"]
+    # Through `align-kit sweep <name>`, which is `align-kit train -m sweep=<name>`.
+    args = ["sweep", sweep_file.stem, f"hydra.sweep.dir={tmp_path}", *overrides_for(), "trainer.max_steps=1"]
     result = subprocess.run(
-        [sys.executable, "-m", "align_kit.train", *args], capture_output=True, text=True, env=cli_env(cache_dir)
+        [sys.executable, "-m", "align_kit.cli", *args], capture_output=True, text=True, env=cli_env(cache_dir)
     )
     assert result.returncode == 0, result.stderr[-3000:]
     finished = [job for job in tmp_path.iterdir() if (job / "summary.json").exists()]
     assert len(finished) == expected_jobs(sweep_file)
+
+
+def test_sweep_command_names_the_sweeps_when_the_name_is_unknown(cache_dir):
+    result = subprocess.run(
+        [sys.executable, "-m", "align_kit.cli", "sweep", "clip_highr"],
+        capture_output=True,
+        text=True,
+        env=cli_env(cache_dir),
+    )
+    assert result.returncode == 2
+    names = ", ".join(path.stem for path in SWEEPS)
+    assert result.stderr.strip() == f"align-kit sweep: no sweep 'clip_highr'; names: {names}"

@@ -89,6 +89,15 @@ BAD_CONFIGS = [
         "keep weights >= 0",
     ),
     (
+        ["reward=[coin_flip]", "reward.coin_flip.p_one=1.0"],
+        "reward.coin_flip.p_one=1.0 must lie strictly between 0 and 1 (0 or 1 gives every group zero advantage, "
+        "so nothing trains)",
+    ),
+    (
+        ["rollout=vllm", "rollout.mode=remote"],
+        "rollout.mode='remote' is not one of ['colocate', 'server']",
+    ),
+    (
         ["train.resume=true"],
         "train.resume=true but /tmp/align_kit_validation holds no checkpoint; pass the killed run's folder as "
         "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)",
@@ -152,3 +161,50 @@ def test_cli_reports_a_config_error_in_one_line_before_loading_anything(cache_di
         "upper bound: set clip.eps_high >= clip.eps_low"
     )
     assert "heavy: []" in result.stdout
+
+
+def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
+    monkeypatch.setattr("align_kit.components.rollout.importlib.util.find_spec", lambda name: None)
+    with pytest.raises(ConfigError) as error:
+        plan_for("rollout=vllm", "trainer.use_cpu=false")
+    assert str(error.value) == (
+        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, or use rollout=hf"
+    )
+
+
+@pytest.mark.usefixtures("vllm_importable")
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["rollout=vllm"],
+            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false (the GPU recipes "
+            "do), or use rollout=hf on a CPU",
+        ),
+        (
+            ["rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3"],
+            "routing_replay=r3 records experts during HF generate; with rollout=vllm the routed experts are not "
+            "returned yet; use routing_replay=r2, or rollout=hf",
+        ),
+    ],
+)
+def test_vllm_rollout_combinations_are_rejected(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        plan_for(*overrides)
+    assert str(error.value) == message
+
+
+@pytest.mark.usefixtures("vllm_importable")
+def test_vllm_rollout_sets_trls_vllm_fields():
+    plan = plan_for("rollout=vllm", "trainer.use_cpu=false", "rollout.is_correction=token_truncate")
+    expected = {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": 0.3,
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": 3.0,
+    }
+    assert {key: plan.grpo_kwargs[key] for key in expected} == expected
+    off = plan_for("rollout=vllm", "trainer.use_cpu=false", "rollout.is_correction=none")
+    assert off.grpo_kwargs["vllm_importance_sampling_correction"] is False

@@ -3,7 +3,8 @@
 Runs are grouped by every config key and node choice that differs between them. An arm is named by the differing
 node choices (`clip=clip_higher`) plus the differing keys those choices do not determine (`clip.eps_high=0.28` when
 two runs share `clip=clip_higher` but not eps_high). Arms keep the order of their first run, so the first input
-(job 0 of a sweep) is the baseline arm.
+(job 0 of a sweep) is the baseline arm. A key that equals the run's seed in every run (`reward.coin_flip.seed:
+${seed}`) follows the seed and is aggregated over with it.
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ def _differing(mappings: list[dict[str, Any]], keep: Callable[[str], bool]) -> l
     return sorted(key for key in keys if len({_shown(mapping, key) for mapping in mappings}) > 1)
 
 
+def _follows_seed(runs: list[Run], key: str) -> bool:
+    return all(run.seed is not None and _shown(run.config, key) == str(run.seed) for run in runs)
+
+
 def group_into_arms(runs: list[Run]) -> list[Arm]:
     choice_groups = _differing([run.choices for run in runs], lambda group: group not in IGNORED_CHOICES)
-    config_keys = _differing([run.config for run in runs], is_experiment_key)
+    config_keys = [
+        key for key in _differing([run.config for run in runs], is_experiment_key) if not _follows_seed(runs, key)
+    ]
 
     def choices_of(run: Run) -> tuple[str, ...]:
         return tuple(_shown(run.choices, group) for group in choice_groups)

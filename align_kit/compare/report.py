@@ -10,7 +10,7 @@ from align_kit.compare.arms import Arm
 from align_kit.compare.plots import FigureFile, describe_smoothing
 from align_kit.compare.statistics import ArmSummary, Difference, Spread
 
-COLUMNS = ("arm", "n", "final", "Δ final ± SE", "AUC/span", "Δ AUC/span ± SE")
+COLUMNS = ("arm", "n", "final", "Δ final ± SE", "AUC/span", "Δ AUC/span ± SE", "seeds AUC > base")
 
 
 def _number(value: float) -> str:
@@ -27,6 +27,10 @@ def _difference(difference: Difference | None) -> str:
     return f"{difference.delta:+.3g} ± {_number(difference.stderr)}"
 
 
+def _count(counts: tuple[int, int] | None) -> str:
+    return "baseline" if counts is None else f"{counts[0]}/{counts[1]}"
+
+
 def table_rows(summaries: list[ArmSummary], arm_labels: list[str]) -> list[list[str]]:
     return [
         [
@@ -36,6 +40,7 @@ def table_rows(summaries: list[ArmSummary], arm_labels: list[str]) -> list[list[
             _difference(row.final_vs_baseline),
             _spread(row.auc),
             _difference(row.auc_vs_baseline),
+            _count(row.auc_above_baseline),
         ]
         for label, row in zip(arm_labels, summaries, strict=True)
     ]
@@ -63,7 +68,8 @@ def print_tables(arms: list[Arm], tables: dict[str, list[ArmSummary]], last_k: i
         console.print(table)
     console.print(
         f"final = mean of each run's last {last_k} points; AUC/span = mean level; "
-        "a ± b = mean ± sample std over seeds; Δ = arm - baseline (arm 1) ± standard error"
+        "a ± b = mean ± sample std over seeds; Δ = arm - baseline (arm 1) ± standard error; "
+        "seeds AUC > base = seeds whose run beats the baseline's run of the same seed"
     )
 
 
@@ -82,6 +88,8 @@ def definitions(last_k: int, smoothing: float) -> list[str]:
         "- **mean ± std**: over the arm's seeds; std is the sample std (n - 1), n/a for one seed.",
         "- **Δ ± SE**: arm mean minus baseline (first arm) mean; SE = sqrt(s_arm²/n_arm + s_base²/n_base) "
         "(standard error of a difference of independent means), n/a when an arm has one seed.",
+        "- **seeds AUC > base**: of the seeds an arm shares with the baseline, how many have a higher AUC/span "
+        "than the baseline's run of the same seed (paired by seed; k of n).",
         "- **figures**: line = mean over seeds, band = mean ± sample std across seeds; "
         f"smoothing: {describe_smoothing(smoothing)} (figures only; the tables use the raw points).",
     ]

@@ -110,6 +110,21 @@ def _read_yaml(path: Path) -> dict:
     return loaded if isinstance(loaded, dict) else {}
 
 
+def _choices_from_hydra(folder: Path, config: dict) -> dict[str, str]:
+    """Node choices of a run that has not written summary.json yet (running, or killed), from Hydra's record,
+    named as train.py names them in the summary (the reward list as `a+b`)."""
+    from align_kit.plan import TAGGED_GROUPS
+
+    path = folder / ".hydra" / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    choices = ((_read_yaml(path).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    named = {group: str(node) for group, node in choices.items() if group in TAGGED_GROUPS and node is not None}
+    if isinstance(config.get("reward"), dict):
+        named["reward"] = "+".join(config["reward"])
+    return named
+
+
 def load_run_folder(folder: Path) -> Run:
     metrics_path = folder / METRICS_FILE
     if not metrics_path.is_file():
@@ -133,7 +148,9 @@ def load_run_folder(folder: Path) -> Run:
         label=str(folder),
         config=flatten_config(config),
         # Older summaries wrote an unselected group (recipe, sweep) as "None"; newer ones leave it out.
-        choices={group: str(node) for group, node in summary.get("choices", {}).items() if str(node) != "None"},
+        choices={group: str(node) for group, node in summary["choices"].items() if str(node) != "None"}
+        if "choices" in summary
+        else _choices_from_hydra(folder, config),
         seed=summary.get("seed", config.get("seed")),
         series=series_from_rows(rows),
         skipped_lines=skipped,

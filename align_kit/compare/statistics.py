@@ -7,6 +7,9 @@
 - spread over seeds: mean and sample standard deviation (n - 1 in the denominator); undefined (nan) for one seed.
 - difference from the baseline arm: mean(arm) - mean(baseline), with the standard error of a difference of two
   independent means, sqrt(s_arm^2 / n_arm + s_base^2 / n_base) (Welch); nan when either arm has a single seed.
+- paired by seed: arms of a sweep share seeds (the same seed gives the same prompts and, at step 0, the same
+  policy), so for the seeds an arm shares with the baseline, how many have a higher AUC/span than the baseline's
+  run of that seed (a sign count: 5 of 5 has probability 1/32 under no effect).
 """
 
 from __future__ import annotations
@@ -62,6 +65,14 @@ class ArmSummary:
     auc: Spread
     final_vs_baseline: Difference | None  # None for the baseline arm itself
     auc_vs_baseline: Difference | None
+    auc_above_baseline: tuple[int, int] | None = None  # (seeds with a higher AUC/span, seeds shared); None: baseline
+
+
+def seeds_above(arm: Arm, baseline: Arm, metric: str) -> tuple[int, int]:
+    """Sign count of the per-seed AUC/span differences against the baseline run of the same seed."""
+    base = {run.seed: auc_per_step(run.series[metric]) for run in baseline.runs}
+    shared = [(auc_per_step(run.series[metric]), base[run.seed]) for run in arm.runs if run.seed in base]
+    return sum(value > reference for value, reference in shared), len(shared)
 
 
 def summarise_metric(arms: list[Arm], metric: str, last_k: int = DEFAULT_LAST_K) -> list[ArmSummary]:
@@ -77,6 +88,13 @@ def summarise_metric(arms: list[Arm], metric: str, last_k: int = DEFAULT_LAST_K)
     return [
         ArmSummary(arm, final, auc, None, None)
         if arm is baseline
-        else ArmSummary(arm, final, auc, Difference.between(final, base_final), Difference.between(auc, base_auc))
+        else ArmSummary(
+            arm,
+            final,
+            auc,
+            Difference.between(final, base_final),
+            Difference.between(auc, base_auc),
+            seeds_above(arm, baseline, metric),
+        )
         for arm, (final, auc) in zip(arms, spreads, strict=True)
     ]

@@ -1,5 +1,9 @@
 """Rollout engines, and the train/inference mismatch they can introduce (seed 000, 16.6.1).
 
+`vllm`: TRL's vLLM generation (GPU; colocated or a separate `trl vllm-serve` server). TRL measures the
+vLLM/trainer log-prob gap itself (`sampling/sampling_logp_difference/*`, `sampling/importance_sampling_ratio/*`)
+and applies its importance-sampling correction (`is_correction`).
+
 `hf`: transformers' generate inside the trainer. With `dtype=bfloat16` sampling runs on a bf16
 copy of the policy, re-synced from the fp32 weights whenever the policy changed, while training
 stays fp32: the precision gap between an inference engine and the trainer, made real on a CPU.
@@ -10,6 +14,7 @@ importance-sampling corrections TRL offers for vLLM can be applied to this path 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +27,12 @@ IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequen
 
 
 @dataclass
-class HFRollout(Component):
+class Rollout(Component):
+    """What every rollout engine shares: sampling settings and the importance-sampling correction of the
+    sampler/trainer log-prob gap (`is_correction`, bounded by `is_cap_min` / `is_cap_max`)."""
+
     temperature: float = 1.0
     top_p: float = 1.0
-    dtype: str = "float32"
-    log_mismatch: bool = False  # also measure sampler vs trainer log-probs with an fp32 sampler
     is_correction: str = "none"
     is_cap_min: float | None = None
     is_cap_max: float | None = 3.0  # TRL's vllm_importance_sampling_clip_max default
@@ -37,10 +43,19 @@ class HFRollout(Component):
             raise ConfigError(f"rollout.temperature={self.temperature} must be > 0 (GRPO samples)")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"rollout.top_p={self.top_p} must be in (0, 1]")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"rollout.dtype={self.dtype!r} is not one of {list(DTYPES)}")
         if self.is_correction not in IS_MODES:
             raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
+
+
+@dataclass
+class HFRollout(Rollout):
+    dtype: str = "float32"
+    log_mismatch: bool = False  # also measure sampler vs trainer log-probs with an fp32 sampler
+
+    def validate(self) -> None:
+        super().validate()
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"rollout.dtype={self.dtype!r} is not one of {list(DTYPES)}")
         if self.is_correction != "none" and not self.measures_mismatch:
             raise ConfigError(
                 f"rollout.is_correction={self.is_correction} needs sampler log-probs: "
@@ -53,6 +68,53 @@ class HFRollout(Component):
     @property
     def measures_mismatch(self) -> bool:
         return self.dtype != "float32" or self.log_mismatch
+
+
+VLLM_MODES = ("colocate", "server")
+
+
+@dataclass
+class VLLMRollout(Rollout):
+    is_correction: str = "sequence_mask"  # TRL's default; "none" turns the correction off
+    mode: str = "colocate"
+    gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM reserves
+    tensor_parallel_size: int = 1
+    max_model_length: int | None = None
+    server_base_url: str | None = None  # server mode
+
+    # No trainer-side sampler copy and no align_kit mismatch measurement on this path: TRL compares
+    # vLLM's log-probs with the trainer's (sampling/sampling_logp_difference/*) and corrects for the gap.
+    dtype = "float32"
+    measures_mismatch = False
+
+    def validate(self) -> None:
+        super().validate()
+        if self.mode not in VLLM_MODES:
+            raise ConfigError(f"rollout.mode={self.mode!r} is not one of {list(VLLM_MODES)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(f"rollout.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError(
+                "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, or use rollout=hf"
+            )
+
+    def grpo_fields(self) -> dict[str, Any]:
+        fields = {
+            "use_vllm": True,
+            "vllm_mode": self.mode,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "vllm_gpu_memory_utilization": self.gpu_memory_utilization,
+            "vllm_tensor_parallel_size": self.tensor_parallel_size,
+            "vllm_max_model_length": self.max_model_length,
+            "vllm_server_base_url": self.server_base_url,
+            "vllm_importance_sampling_correction": self.is_correction != "none",
+            "vllm_importance_sampling_clip_min": self.is_cap_min,
+            "vllm_importance_sampling_clip_max": self.is_cap_max,
+        }
+        if self.is_correction != "none":
+            fields["vllm_importance_sampling_mode"] = self.is_correction
+        return fields
 
 
 def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float | None, cap_max: float | None):
