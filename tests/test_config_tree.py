@@ -135,6 +135,11 @@ def test_gpu_dapo_recipe_carries_the_papers_hyperparameters(tmp_path):
     assert kwargs["loss_type"] == "dapo" and kwargs["beta"] == 0.0 and kwargs["use_vllm"] is True
     assert [spec.name for spec in plan.rewards] == ["correctness", "soft_overlong"]
     assert plan.components["model"].name_or_path == "Qwen/Qwen2.5-32B"
+    # Dynamic sampling refuses to run on several processes, so only the one-GPU cut uses it.
+    assert plan.components["sampling"].dynamic is False
+    single = build_plan(compose(["recipe=gpu/dapo_qwen2.5_0.5b_single_gpu"]), component_choices(), str(tmp_path))
+    assert single.components["sampling"].dynamic is True
+    assert single.grpo_kwargs["per_device_train_batch_size"] * single.grpo_kwargs["steps_per_generation"] == 32 * 16
 
 
 @pytest.mark.usefixtures("gpu_user")

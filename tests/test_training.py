@@ -92,6 +92,7 @@ def test_multirun_gives_each_job_its_own_folder_and_wandb_run(cache_dir, overrid
     args = [
         "-m",
         "clip=symmetric,clip_higher",
+        "seed=5",
         "trainer.max_steps=1",
         "trainer.steps_per_generation=1",
         "trainer.per_device_train_batch_size=16",
@@ -109,5 +110,7 @@ def test_multirun_gives_each_job_its_own_folder_and_wandb_run(cache_dir, overrid
     assert len(jobs) == 2
     infos = [read_run_info(find_offline_runs(job)[0]) for job in jobs]
     assert infos[0]["group"] == infos[1]["group"] == f"multirun-{tmp_path.name}"
+    # Name = the arm (the overrides without the seed); the seed is a tag.
     assert [info["name"].split(",")[0] for info in infos] == ["clip=symmetric", "clip=clip_higher"]
+    assert all("seed=" not in info["name"] and "seed=5" in info["tags"] for info in infos)
     assert "clip=clip_higher" in infos[1]["tags"]
