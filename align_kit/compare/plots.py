@@ -52,9 +52,12 @@ LAYOUTS = (
         (Panel("mean length", ("completions/mean_length",)), Panel("truncated share", ("completions/clipped_ratio",))),
     ),
     Layout(
-        "routing_flip_rate",
-        "Routing flips between rollout and training, and the ratio noise they add",
-        (Panel("flip rate", ("routing/flip_rate",)), Panel("mean |ratio - 1|", ("policy_ratio/abs_dev",))),
+        "routing_flip_rate", "Routing flips between rollout and training", (Panel("flip rate", ("routing/flip_rate",)),)
+    ),
+    Layout(
+        "policy_ratio",
+        "Importance ratio pi_theta / pi_old: its mean and its noise",
+        (Panel("mean ratio", ("policy_ratio/mean",)), Panel("mean |ratio - 1|", ("policy_ratio/abs_dev",))),
     ),
 )
 # Without --metrics, the tables and figures cover those of these metrics that every run logged.
