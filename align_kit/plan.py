@@ -9,6 +9,7 @@ value but never contradict it. Every other GRPOConfig field belongs to `trainer`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,16 @@ class ExperimentPlan:
     def effective(self, name: str) -> Any:
         """A GRPOConfig field as TRL will see it (our value, else TRL's default)."""
         return self.grpo_kwargs.get(name, grpo_config_fields().get(name))
+
+
+def tagged_choices(choices: Mapping[str, Any]) -> dict[str, str]:
+    """The node choices that name a run, from Hydra's runtime choices (unselected recipe/sweep omitted)."""
+    return {group: str(node) for group, node in choices.items() if group in TAGGED_GROUPS and node}
+
+
+def reward_choice(reward_names: Iterable[str]) -> str:
+    """The reward list as one choice, `correctness+format`: Hydra records no choice for a list default."""
+    return "+".join(reward_names)
 
 
 def _instantiate(node: DictConfig, key: str) -> Any:

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError, TrainingHalted
-from align_kit.plan import TAGGED_GROUPS, build_plan, validate_dataset
+from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
 from align_kit.tracking.wandb_logger import RunIdentity
 
 log = logging.getLogger("align_kit")
@@ -27,8 +27,7 @@ def component_choices() -> dict[str, str]:
     """Which node of each group the current Hydra job selected (absent recipe/sweep omitted)."""
     from hydra.core.hydra_config import HydraConfig
 
-    choices = HydraConfig.get().runtime.choices
-    return {group: str(choice) for group, choice in choices.items() if group in TAGGED_GROUPS and choice}
+    return tagged_choices(HydraConfig.get().runtime.choices)
 
 
 def hydra_context() -> tuple[dict[str, str], str, str | None, str]:
@@ -69,7 +68,7 @@ def report(run_dir: Path, summary: dict) -> None:
 def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | None = None, name: str = "default"):
     """Train one experiment; returns the summary dict. ConfigError is raised before any model loads."""
     started = time.time()
-    choices = {**choices, "reward": "+".join(cfg.reward.keys())}
+    choices = {**choices, "reward": reward_choice(cfg.reward.keys())}
     plan = build_plan(cfg, choices, run_dir)
     for note in plan.notes:
         print(f"align-kit: {note}", file=sys.stderr)

@@ -10,8 +10,8 @@ from omegaconf import OmegaConf
 
 from align_kit import CONF_DIR, PROJECT_ROOT
 from align_kit.config import compose
-from align_kit.plan import build_plan
-from align_kit.train import TAGGED_GROUPS, component_choices
+from align_kit.plan import TAGGED_GROUPS, build_plan
+from align_kit.train import component_choices
 
 DEFAULTS = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "train.yaml").defaults)
 GROUPS = sorted(

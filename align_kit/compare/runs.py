@@ -112,16 +112,15 @@ def _read_yaml(path: Path) -> dict:
 
 def _choices_from_hydra(folder: Path, config: dict) -> dict[str, str]:
     """Node choices of a run that has not written summary.json yet (running, or killed), from Hydra's record,
-    named as train.py names them in the summary (the reward list as `a+b`)."""
-    from align_kit.plan import TAGGED_GROUPS
+    named as train.py names them in the summary."""
+    from align_kit.plan import reward_choice, tagged_choices
 
     path = folder / ".hydra" / "hydra.yaml"
     if not path.is_file():
         return {}
-    choices = ((_read_yaml(path).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
-    named = {group: str(node) for group, node in choices.items() if group in TAGGED_GROUPS and node is not None}
+    named = tagged_choices(((_read_yaml(path).get("hydra") or {}).get("runtime") or {}).get("choices") or {})
     if isinstance(config.get("reward"), dict):
-        named["reward"] = "+".join(config["reward"])
+        named["reward"] = reward_choice(config["reward"])
     return named
 
 
