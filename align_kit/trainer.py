@@ -251,22 +251,20 @@ class AlignTrainer(GRPOTrainer):
         width = batch["completion_ids"].size(1)
         rows = self.args.per_device_train_batch_size
         mask = batch["completion_mask"]
+        if "tool_mask" in batch:  # tool output tokens were not sampled (TRL records 0.0 for them)
+            mask = mask * batch["tool_mask"]
         sampler_logps = batch["sampling_per_token_logps"]
-        metrics = self._metrics[self._mode]
         with torch.no_grad():
             train_logps = batch.get("old_per_token_logps")
             if train_logps is None:
                 train_logps = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, width, rows)[0]
-            for name, value in mismatch_metrics(train_logps, sampler_logps, mask).items():
-                metrics[name].append(value)
+            gaps = mismatch_metrics(train_logps, sampler_logps, mask)
             if self.sampler is not None:
-                rescored = self._get_per_token_logps_and_entropies(
-                    self.sampler.model, input_ids, attention, width, rows
-                )
-                for name, value in mismatch_metrics(
-                    train_logps, rescored[0].float(), mask, "mismatch/rescore_"
-                ).items():
-                    metrics[name].append(value)
+                copy = self.sampler.model
+                rescored = self._get_per_token_logps_and_entropies(copy, input_ids, attention, width, rows)[0]
+                gaps.update(mismatch_metrics(train_logps, rescored.float(), mask, "mismatch/rescore_"))
+        for name, value in gaps.items():
+            self._metrics[self._mode][name].append(value)
         node = self.rollout_node
         if node.is_correction != "none":
             batch["rollout_is_ratio"] = importance_ratio(

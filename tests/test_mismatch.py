@@ -144,12 +144,16 @@ def test_bf16_generation_routing_agrees_with_the_sampler_copy_s_full_forward(bui
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     with torch.no_grad(), trainer._generation_hooks.record():
-        trainer.sampler.model(input_ids=ids, attention_mask=attention)
+        output = trainer.sampler.model(input_ids=ids, attention_mask=attention)
     full_forward = trainer._generation_hooks.take()
+    assert output.logits.dtype == torch.bfloat16  # the copy's own forward
     valid = batch["routed_experts_valid"] & attention.bool()
+    recorded = batch["routed_experts"].sort(-1).values
+    # A real top-2 choice names two experts (issue 16's copy recorded an untouched all-zero buffer).
+    assert (recorded[..., 1:] != recorded[..., :-1]).all(-1).all(-1)[valid].all()
     # Expert sets per (token, layer); a position agrees when every layer chose the same set. bf16 rounding
-    # differs between generate's incremental forwards and one full forward, so not every position does.
-    same = (batch["routed_experts"].sort(-1).values == full_forward.sort(-1).values).all(-1).all(-1)
+    # differs between generate's incremental forwards and one full forward (measured: 99.5 % agree).
+    same = (recorded == full_forward.sort(-1).values).all(-1).all(-1)
     assert same[valid].float().mean() >= 0.99
 
 
@@ -223,6 +227,11 @@ def test_bf16_sampler_matches_fp32_on_the_default_warm_start(model, train_once, 
     assert fp32["success"] > 0.1  # the default warm start answers right often enough to compare
     assert bf16["success"] == pytest.approx(fp32["success"], abs=0.1)
     assert bf16["length"] == pytest.approx(fp32["length"], abs=2.0)
+    if model == "tiny_moe":
+        # First mini-step of each generation: sampler and trainer hold the same weights, so routing flips
+        # are the bf16/fp32 precision gap alone (measured ~0.5 %; issue 16's copy: 100 %).
+        flips = [row["routing/flip_rate"] for row in read_metrics(tmp_path / "bfloat16" / "metrics.jsonl")]
+        assert len(flips) == 10 and max(flips[::2]) < 0.05
 
 
 def test_sampler_resyncs_when_the_policy_changes(build_trainer):
