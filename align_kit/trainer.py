@@ -8,8 +8,8 @@ methods:
   _generate_and_score_completions  NGRPO advantages, per-domain KL coefficients, dynamic sampling,
                                    sampler/trainer log-prob mismatch and its IS correction,
                                    re-tokenization check
-  _generate_single_turn            generation on a low-precision sampler copy; routing recorded
-                                   while sampling (MoE)
+  _generate_single_turn            generation on a low-precision sampler copy; sampler log-probs and
+                                   (MoE) routing recorded while sampling
   _get_per_token_logps_and_entropies  MoE routing recorded, replayed or observed per forward
   _compute_loss                    per-sample / per-token KL coefficient, IS-corrected advantages
 """

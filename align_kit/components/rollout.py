@@ -162,11 +162,12 @@ def recording_sampled_logprobs(model):
     """While open, `model.generate` also keeps the log-probability of each token it samples under the
     distribution it drew it from: the processed scores (temperature, top-k, top-p applied), what vLLM
     returns with logprobs_mode=processed_logprobs. Yields a list that gets one [B, new tokens] tensor
-    per generate call. generate holds every step's [B, vocab] scores until it returns."""
+    per generate call. generate holds every step's [B, vocab] float32 scores until it returns (tiny on the
+    embedded model; with a large vocabulary it grows with max_completion_length)."""
     import copy
 
     records = []
-    generate = model.generate
+    generate, own = model.generate, vars(model).get("generate")
 
     def generate_and_record(*args, generation_config=None, **kwargs):
         config = copy.deepcopy(generation_config or model.generation_config)
@@ -179,7 +180,10 @@ def recording_sampled_logprobs(model):
     try:
         yield records
     finally:
-        del model.generate  # the class's generate again
+        if own is None:
+            del model.generate  # the class's generate again
+        else:
+            model.generate = own
 
 
 def completion_logprobs(recorded, completion_ids: list[list[int]]) -> list[list[float]]:
