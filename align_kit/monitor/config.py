@@ -103,7 +103,7 @@ class RewardPlateau:
     at most reward_max - `gap`."""
 
     action: Action = "warn"
-    window: int = 50
+    window: int = 100
     tolerance: float = 0.02
     gap: float = 0.05
 
@@ -127,10 +127,13 @@ class Rising:
 
 @dataclass
 class ClipRatioZero:
-    """The last `window` points exactly zero after an earlier non-zero one (the policy-optimization chapter, 18.3.4)."""
+    """The last `window` points exactly zero after `window` points that clipped `min_before` of the
+    tokens on average (the policy-optimization chapter, 18.3.4). A lone clipped token in an almost
+    on-policy run is not a drop."""
 
     action: Action = "warn"
     window: int = 10
+    min_before: float = 1e-3
 
 
 @dataclass

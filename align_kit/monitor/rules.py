@@ -331,14 +331,14 @@ def _policy_ratio_drift(s: PolicyRatioDrift, history: History, _: RunContext) ->
 
 def _clip_ratio_zero(s: ClipRatioZero, history: History, _: RunContext) -> Finding | None:
     values = history["clip_ratio/region_mean"].values
-    if len(values) <= s.window:
+    if len(values) < 2 * s.window:
         return None
     # "Drops to zero while training": a run that never clipped (fully on-policy) is not a drop.
-    clipped_before = max(values[: -s.window])
+    clipped_before = fmean(values[-2 * s.window : -s.window])
     window_max = max(values[-s.window :])
     return Finding(
-        window_max == 0.0 and clipped_before > 0.0,
-        {"window_max": window_max, "earlier_max": clipped_before},
+        window_max == 0.0 and clipped_before > s.min_before,
+        {"window_max": window_max, "earlier_mean": clipped_before, "min_before": s.min_before},
         "clip_ratio/region_mean",
     )
 
@@ -504,10 +504,7 @@ RULES: tuple[Rule, ...] = (
         lambda s: tuple(s.metrics),
         _non_finite,
         "{metric} is {value}: the first non-finite value among {checked}",
-        _fixed(
-            "lower trainer.learning_rate or check the rewards and the data for NaN/inf values; resume from "
-            "the last finite checkpoint"
-        ),  # fmt: skip
+        _fixed("lower trainer.learning_rate or check the rewards and the data for NaN/inf values"),
     ),
     Rule(
         "entropy_collapse",
@@ -620,7 +617,7 @@ RULES: tuple[Rule, ...] = (
         "clip_ratio_zero",
         ("clip_ratio/region_mean",),
         _clip_ratio_zero,
-        "clip ratio dropped to zero (it reached {earlier_max:.4g} before)",
+        "clip ratio dropped to zero (it averaged {earlier_mean:.4g} over the window before)",
         _fixed("the policy has nearly stopped updating: check grad_norm and adv/zero_std_fraction"),
     ),
     Rule(
