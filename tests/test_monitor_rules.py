@@ -168,13 +168,13 @@ def test_zero_advantage_fires_on_a_rising_share_only(configs):
     # (a steady third of the groups are flat), and the policy-optimization chapter (18.3.2) names a
     # share that keeps rising beyond 30 %. A steady 0.375 therefore never fires.
     assert fired(monitor_for(configs["default"]), series("adv/zero_std_fraction", [0.375] * 60)) == []
-    # 40 points at 0.25, then 0.5. Default (span 10, > 0.3; window 40, rise > 0.1): at step 40 + j the
-    # window's first half is all 0.25 and its second half averages 0.25 + 0.0125 j: the change exceeds
-    # 0.1 first at j = 9 (0.1125), when the last 10 average (0.25 + 9 x 0.5)/10 = 0.475 > 0.3 -> step 49.
-    rising = series("adv/zero_std_fraction", [0.25] * 40 + [0.5] * 15)
-    assert fired(monitor_for(configs["default"]), rising) == [(49, "zero_advantage")]
-    # Strict (span 5, > 0.2; window 20): second half 0.25 + 0.025 j, change > 0.1 first at j = 5 (0.125),
-    # last 5 all 0.5 -> step 45, a halt.
+    # 40 points at 0.25, then 0.5625. Default (span 10, > 0.3; window 40, rise > 0.15): at step 40 + j the
+    # window's first half is all 0.25 and its second half averages 0.25 + 0.015625 j: the change exceeds
+    # 0.15 first at j = 10 (0.15625; j = 9 gives 0.140625), the last 10 all 0.5625 > 0.3 -> step 50.
+    rising = series("adv/zero_std_fraction", [0.25] * 40 + [0.5625] * 15)
+    assert fired(monitor_for(configs["default"]), rising) == [(50, "zero_advantage")]
+    # Strict (span 5, > 0.2; window 20): second half 0.25 + 0.03125 j, change > 0.15 first at j = 5
+    # (0.15625), last 5 all 0.5625 -> step 45, a halt.
     monitor = monitor_for(configs["strict"])
     alerts = [alert for step, metrics in rising for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule, a.action) for a in alerts] == [(45, "zero_advantage", "halt")]

@@ -70,7 +70,7 @@ class RisingShare:
     span: int = 10
     threshold: float = 0.3
     window: int = 40
-    rise: float = 0.1
+    rise: float = 0.15
 
 
 @dataclass
