@@ -103,3 +103,33 @@ def test_non_finite_training_halts_keeping_the_last_finite_checkpoint(overrides_
 
     weights = load_file(last / "model.safetensors")
     assert all(bool(tensor.isfinite().all()) for tensor in weights.values())
+
+
+def test_a_due_save_of_non_finite_weights_is_refused(tmp_path):
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from align_kit.monitor import HealthMonitor, HealthMonitorConfig
+    from align_kit.monitor.callback import HealthMonitorCallback
+
+    model = torch.nn.Linear(2, 2)
+    callback = HealthMonitorCallback(HealthMonitor(HealthMonitorConfig()), tmp_path, tmp_path / "metrics.jsonl")
+    state = TrainerState(global_step=4)
+    # Finite weights: the save goes ahead.
+    control = TrainerControl(should_save=True, should_log=False)
+    callback.on_step_end(None, state, control, model=model)
+    assert control.should_save and callback.halted is None
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    # A NaN weight on a step that logs: no save; the logged metrics will name what went non-finite.
+    control = TrainerControl(should_save=True, should_log=True)
+    callback.on_step_end(None, state, control, model=model)
+    assert not control.should_save and callback.halted is None
+    # A step that logs nothing: no save, and the halt names the weights.
+    control = TrainerControl(should_save=True, should_log=False)
+    callback.on_step_end(None, state, control, model=model)
+    assert not control.should_save and control.should_training_stop
+    assert (callback.halted.rule, callback.halted.metric, callback.halted.step) == ("non_finite", "weights", 4)
+    assert json.loads((tmp_path / "halt.json").read_text())["advice"].endswith(
+        "no checkpoint was saved before this step (trainer.save_steps)"
+    )
