@@ -366,7 +366,7 @@ def _train_eval_divergence(s: TrainEvalDivergence, history: History, _: RunConte
 # --- advice: each function writes the intervention for the run's own composition ---------------
 
 
-def _options(context: RunContext, options: list[tuple[str, bool]], fallback: str) -> str:
+def _options(options: list[tuple[str, bool]], fallback: str) -> str:
     """The options whose node is not on yet, joined; `fallback` when every one is on."""
     remaining = [text for text, already_on in options if not already_on]
     return ", ".join(remaining) if remaining else fallback
@@ -399,7 +399,6 @@ def _dynamic_sampling_is_on(context: RunContext) -> str:
 
 def _flat_groups_advice(context: RunContext, _: Mapping[str, float]) -> str:
     options = _options(
-        context,
         [
             ("inject a virtual full-score sample (advantage=ngrpo)", context.advantage == "ngrpo"),
             ("refine the reward function", False),
@@ -433,7 +432,6 @@ def _length_growth_advice(context: RunContext, _: Mapping[str, float]) -> str:
 
 def _reward_plateau_advice(context: RunContext, values: Mapping[str, float]) -> str:
     harder = _options(
-        context,
         [("sampling=dynamic", context.dynamic_sampling), ("advantage=ngrpo", context.advantage == "ngrpo")],
         "change the data difficulty",
     )
@@ -445,7 +443,6 @@ def _reward_plateau_advice(context: RunContext, values: Mapping[str, float]) -> 
 
 def _grad_norm_advice(context: RunContext, _: Mapping[str, float]) -> str:
     fixes = _options(
-        context,
         [("advantage=ngrpo", context.advantage == "ngrpo"), ("sampling=dynamic", context.dynamic_sampling)],
         "refine the reward or the data difficulty",
     )
