@@ -13,7 +13,7 @@ from align_kit.tracking.metrics_file import read_metrics
 from tests.conftest import cli_env
 
 # A learning rate far too high with mini-steps: after one update the policy has moved so far that
-# the second mini-step's ratio pi/pi_old is nowhere near 1 (seed 002, 18.3.4: |mean - 1| > 0.5).
+# the second mini-step's ratio pi/pi_old is nowhere near 1 (the policy-optimization chapter, 18.3.4: |mean - 1| > 0.5).
 COLLAPSING = ["logger=none", "trainer.learning_rate=0.05", "trainer.max_steps=8"]
 
 
