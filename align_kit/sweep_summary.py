@@ -72,9 +72,9 @@ def format_table(outcomes: list[JobOutcome]) -> str:
     rows += [(str(o.job), " ".join(o.overrides), o.status, o.error or "") for o in outcomes]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        ("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]).rstrip()
         for row in rows
-    ).rstrip()
+    )
 
 
 class SweepSummary(Callback):
