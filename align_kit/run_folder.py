@@ -42,7 +42,14 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
 
 # Keys a resume may change: they say how long to train, how to log and where files live, not what is trained.
-RESUME_MAY_CHANGE = ("train.resume", "trainer.max_steps", "trainer.disable_tqdm", "logger.*", "paths.*")
+RESUME_MAY_CHANGE = (
+    "train.resume",
+    "train.overwrite",
+    "trainer.max_steps",
+    "trainer.disable_tqdm",
+    "logger.*",
+    "paths.*",
+)
 RESUME_MAY_CHANGE_TEXT = "trainer.max_steps (raised), trainer.disable_tqdm, logger.*, paths.*"
 
 

@@ -203,6 +203,8 @@ def test_shortening_max_steps_is_a_difference():
         "trainer.max_steps (8 -> 4)"
     ]
     assert config_differences({"trainer": {"max_steps": 8}}, {"trainer": {"max_steps": 9}}) == []
+    # The switches that started the run (train.overwrite moved an older one aside) may differ.
+    assert config_differences({"train": {"overwrite": True}}, {"train": {"overwrite": False, "resume": True}}) == []
     # A type change is a difference even where values compare equal; an added key shows as unset before.
     assert config_differences({"seed": 1}, {"seed": True, "kl": {"beta": 0.1}}) == [
         "kl.beta (unset -> 0.1)",
