@@ -151,7 +151,7 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
         print(f"align-kit: {stop}; {how}", file=sys.stderr)
         sys.exit(stop.exit_code)  # a Ctrl-C also ends a sweep
     except KeyboardInterrupt:
-        print("align-kit: interrupted before training started; nothing was saved", file=sys.stderr)
+        print("align-kit: interrupted; stopped at once, without saving a checkpoint", file=sys.stderr)
         sys.exit(130)
     except (ConfigError, TrainingHalted) as error:
         kind = "config error" if isinstance(error, ConfigError) else "training halted"
