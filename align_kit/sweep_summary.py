@@ -67,14 +67,27 @@ def _outcome(config: DictConfig, job_return: JobReturn) -> JobOutcome:
     )
 
 
+def common_overrides(outcomes: list[JobOutcome]) -> list[str]:
+    """The overrides every job shares (the sweep's fixed settings); the table shows each job's others."""
+    if len(outcomes) < 2:
+        return []
+    shared = set.intersection(*(set(o.overrides) for o in outcomes))
+    return [override for override in outcomes[0].overrides if override in shared]
+
+
 def format_table(outcomes: list[JobOutcome]) -> str:
+    common = common_overrides(outcomes)
     rows = [("job", "overrides", "status", "last error line")]
-    rows += [(str(o.job), " ".join(o.overrides), o.status, o.error or "") for o in outcomes]
+    rows += [
+        (str(o.job), " ".join(x for x in o.overrides if x not in common), o.status, o.error or "") for o in outcomes
+    ]
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
-    return "\n".join(
+    lines = [f"every job: {' '.join(common)}"] if common else []
+    lines += [
         ("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]).rstrip()
         for row in rows
-    )
+    ]
+    return "\n".join(lines)
 
 
 class SweepSummary(Callback):

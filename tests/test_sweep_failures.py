@@ -63,13 +63,15 @@ def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path)
     summary = json.loads((tmp_path / "sweep_summary.json").read_text())
     assert summary == {"jobs": 5, "failed": 3, "outcomes": expected}
 
+    # The overrides all jobs share are said once; each row shows the job's own.
     table = [
-        "job  overrides                                    status           last error line",
-        "0    clip.eps_high=0.28 seed=1 sweep=clip_higher  ok",
-        "1    clip.eps_high=0.28 seed=2 sweep=clip_higher  failed           RuntimeError: at step 3",
-        f"2    clip.eps_high=0.28 seed=3 sweep=clip_higher  config error     {empty_prompt}",
-        f"3    clip.eps_high=0.28 seed=4 sweep=clip_higher  training halted  {halt}",
-        "4    clip.eps_high=0.28 seed=5 sweep=clip_higher  ok",
+        "every job: clip.eps_high=0.28 sweep=clip_higher",
+        "job  overrides  status           last error line",
+        "0    seed=1     ok",
+        "1    seed=2     failed           RuntimeError: at step 3",
+        f"2    seed=3     config error     {empty_prompt}",
+        f"3    seed=4     training halted  {halt}",
+        "4    seed=5     ok",
     ]
     printed = result.stdout.splitlines()
     start = printed.index(table[0])
