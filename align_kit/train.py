@@ -106,7 +106,7 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
         stop = StopOnSignal()
         trainer.add_callback(stop)
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
-        if stop.received is not None:
+        if stop.received is not None and trainer.state.global_step < trainer.state.max_steps:  # else it finished
             saved = latest_checkpoint(folder) if plan.effective("save_strategy") != "no" else None
             raise TrainingInterrupted(
                 stop.received.name, stop.exit_code, trainer.state.global_step, saved and str(saved)
@@ -147,7 +147,11 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
     try:
         run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
-        how = f"resume with: {resume_command(run_dir)}" if stop.checkpoint else "start it again to train"
+        how = (
+            f"resume with: {resume_command(run_dir)}"
+            if stop.checkpoint
+            else "start a new run (or train.overwrite=true to reuse this folder)"
+        )
         print(f"align-kit: {stop}; {how}", file=sys.stderr)
         sys.exit(stop.exit_code)  # a Ctrl-C also ends a sweep
     except KeyboardInterrupt:

@@ -68,4 +68,7 @@ def test_sigterm_without_checkpointing_exits_143_and_says_so(overrides_for, cach
     assert not list(run.glob("checkpoint-*"))
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("align-kit: interrupted by SIGTERM at step ")
-    assert last.endswith("; no checkpoint saved (trainer.save_strategy=no); start it again to train")
+    assert last.endswith(
+        "; no checkpoint saved (trainer.save_strategy=no); "
+        "start a new run (or train.overwrite=true to reuse this folder)"
+    )
