@@ -252,3 +252,31 @@ def test_a_broken_only_checkpoint_says_to_start_over(cache_dir, tmp_path):
         "trainer_state.json; it is the run's only checkpoint: start a new run folder"
     )
     assert snapshot(run) == before
+
+
+def hydra_config(*overrides: str):
+    """The full config (hydra node included) that Hydra hands its callbacks."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from align_kit import CONF_DIR
+    from align_kit.config import CONFIG_NAME, register_open_trainer_node
+
+    register_open_trainer_node()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides), return_hydra_config=True)
+
+
+def test_the_guard_moves_an_old_run_aside_before_hydra_writes(tmp_path, capsys):
+    from align_kit.run_folder import RunFolderGuard
+
+    run = write_run(tmp_path / "run")
+    before = snapshot(run)
+    RunFolderGuard().on_run_start(config=hydra_config(*RUN, f"hydra.run.dir={run}", "train.overwrite=true"))
+    (backup,) = tmp_path.glob("run.replaced-*")
+    assert not run.exists() and snapshot(backup) == before
+    assert capsys.readouterr().err.strip() == (
+        f"align-kit: train.overwrite=true: moved the old run in {run} to {backup}"
+    )
