@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,8 @@ def train(case: Case, out: Path, cache_dir: str) -> Path:
     folder = out / case.name
     if (folder / "summary.json").exists():
         return folder
+    if folder.exists():  # an interrupted earlier attempt: this benchmark owns its run folders
+        shutil.rmtree(folder)
     env = dict(os.environ, ALIGN_KIT_CACHE=cache_dir, OMP_NUM_THREADS="1", WANDB_SILENT="true")
     command = [sys.executable, "-m", "align_kit.train", *COMMON, *case.overrides, f"hydra.run.dir={folder}"]
     print(f"training {case.name}: {' '.join(case.overrides)}", flush=True)
