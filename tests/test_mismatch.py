@@ -230,7 +230,8 @@ def test_bf16_sampler_matches_fp32_on_the_default_warm_start(model, train_once, 
     if model == "tiny_moe":
         # First mini-step of each generation: sampler and trainer hold the same weights, so routing flips
         # are the bf16/fp32 precision gap alone (measured ~0.5 %; issue 16's copy: 100 %).
-        flips = [row["routing/flip_rate"] for row in read_metrics(tmp_path / "bfloat16" / "metrics.jsonl")]
+        rows = read_metrics(tmp_path / "bfloat16" / "metrics.jsonl")
+        flips = [row["routing/flip_rate"] for row in rows if "routing/flip_rate" in row]
         assert len(flips) == 10 and max(flips[::2]) < 0.05
 
 
