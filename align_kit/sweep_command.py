@@ -1,0 +1,42 @@
+"""`align-kit sweep NAME [overrides]`: `align-kit train -m sweep=NAME ...` plus the checks a sweep needs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from align_kit import CONF_DIR
+
+# Hydra flags that print or inspect instead of running: they take no -m.
+INSPECT_FLAGS = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help")
+
+
+def config_dirs(args: list[str]) -> list[Path]:
+    """The packaged configs, then each `--config-dir DIR` / `-cd DIR` / `--config-dir=DIR` a user added."""
+    dirs = [CONF_DIR]
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            dirs.append(Path(args[i + 1]))
+        elif arg.startswith("--config-dir="):
+            dirs.append(Path(arg.split("=", 1)[1]))
+    return dirs
+
+
+def sweep_names(args: list[str]) -> list[str]:
+    return sorted({path.stem for folder in config_dirs(args) for path in (folder / "sweep").glob("*.yaml")})
+
+
+def main(rest: list[str]) -> None:
+    from align_kit import train
+
+    names = sweep_names(rest)
+    if not rest or rest[0].startswith("-") or "=" in rest[0]:
+        print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    # A sweep found through a hydra.searchpath entry is Hydra's to find (or to name as missing).
+    if rest[0] not in names and not any(arg.startswith("hydra.searchpath") for arg in rest):
+        print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
+    sys.argv = ["align-kit train", *([] if inspect else ["-m"]), f"sweep={rest[0]}", *rest[1:]]
+    train.main()
