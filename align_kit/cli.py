@@ -15,6 +15,8 @@ commands:
             (the same as align-kit train -m sweep=<name> ...; names: the files in sweeps/)
             e.g. align-kit sweep clip_higher
                  align-kit sweep overlong seed=1,2,3,4,5
+            align-kit sweep --status <sweep folder>   each job's status (pending, running, done, failed)
+            align-kit sweep --resume <sweep folder>   skip finished jobs, resume stopped ones, rerun failed ones
   compare   compare runs by arm over seeds: tables, figures, report.md   (align-kit compare --help)
             e.g. align-kit compare outputs/sweeps/<time>
                  align-kit compare run_a run_b --metrics reward,entropy --smooth 5

@@ -26,9 +26,42 @@ def sweep_names(args: list[str]) -> list[str]:
     return sorted({path.stem for folder in config_dirs(args) for path in (folder / "sweep").glob("*.yaml")})
 
 
+def folder_command(flag: str, rest: list[str]) -> None:
+    """`--status FOLDER` prints the manifest's table; `--resume FOLDER [overrides]` relaunches the sweep there."""
+    from align_kit.errors import ConfigError
+    from align_kit.sweep_manifest import MANIFEST_FILE, read, resume_command, status_table
+
+    if not rest or rest[0].startswith("-"):
+        print(f"usage: align-kit sweep {flag} <sweep folder>", file=sys.stderr)
+        sys.exit(2)
+    folder = Path(rest[0])
+    try:
+        manifest = read(folder)
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
+    if manifest is None:
+        print(
+            f"align-kit sweep {flag}: {folder} holds no {MANIFEST_FILE}; pass a folder that `align-kit sweep` "
+            "created (outputs/sweeps/<time>)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if flag == "--status":
+        print(status_table(folder, manifest))
+        return
+    from align_kit import train
+
+    sys.argv = ["align-kit train", *resume_command(folder, manifest), *rest[1:]]
+    train.main()
+
+
 def main(rest: list[str]) -> None:
     from align_kit import train
 
+    if rest and rest[0] in ("--status", "--resume"):
+        folder_command(rest[0], rest[1:])
+        return
     names = sweep_names(rest)
     if not rest or rest[0].startswith("-") or "=" in rest[0]:
         print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)

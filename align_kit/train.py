@@ -141,6 +141,13 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
+    if multirun and not cfg.train.resume:  # a relaunched sweep skips finished jobs, resumes stopped ones
+        from align_kit.sweep_manifest import RESUME, SKIP, begin_job
+
+        action = begin_job(run_dir, HydraConfig.get().job.num, HydraConfig.get().sweep.dir)
+        if action == SKIP:
+            return {"status": "ok", "error": None}
+        cfg.train.resume = action == RESUME
     try:
         run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
