@@ -71,5 +71,39 @@ def main(rest: list[str]) -> None:
         print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
         sys.exit(2)
     inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
-    sys.argv = ["align-kit train", *([] if inspect else ["-m"]), f"sweep={rest[0]}", *rest[1:]]
+    if inspect:
+        sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
+        train.main()
+        return
+    added = launch_plan(rest)
+    sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *added, *rest[1:]]
     train.main()
+
+
+def task_overrides(args: list[str]) -> list[str]:
+    return [
+        arg
+        for arg in args
+        if "=" in arg and not arg.startswith("-") and not arg.split("=", 1)[0].lstrip("+~").startswith("hydra")
+    ]
+
+
+def launch_plan(rest: list[str]) -> list[str]:
+    """Choose how the jobs run (align_kit.launchers), say it, and return the overrides that choose it."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from align_kit.launchers import THREADS_ENV, plan
+    from align_kit.sweep_manifest import job_overrides
+
+    files = [folder / "sweep" / f"{rest[0]}.yaml" for folder in config_dirs(rest)]
+    found = [path for path in files if path.is_file()]
+    params = OmegaConf.select(OmegaConf.load(found[-1]), "hydra.sweeper.params") if found else None
+    params = OmegaConf.to_container(params) if params is not None else {}
+    jobs = len(job_overrides([f"sweep={rest[0]}", *task_overrides(rest[1:])], params))
+    added, threads, line = plan(rest[1:], jobs)
+    if threads > 0:
+        os.environ[THREADS_ENV] = str(threads)  # inherited by the jobs' processes
+    print(line, file=sys.stderr)
+    return added

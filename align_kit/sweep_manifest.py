@@ -103,7 +103,7 @@ def update_job(sweep_dir: Path, job: int, **fields: Any) -> None:
 
 
 def _kept_hydra_overrides(overrides: list[str]) -> list[str]:
-    return [o for o in overrides if not o.startswith("hydra.sweep.dir=")]
+    return [o for o in overrides if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]
 
 
 def differences(saved: dict, jobs: list[list[str]]) -> list[str]:
@@ -122,7 +122,8 @@ def start_sweep(config: DictConfig) -> dict:
     sweep_dir = Path(str(config.hydra.sweep.dir))
     task = list(config.hydra.overrides.task)
     hydra_overrides = _kept_hydra_overrides(list(config.hydra.overrides.hydra))
-    params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=True)
+    params = config.hydra.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else {}
     jobs = job_overrides(task, params)
     with locked(sweep_dir):
         saved = read(sweep_dir)

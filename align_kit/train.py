@@ -148,8 +148,11 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
         if action == SKIP:
             return {"status": "ok", "error": None}
         cfg.train.resume = action == RESUME
+    from align_kit.launchers import isolated_job
+
     try:
-        run(cfg, choices, run_dir, group, name)
+        with isolated_job():  # its own threads; no W&B run or accelerate state left for the next job
+            run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
         how = (
             f"resume with: {resume_command(run_dir)}"
