@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,7 @@ def test_isolated_job_leaves_no_threads_wandb_run_or_accelerate_state(monkeypatc
 def job_rows(folder: Path) -> list[dict]:
     rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     return [
-        {k: v for k, v in row.items() if "runtime" not in k and "per_second" not in k}
+        {k: v for k, v in row.items() if not re.search(r"runtime|per_sec|step_time", k)}
         for row in rows
         if "reward" in row
     ]
