@@ -91,17 +91,20 @@ def plan(args: list[str], jobs: int) -> tuple[list[str], int, str]:
 
 @contextlib.contextmanager
 def isolated_job() -> Iterator[None]:
-    """One job's process-wide state: its own thread count, no W&B run or accelerate state left behind."""
-    import torch
+    """One job's process-wide state: its own thread count, no W&B run or accelerate state left behind. Imports
+    torch only to set a thread count, so a config error still answers before torch loads."""
+    wanted = os.environ.get(THREADS_ENV, "")
+    before = None
+    if wanted.isdigit() and int(wanted) > 0:
+        import torch
 
-    before = torch.get_num_threads()
-    wanted = os.environ.get(THREADS_ENV)
-    if wanted and wanted.isdigit() and int(wanted) > 0:
+        before = torch.get_num_threads()
         torch.set_num_threads(int(wanted))
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        if before is not None:
+            sys.modules["torch"].set_num_threads(before)
         release_shared_state()
 
 
@@ -114,7 +117,6 @@ def release_shared_state() -> None:
         state.AcceleratorState._reset_state(reset_partial_state=True)
         state.GradientState._reset_state()
     gc.collect()
-    import torch
-
-    if torch.cuda.is_available():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()

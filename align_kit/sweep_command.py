@@ -50,9 +50,20 @@ def folder_command(flag: str, rest: list[str]) -> None:
     if flag == "--status":
         print(status_table(folder, manifest))
         return
-    from align_kit import train
+    import os
 
-    sys.argv = ["align-kit train", *resume_command(folder, manifest), *rest[1:]]
+    from align_kit import train
+    from align_kit.launchers import THREADS_ENV, given, plan
+
+    arguments = resume_command(folder, manifest)
+    launch = [*arguments, *rest[1:]]
+    if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
+        launch.append("hydra/launcher=basic")
+    _, threads, line = plan(launch, len(manifest["jobs"]))
+    if threads > 0:
+        os.environ[THREADS_ENV] = str(threads)
+    print(line, file=sys.stderr)
+    sys.argv = ["align-kit train", *arguments, *rest[1:]]
     train.main()
 
 
