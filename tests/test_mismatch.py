@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 
+from align_kit.components.hooks import BatchState
+from align_kit.components.retokenize import RetokenizeCheck
 from align_kit.components.rollout import importance_ratio, mismatch_metrics, retokenize_differences
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from tests.conftest import generation_inputs
@@ -114,14 +116,15 @@ def test_retokenize_rate_is_logged_and_the_first_example_saved(build_trainer, tm
     spelled = [trainer.processing_class.convert_tokens_to_ids(c) for c in "<think>"]
     inputs = generation_inputs(trainer, prompts=1)
     prompts = [row["prompt"] for row in inputs]
-    prompt_ids = [trainer._tokenize_prompts([p])[0][0] for p in prompts]
+    prompt_ids = [trainer.encode_prompts([p])[0] for p in prompts]
     batch = {
         "prompt_ids": torch.tensor(prompt_ids),
         "prompt_mask": torch.ones(len(prompts), len(prompt_ids[0]), dtype=torch.long),
         "completion_ids": torch.tensor([spelled] + [[5] * 7] * (len(prompts) - 1)),
         "completion_mask": torch.ones(len(prompts), 7, dtype=torch.long),
     }
-    trainer._check_retokenization(inputs, batch)
-    assert trainer._metrics["train"]["mismatch/retokenize_rate"] == [1 / len(prompts)]
+    state = BatchState(inputs=inputs, mode="train", group_size=trainer.num_generations)
+    metrics = trainer.hook(RetokenizeCheck).on_scored_batch(trainer, state, batch)
+    assert metrics["mismatch/retokenize_rate"] == 1 / len(prompts)
     saved = json.loads((tmp_path / "run" / "retokenize_mismatch.json").read_text())
     assert saved["completion_text"] == "<think>" and saved["sampled_ids"][-7:] == spelled

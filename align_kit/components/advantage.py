@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook
 from align_kit.errors import ConfigError
 
 _SCALES = ("group", "batch", "none")
@@ -46,8 +47,6 @@ class TRLAdvantage(Component):
     scale_rewards: str = "group"
     aggregation: str = "sum_then_normalize"
     loss_type: str | None = None  # Dr.GRPO also changes the loss normalisation
-
-    replaces_trl_advantages = False
 
     def validate(self) -> None:
         if self.scale_rewards not in _SCALES:
@@ -108,8 +107,6 @@ class NGRPOAdvantage(Component):
     n_virtual: int = 1
     r_max: float = 1.0
 
-    replaces_trl_advantages = True
-
     def validate(self) -> None:
         if self.n_virtual < 1:
             raise ConfigError(f"advantage.n_virtual={self.n_virtual} must be >= 1 (use advantage=grpo for none)")
@@ -117,6 +114,9 @@ class NGRPOAdvantage(Component):
     def grpo_fields(self) -> dict[str, Any]:
         # TRL still computes (and logs) its own group statistics; align_kit replaces the advantages.
         return {"scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize"}
+
+    def trainer_hooks(self) -> list:
+        return [ReplaceAdvantages(self)]
 
     def compute(self, rewards_per_func, reward_weights, group_size: int):
         import torch
@@ -130,3 +130,15 @@ class NGRPOAdvantage(Component):
         spread = nanstd(augmented, dim=1, keepdim=True)
         advantages = (grouped - mean) / (spread + STD_EPSILON)
         return torch.nan_to_num(advantages.view(-1), nan=0.0)
+
+
+class ReplaceAdvantages(TrainerHook):
+    """Replaces TRL's advantages with the node's `compute` on the same rewards and weights."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def on_scored_batch(self, trainer, state, batch):
+        advantages = self.node.compute(state.rewards_per_func, state.reward_weights, state.group_size)
+        batch["advantages"] = state.local_rows(advantages).to(batch["advantages"].device)
+        return None

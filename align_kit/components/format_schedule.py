@@ -8,8 +8,8 @@ adaptive : start (1.0) until the format reward's mean has stayed >= threshold (0
            consecutive generation batches, then floor (0.1-0.3) for the rest of the run (one-way:
            a later dip does not raise it again, so the schedule cannot oscillate)
 
-The trainer asks `weight(step)` before scoring each generation batch (the weight in force for
-that batch's advantages) and then reports the batch's mean format reward with `observe`. The
+The hook asks `weight(step)` once each training batch's rewards are computed (the weight in force
+for that batch's advantages) and then reports the batch's mean format reward with `observe`. The
 weight is TRL's `reward_weights` entry of the `format` reward, so it works under both
 sum_then_normalize and GDPO's normalize_then_sum.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook
 from align_kit.errors import ConfigError
 
 KINDS = ("constant", "linear", "step", "adaptive")
@@ -78,3 +79,39 @@ class FormatWeightSchedule(Component):
 
     def load_state_dict(self, state: dict) -> None:
         self._above, self._lowered = state["above"], state["lowered"]
+
+    def trainer_hooks(self) -> list:
+        return [] if self.is_constant else [FormatScheduleHook(self)]
+
+
+class FormatScheduleHook(TrainerHook):
+    """Sets the scheduled reward's entry of TRL's `reward_weights` for each training batch."""
+
+    name = "format_schedule"
+
+    def __init__(self, schedule: FormatWeightSchedule):
+        self.schedule = schedule
+        self.index = 0
+
+    def attach(self, trainer) -> None:
+        self.index = trainer.reward_func_names.index(self.schedule.reward)
+        self.schedule.bind(float(trainer.reward_weights[self.index]))
+
+    def on_rewards(self, trainer, state):
+        import torch
+
+        if state.mode != "train":
+            return None
+        # The weight in force for this batch's advantages; TRL applies the weights after this call.
+        trainer.reward_weights[self.index] = self.schedule.weight(trainer.state.global_step)
+        self.schedule.observe(torch.nanmean(state.rewards_per_func[:, self.index]).item())
+        return None
+
+    def on_step_end(self, trainer, seconds: float):
+        return {"schedule/format_weight": float(trainer.reward_weights[self.index])}
+
+    def state_dict(self) -> dict:
+        return self.schedule.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.schedule.load_state_dict(state)

@@ -46,6 +46,13 @@ class Rollout(Component):
         if self.is_correction not in IS_MODES:
             raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
 
+    def trainer_hooks(self) -> list:
+        from align_kit.components.retokenize import RetokenizeCheck
+        from align_kit.components.sampler import SamplerMismatch
+
+        hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
+        return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])
+
 
 @dataclass
 class HFRollout(Rollout):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import BatchState, TrainerHook
 from align_kit.errors import ConfigError
 
 # How each padded key of a TRL generation batch is padded when batches of different widths join
@@ -48,6 +49,85 @@ class DynamicSampling(Component):
     def validate(self) -> None:
         if self.max_gen_batches < 1:
             raise ConfigError(f"sampling.max_gen_batches={self.max_gen_batches} must be >= 1")
+
+    def trainer_hooks(self) -> list:
+        return [KeepGroupsWithSignal(self.max_gen_batches)]
+
+
+class KeepGroupsWithSignal(TrainerHook):
+    """Regenerates until the training batch holds only groups whose rewards differ, or the round
+    budget is spent; each round is a full generation round with its own BatchState."""
+
+    def __init__(self, max_gen_batches: int):
+        self.max_gen_batches = max_gen_batches
+
+    def attach(self, trainer) -> None:
+        if trainer.accelerator.num_processes > 1:
+            raise ConfigError("sampling=dynamic filters groups per process; it supports one process only")
+
+    def select_batch(self, trainer, state, batch, score_round):
+        from align_kit.components.advantage import weighted_reward_total
+
+        group_size = state.group_size
+        needed = len(state.inputs) // group_size
+        kept: list[tuple[BatchState, dict, list[int]]] = []
+        dropped: list[tuple[BatchState, dict, list[int]]] = []
+        generated = kept_count = rounds = 0
+        while True:
+            rounds += 1
+            signal = groups_with_signal(weighted_reward_total(state.rewards_per_func, state.reward_weights), group_size)
+            flags = signal.tolist()
+            kept.append((state, batch, [g for g, has in enumerate(flags) if has]))
+            dropped.append((state, batch, [g for g, has in enumerate(flags) if not has]))
+            generated += len(signal)
+            kept_count += int(signal.sum())
+            if kept_count >= needed or rounds >= self.max_gen_batches:
+                break
+            state, batch = score_round(self._draw_prompts(trainer, needed, rounds))
+        chosen, remaining = [], needed
+        for part_state, part, groups in kept + dropped:
+            take = groups[:remaining]
+            if take:
+                chosen.append((part_state, select_groups(part, take, group_size), take))
+                remaining -= len(take)
+        joined = join_states([(part_state, take) for part_state, _, take in chosen], group_size)
+        joined.extras["sampling"] = {
+            "sampling/kept_group_fraction": kept_count / generated,
+            "sampling/gen_batches": rounds,
+            "sampling/filled_groups": max(needed - kept_count, 0),
+        }
+        return joined, concat_batches([part for _, part, _ in chosen], trainer.processing_class.pad_token_id)
+
+    def on_train_batch(self, trainer, state, batch):
+        return state.extras.get("sampling")
+
+    @staticmethod
+    def _draw_prompts(trainer, count: int, round_index: int) -> list[dict]:
+        import torch
+
+        # Seeded by run seed, step and round: a resumed run draws the same extra prompts.
+        generator = torch.Generator().manual_seed(
+            trainer.args.seed * 1_000_003 + trainer.state.global_step * 101 + round_index
+        )
+        picks = torch.randint(len(trainer.train_dataset), (count,), generator=generator).tolist()
+        return [dict(trainer.train_dataset[i]) for i in picks for _ in range(trainer.num_generations)]
+
+
+def join_states(parts: list[tuple[BatchState, list[int]]], group_size: int) -> BatchState:
+    """The BatchState of the selected groups of several rounds (one process: rows are local)."""
+    import torch
+
+    def rows(groups):
+        return torch.tensor([g * group_size + i for g in groups for i in range(group_size)], dtype=torch.long)
+
+    first = parts[0][0]
+    return BatchState(
+        inputs=[state.inputs[i] for state, groups in parts for i in rows(groups).tolist()],
+        mode=first.mode,
+        group_size=group_size,
+        rewards_per_func=torch.cat([state.rewards_per_func[rows(groups)] for state, groups in parts]),
+        reward_weights=first.reward_weights,
+    )
 
 
 def groups_with_signal(total_rewards, group_size: int):
