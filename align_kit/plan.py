@@ -182,6 +182,7 @@ def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
             "and the reward plateaus below 1.0 (seed 000, 16.6.3); raise reward.<name>.weight so the maximum "
             "is 1.0, or set train.allow_reward_max_below_one=true"
         )
+    _check_scheduled_reward_max(plan, best, allow_below_one)
     if best > 1.0 + REWARD_MAX_TOLERANCE:
         plan.notes.append(f"reward maximum is {parts} = {best:g} (above 1.0, as in seed 002's correctness + format)")
 
@@ -197,6 +198,22 @@ def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:
             "so the ratio is exactly 1; set trainer.steps_per_generation > gradient_accumulation_steps "
             "or trainer.num_iterations >= 2"
         )
+
+
+def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_one: bool) -> None:
+    """A format schedule changes the maximum while it runs: every weight it can reach keeps it >= 1.0."""
+    schedule = plan.components["format_schedule"]
+    spec = next((spec for spec in plan.rewards if spec.name == schedule.reward), None)
+    if schedule.is_constant or spec is None or allow_below_one:
+        return
+    for weight in schedule.reachable_weights(spec.weight):
+        reached = best + (weight - spec.weight) * spec.max_value
+        if reached < 1.0 - REWARD_MAX_TOLERANCE:
+            raise ConfigError(
+                f"format_schedule={plan.choices.get('format_schedule')} sets the {spec.name} weight to {weight:g}, "
+                f"where a perfect completion earns {reached:g} < 1.0 (the training-stability chapter, 16.6.3); "
+                "raise format_schedule.end / format_schedule.floor, or set train.allow_reward_max_below_one=true"
+            )
 
 
 def _check_vllm_rollout(plan: ExperimentPlan) -> None:
@@ -237,6 +254,8 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     rewards = [node.spec() for node in reward_nodes]
     for component in components.values():
         rewards += component.reward_specs(effective_trainer)
+    for component in components.values():
+        component.bind_rewards(rewards)
 
     grpo_kwargs.update(
         output_dir=run_dir,

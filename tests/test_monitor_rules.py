@@ -98,7 +98,7 @@ def test_fires_once_per_episode_and_rearms_after_recovery():
     config = HealthMonitorConfig(zero_std_groups=AboveThreshold(span=1, threshold=0.5))
     monitor = monitor_for(config)
     # > 0.5 at steps 2, 3, 4 (one episode), 0.4 at step 5 ends it, 0.9 at step 6 opens a new one.
-    stream = series("frac_reward_zero_std", [0.2, 0.6, 0.7, 0.8, 0.4, 0.9, 0.9])
+    stream = series("groups/flat_fraction", [0.2, 0.6, 0.7, 0.8, 0.4, 0.9, 0.9])
     alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule) for a in alerts] == [(2, "zero_std_groups"), (6, "zero_std_groups")]
     assert json.loads(alerts[0].to_json()) == {
@@ -106,7 +106,7 @@ def test_fires_once_per_episode_and_rearms_after_recovery():
         "rule": "zero_std_groups",
         "action": "warn",
         "values": {"recent_mean": 0.6, "threshold": 0.5},
-        "message": "frac_reward_zero_std mean 0.600 > 0.500: the batch lost its learning signal",
+        "message": "groups/flat_fraction mean 0.600 > 0.500: the batch lost its learning signal",
         "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, "
         "or sampling=dynamic",
     }
@@ -118,22 +118,22 @@ def test_absent_metric_keeps_the_episode_open():
     # Step 2 carries no usable value (None, NaN, or the key missing): the episode opened at step 1
     # stays open, so 0.9 at step 5 raises nothing new.
     stream: Stream = [
-        (1, {"frac_reward_zero_std": 0.9}),
-        (2, {"frac_reward_zero_std": None}),
-        (3, {"frac_reward_zero_std": float("nan")}),
+        (1, {"groups/flat_fraction": 0.9}),
+        (2, {"groups/flat_fraction": None}),
+        (3, {"groups/flat_fraction": float("nan")}),
         (4, {"loss": 0.1}),
-        (5, {"frac_reward_zero_std": 0.9}),
+        (5, {"groups/flat_fraction": 0.9}),
     ]
     assert fired(monitor, stream) == [(1, "zero_std_groups")]
 
 
 def test_zero_std_groups_default_vs_strict(configs):
     # Default span 10, > 0.5: nine 1.0s are not enough points; the 10th (mean 1.0) fires at step 10.
-    assert fired(monitor_for(configs["default"]), series("frac_reward_zero_std", [1.0] * 12)) == [
+    assert fired(monitor_for(configs["default"]), series("groups/flat_fraction", [1.0] * 12)) == [
         (10, "zero_std_groups")
     ]
     # A steady 0.4: default never (0.4 <= 0.5); strict (span 5, > 0.3) at step 5.
-    steady = series("frac_reward_zero_std", [0.4] * 12)
+    steady = series("groups/flat_fraction", [0.4] * 12)
     assert fired(monitor_for(configs["default"]), steady) == []
     assert fired(monitor_for(configs["strict"]), steady) == [(5, "zero_std_groups")]
 

@@ -43,6 +43,10 @@ class Component:
         """Checks that need the training data (run after it loads, before the model does)."""
         return None
 
+    def bind_rewards(self, rewards: list[RewardSpec]) -> None:
+        """Told the run's rewards once they are known (before training)."""
+        return None
+
     def trainer_hooks(self) -> list:
         """The TrainerHooks this node adds to AlignTrainer (none: TRL's own behaviour)."""
         return []

@@ -2,7 +2,10 @@
 the trainer always attaches, after every component's.
 
 Per generation batch: adv/mean, adv/std, adv/zero_std_fraction (groups whose advantages are all
-equal: no gradient), reward/<domain> and completions/mean_length/<domain>. Per loss call:
+equal: no gradient), groups/flat_fraction (groups whose raw weighted reward totals are equal within
+a tolerance relative to the reward scale, `sampling.flat_groups`; unlike TRL's frac_reward_zero_std
+it counts groups flat at 0.8 in float32, and it is per group under GDPO too), reward/<domain> and
+completions/mean_length/<domain>. Per loss call:
 policy_ratio/mean (pi_theta / pi_old over completion tokens, exactly 1 on-policy), policy_ratio/abs_dev
 (mean |ratio - 1|: the token-level ratio noise that routing flips add, GSPO §5.3), entropy/<domain>
 and kl/<domain> (TRL's k3 estimator, unweighted). Per optimizer step: tokens_per_sec (prompt +
@@ -16,6 +19,7 @@ import torch
 from align_kit.components.advantage import weighted_reward_total
 from align_kit.components.hooks import TrainerHook, masked_mean, per_domain
 from align_kit.components.kl import k3
+from align_kit.components.sampling import flat_groups
 
 
 class HealthMetrics(TrainerHook):
@@ -34,9 +38,11 @@ class HealthMetrics(TrainerHook):
             "adv/std": advantages.std().item() if advantages.numel() > 1 else 0.0,
             "adv/zero_std_fraction": (advantages.view(-1, state.group_size).std(dim=1) < 1e-6).float().mean().item(),
         }
+        totals = weighted_reward_total(state.rewards_per_func, state.reward_weights)
+        metrics["groups/flat_fraction"] = flat_groups(totals, state.group_size).float().mean().item()
         if "domain_index" not in batch:
             return metrics
-        rewards = state.local_rows(weighted_reward_total(state.rewards_per_func, state.reward_weights))
+        rewards = state.local_rows(totals)
         scored = ~torch.isnan(rewards)
         lengths = batch["completion_mask"].sum(dim=1).float()
         index, domains = batch["domain_index"], trainer.domains

@@ -32,7 +32,9 @@ RIGHT_PADDED = (
 )
 # [B, prompt + completion, ...] tensors (MoE routing): split at the prompt width, padded on both sides.
 SEQUENCE_KEYS = ("routed_experts", "routed_experts_valid")
-SIGNAL_TOLERANCE = 1e-6
+# Totals within this share of the batch's reward scale (its largest |total|) count as equal: float32
+# sums of equal rewards can differ in the last bits, and a std test (TRL's 1e-8) misses those.
+FLAT_RTOL = 1e-6
 
 
 @dataclass
@@ -130,14 +132,22 @@ def join_states(parts: list[tuple[BatchState, list[int]]], group_size: int) -> B
     )
 
 
-def groups_with_signal(total_rewards, group_size: int):
-    """Bool per group: do its (non-NaN) rewards differ? Matches TRL's non-zero group std."""
+def flat_groups(total_rewards, group_size: int):
+    """Bool per group: are its (non-NaN) weighted reward totals all equal, within FLAT_RTOL of the
+    batch's reward scale? Such a group has zero advantage under every normaliser (no gradient)."""
     import torch
 
     grouped = total_rewards.view(-1, group_size)
-    highest = torch.where(torch.isnan(grouped), -torch.inf, grouped).max(dim=1).values
-    lowest = torch.where(torch.isnan(grouped), torch.inf, grouped).min(dim=1).values
-    return (highest - lowest) > SIGNAL_TOLERANCE
+    unscored = torch.isnan(grouped)
+    scale = grouped[~unscored].abs().max().item() if bool((~unscored).any()) else 0.0
+    highest = torch.where(unscored, -torch.inf, grouped).max(dim=1).values
+    lowest = torch.where(unscored, torch.inf, grouped).min(dim=1).values
+    return (highest - lowest) <= FLAT_RTOL * scale
+
+
+def groups_with_signal(total_rewards, group_size: int):
+    """Bool per group: do its (non-NaN) rewards differ?"""
+    return ~flat_groups(total_rewards, group_size)
 
 
 def select_groups(batch: dict[str, Any], groups: list[int], group_size: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import fmean
 from typing import Any
 
@@ -66,6 +66,9 @@ class RunLimits:
     max_completion_length: int | None
     reward_max: float
 
+
+# The best reward total under the weights in force, logged while a format schedule runs.
+MAX_ATTAINABLE = "reward/max_attainable"
 
 # A check returns None when it cannot evaluate yet, else (condition holds, values).
 Verdict = tuple[bool, dict[str, float]] | None
@@ -248,9 +251,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "zero_std_groups",
-        "frac_reward_zero_std",
-        _above_threshold("frac_reward_zero_std"),
-        "frac_reward_zero_std mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal",
+        "groups/flat_fraction",
+        _above_threshold("groups/flat_fraction"),
+        "groups/flat_fraction mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal",
         "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, or sampling=dynamic",
     ),
     Rule(
@@ -288,7 +291,7 @@ RULES: tuple[Rule, ...] = (
         "grad_norm",
         _grad_norm_vanishing,
         "grad_norm stayed below {floor:g} (window max {window_max:.3g})",
-        "check zero-variance groups (frac_reward_zero_std) or gradients cancelling between rewards: "
+        "check zero-variance groups (groups/flat_fraction) or gradients cancelling between rewards: "
         "advantage=ngrpo, sampling=dynamic",
     ),
     Rule(
@@ -356,6 +359,9 @@ class HealthMonitor:
             for name, value in metrics.items()
             if name in WATCHED_METRICS and value is not None and math.isfinite(value)
         }
+        ceiling = metrics.get(MAX_ATTAINABLE)
+        if ceiling is not None and math.isfinite(ceiling):  # a format schedule moves the reward's maximum
+            self.limits = replace(self.limits, reward_max=float(ceiling))
         for name, value in present.items():
             self.history[name].steps.append(step)
             self.history[name].values.append(value)
