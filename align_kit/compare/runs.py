@@ -8,34 +8,25 @@ run is read from that run (see `wandb_source`). `wandb:ENTITY/PROJECT/GROUP` inp
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import yaml
 
 from align_kit.compare import CompareError
+from align_kit.tracking.metrics_file import Series, is_number, read_metrics_file, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs
+
+__all__ = ["Run", "Series", "is_number", "read_metrics_file", "series_from_rows"]
 
 # The files `align-kit train` writes into a run folder.
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 WANDB_PREFIX = "wandb:"
-
-# The x-axis and the epoch counter are logged on every row but are not curves to compare.
-NOT_METRICS = frozenset({"step", "epoch"})
-# HF's end-of-training row (train_runtime, train_loss, ...) summarises the run; it is not a training step.
-SUMMARY_ROW_KEY = "train_runtime"
-
-
-class Series(NamedTuple):
-    steps: np.ndarray
-    values: np.ndarray
 
 
 @dataclass
@@ -49,27 +40,6 @@ class Run:
     notes: list[str] = field(default_factory=list)
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
-    """(step, logged row) pairs -> one series per metric, sorted by step; a step logged twice keeps its last value
-    (a resumed run redoes the steps after its checkpoint)."""
-    points: dict[str, dict[float, float]] = {}
-    for step, row in rows:
-        if SUMMARY_ROW_KEY in row:
-            continue
-        for key, value in row.items():
-            if key not in NOT_METRICS and is_number(value):
-                points.setdefault(key, {})[step] = float(value)
-    series = {}
-    for metric, by_step in points.items():
-        steps = sorted(by_step)
-        series[metric] = Series(np.array(steps), np.array([by_step[step] for step in steps]))
-    return series
-
-
 def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
     """{"clip": {"eps_high": 0.28}} -> {"clip.eps_high": 0.28}; lists become JSON text so values compare and print."""
     flat: dict[str, Any] = {}
@@ -80,24 +50,6 @@ def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = json.dumps(value) if isinstance(value, list) else value
     return flat
-
-
-def read_metrics_file(path: Path) -> tuple[list[tuple[float, dict]], int]:
-    """(step, row) pairs and the number of lines skipped: not JSON, not an object, or without a numeric `step`."""
-    rows, skipped = [], 0
-    for line in path.read_text(errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            skipped += 1
-            continue
-        if not isinstance(row, dict) or not is_number(row.get("step")):
-            skipped += 1
-            continue
-        rows.append((float(row["step"]), row))
-    return rows, skipped
 
 
 def _read_yaml(path: Path) -> dict:

@@ -147,7 +147,7 @@ def mismatch_metrics(train_logps, sampler_logps, mask) -> dict[str, float]:
 
     mismatch/kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
     log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
-    import torch
+    from align_kit.components.kl import k3
 
     selected = mask.bool()
     gap = (train_logps - sampler_logps)[selected]
@@ -156,7 +156,7 @@ def mismatch_metrics(train_logps, sampler_logps, mask) -> dict[str, float]:
     return {
         "mismatch/logp_abs_diff/mean": gap.abs().mean().item(),
         "mismatch/logp_abs_diff/max": gap.abs().max().item(),
-        "mismatch/kl": (torch.exp(gap) - gap - 1).mean().item(),
+        "mismatch/kl": k3(gap).mean().item(),
     }
 
 
