@@ -1,7 +1,8 @@
 """Health metrics TRL does not log that the seeds' dashboards use (seed 002, 18.3.1-18.3.4); a hook
 the trainer always attaches, after every component's.
 
-Per generation batch: adv/mean, adv/std, adv/zero_std_fraction (groups whose advantages are all
+Per batch that trains (after dynamic sampling's filter; every generation round otherwise):
+adv/mean, adv/std, adv/zero_std_fraction (groups whose advantages are all
 equal: no gradient), groups/flat_fraction (groups whose raw weighted reward totals are equal within
 a tolerance relative to the reward scale, `sampling.flat_groups`; unlike TRL's frac_reward_zero_std
 it counts groups flat at 0.8 in float32, and it is per group under GDPO too), reward/<domain> and
@@ -29,9 +30,9 @@ class HealthMetrics(TrainerHook):
     def on_scored_batch(self, trainer, state, batch):
         if trainer.domains:  # per-sample, so it follows the samples through shuffling and splitting
             batch["domain_index"] = torch.tensor([trainer.domains.index(row["domain"]) for row in state.inputs])
-        return self.batch_metrics(trainer, state, batch)
+        return None
 
-    def batch_metrics(self, trainer, state, batch) -> dict:
+    def on_train_batch(self, trainer, state, batch):
         advantages = batch["advantages"]
         metrics = {
             "adv/mean": advantages.mean().item(),

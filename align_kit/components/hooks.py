@@ -11,7 +11,8 @@ defaults list in conf/train.yaml, then the built-in health metrics):
     on_rewards(trainer, state)           rewards_per_func is known; a hook may set trainer.reward_weights
     on_scored_batch(trainer, state, batch)  TRL's batch is built; add per-sample tensors, replace advantages
   select_batch(trainer, state, batch, score_round)  training only: may regenerate and return another batch
-  on_train_batch(trainer, state, batch)  the batch that trains (after selection)
+  on_train_batch(trainer, state, batch)  the batch returned to TRL: the one that trains (after
+                                         selection), or an eval batch
   per loss call (LossState):
     loss_terms(trainer, loss)            IS weights on advantages, a KL coefficient, token masks
     forward(trainer, call)               phase "loss"

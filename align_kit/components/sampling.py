@@ -7,6 +7,13 @@ dynamic : DAPO dynamic sampling (arXiv 2503.14476 §3.2; seed 002, 18.3.8 ranks 
           or `max_gen_batches` generation rounds were spent. A batch still short after that is
           topped up with the dropped groups, which contribute no gradient: the step trains on
           the signal it has, at the batch shape TRL expects, and `sampling/filled_groups` says so.
+
+Under `dynamic`, align_kit's batch metrics (adv/*, groups/flat_fraction, reward/<domain>,
+completions/mean_length/<domain>) describe the batch that trains; the rounds drawn before the
+filter are reported as sampling/groups_drawn, sampling/flat_fraction_before_filter and
+sampling/kept_group_fraction. TRL logs its own per-generation metrics (reward, rewards/*/mean,
+frac_reward_zero_std, completions/*) once per round: they describe every round drawn, before the
+filter (the policy on the data, not the filtered batch).
 """
 
 from __future__ import annotations
@@ -74,7 +81,7 @@ class KeepGroupsWithSignal(TrainerHook):
         needed = len(state.inputs) // group_size
         kept: list[tuple[BatchState, dict, list[int]]] = []
         dropped: list[tuple[BatchState, dict, list[int]]] = []
-        generated = kept_count = rounds = 0
+        generated = kept_count = flat_count = rounds = 0
         while True:
             rounds += 1
             signal = groups_with_signal(weighted_reward_total(state.rewards_per_func, state.reward_weights), group_size)
@@ -83,6 +90,7 @@ class KeepGroupsWithSignal(TrainerHook):
             dropped.append((state, batch, [g for g, has in enumerate(flags) if not has]))
             generated += len(signal)
             kept_count += int(signal.sum())
+            flat_count += len(signal) - int(signal.sum())
             if kept_count >= needed or rounds >= self.max_gen_batches:
                 break
             state, batch = score_round(self._draw_prompts(trainer, needed, rounds))
@@ -94,6 +102,8 @@ class KeepGroupsWithSignal(TrainerHook):
                 remaining -= len(take)
         joined = join_states([(part_state, take) for part_state, _, take in chosen], group_size)
         joined.extras["sampling"] = {
+            "sampling/groups_drawn": generated,
+            "sampling/flat_fraction_before_filter": flat_count / generated,
             "sampling/kept_group_fraction": kept_count / generated,
             "sampling/gen_batches": rounds,
             "sampling/filled_groups": max(needed - kept_count, 0),
