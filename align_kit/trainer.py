@@ -166,6 +166,16 @@ class AlignTrainer(GRPOTrainer):
         state.reward_weights = self.reward_weights.clone()  # TRL uses the weights in force from here on
         return rewards_per_func
 
+    def fused_head(self) -> dict:
+        """The arguments TRL gave `add_fused_lm_head` for the policy (GRPOTrainer.__init__), so a copy
+        of the policy (the low-precision sampler) can score as the policy does."""
+        outputs = ("log_probs", "entropy")
+        return {
+            "temperature": self.temperature,
+            "cast_lm_head_to_fp32": self.args.cast_lm_head_to_fp32,
+            "outputs": outputs,
+        }
+
     def encode_prompts(self, texts: list[str]) -> list[list[int]]:
         """Prompt ids as TRL tokenizes prompts."""
         return self._tokenize_prompts(texts)[0]

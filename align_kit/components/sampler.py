@@ -19,7 +19,7 @@ class SamplerMismatch(TrainerHook):
         # Before any router hooks attach (routing_replay comes later): a deep copy of a hooked model
         # would copy the hooks too.
         if self.node.dtype != "float32":
-            self.sampler = LowPrecisionSampler(trainer.model, self.node.dtype)
+            self.sampler = LowPrecisionSampler(trainer.model, self.node.dtype, **trainer.fused_head())
 
     def generation(self, trainer, state):
         if self.sampler is None:
