@@ -86,7 +86,10 @@ class LossTerms:
 class TrainerHook:
     """Base of every component's trainer code; every method is a no-op."""
 
-    name = "hook"  # key of its checkpoint state
+    @property
+    def name(self) -> str:
+        """Key of its state in the checkpoint's hooks file (a subclass may set a shorter one)."""
+        return type(self).__name__
 
     def attach(self, trainer) -> None:
         return None

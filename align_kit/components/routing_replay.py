@@ -124,7 +124,14 @@ class RouteReplay(TrainerHook):
         return None
 
     def on_loss(self, trainer, loss):
-        return self.hooks.pop_metrics() if self.hooks is not None else None
+        if self.hooks is None:
+            return None
+        # The same keys on every process (NaN: no routing compared here), so they gather like TRL's.
+        metrics = self.hooks.pop_metrics()
+        names = ("routing/flip_rate", "routing/tokens_any_flip") + (
+            ("routing/replayed_fraction",) if self.node.replays else ()
+        )
+        return {name: metrics.get(name, float("nan")) for name in names}
 
 
 def _declared_model_type(model_node) -> str | None:
