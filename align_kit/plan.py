@@ -20,9 +20,20 @@ from align_kit.components.base import Component, RewardSpec
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
 
-# Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
-FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
-COMPONENT_GROUPS = ("model", "task", *FIELD_GROUPS, "sampling", "format_schedule", "routing_replay", "logger")
+
+def _component_groups() -> tuple[str, ...]:
+    """The groups of conf/train.yaml's defaults list that hold one component node, in its order (the
+    order GRPOConfig fields merge and trainer hooks run)."""
+    from align_kit import CONF_DIR
+
+    defaults = OmegaConf.load(CONF_DIR / "train.yaml").defaults
+    groups = [next(iter(entry)) for entry in defaults if isinstance(entry, DictConfig)]
+    return tuple(group for group in groups if group not in NOT_COMPONENT_GROUPS)
+
+
+# Groups in the defaults list that are not one component node each.
+NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
+COMPONENT_GROUPS = _component_groups()
 # The groups whose node choices name a run (W&B tags, summary.json, compare arms).
 TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
@@ -93,8 +104,8 @@ def instantiate_node(node: DictConfig, key: str) -> Component:
 def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]) -> tuple[dict, dict]:
     fields: dict[str, Any] = {}
     owners: dict[str, str] = {}
-    for group in FIELD_GROUPS:
-        for name, value in components[group].grpo_fields().items():
+    for group, component in components.items():
+        for name, value in component.grpo_fields().items():
             if name in fields and fields[name] != value:
                 first = owners[name]
                 raise ConfigError(
@@ -171,6 +182,7 @@ def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
             "and the reward plateaus below 1.0 (seed 000, 16.6.3); raise reward.<name>.weight so the maximum "
             "is 1.0, or set train.allow_reward_max_below_one=true"
         )
+    _check_scheduled_reward_max(plan, best, allow_below_one)
     if best > 1.0 + REWARD_MAX_TOLERANCE:
         plan.notes.append(f"reward maximum is {parts} = {best:g} (above 1.0, as in seed 002's correctness + format)")
 
@@ -186,6 +198,22 @@ def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:
             "so the ratio is exactly 1; set trainer.steps_per_generation > gradient_accumulation_steps "
             "or trainer.num_iterations >= 2"
         )
+
+
+def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_one: bool) -> None:
+    """A format schedule changes the maximum while it runs: every weight it can reach keeps it >= 1.0."""
+    schedule = plan.components["format_schedule"]
+    spec = next((spec for spec in plan.rewards if spec.name == schedule.reward), None)
+    if schedule.is_constant or spec is None or allow_below_one:
+        return
+    for weight in schedule.reachable_weights(spec.weight):
+        reached = best + (weight - spec.weight) * spec.max_value
+        if reached < 1.0 - REWARD_MAX_TOLERANCE:
+            raise ConfigError(
+                f"format_schedule={plan.choices.get('format_schedule')} sets the {spec.name} weight to {weight:g}, "
+                f"where a perfect completion earns {reached:g} < 1.0 (the training-stability chapter, 16.6.3); "
+                "raise format_schedule.end / format_schedule.floor, or set train.allow_reward_max_below_one=true"
+            )
 
 
 def _check_vllm_rollout(plan: ExperimentPlan) -> None:
@@ -224,8 +252,10 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
 
     effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
     rewards = [node.spec() for node in reward_nodes]
-    for group in FIELD_GROUPS:
-        rewards += components[group].reward_specs(effective_trainer)
+    for component in components.values():
+        rewards += component.reward_specs(effective_trainer)
+    for component in components.values():
+        component.bind_rewards(rewards)
 
     grpo_kwargs.update(
         output_dir=run_dir,

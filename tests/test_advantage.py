@@ -98,8 +98,8 @@ def test_unscorable_rows_get_zero_and_leave_the_group_statistics():
 def test_trainer_advantages_are_what_compute_returns(node, build_trainer):
     trainer = build_trainer(f"advantage={node}")
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
-    expected = trainer.advantage_node.compute(
-        trainer._rewards_per_func, trainer.reward_weights, trainer.num_generations
+    expected = trainer.components["advantage"].compute(
+        trainer.last_state.rewards_per_func, trainer.reward_weights, trainer.num_generations
     )
     assert torch.equal(batch["advantages"], expected)
     assert batch["advantages"].abs().sum() > 0  # a batch with signal: the comparison is not of zeros

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from align_kit.config import compose
-from align_kit.plan import FIELD_GROUPS, build_plan
+from align_kit.plan import COMPONENT_GROUPS, build_plan
 from align_kit.train import component_choices
 
 EXPECTED_FIELDS = {
@@ -48,8 +48,10 @@ def test_node_sets_its_trl_fields(group, name, tmp_path):
         assert plan.grpo_kwargs[field] == value
 
 
-def test_field_groups_cover_every_node_with_trl_fields():
-    assert {group for group, _ in EXPECTED_FIELDS} == set(FIELD_GROUPS)
+def test_every_node_with_trl_fields_is_listed(tmp_path):
+    plan = build_plan(compose([]), component_choices(), str(tmp_path))
+    setting = {group for group in COMPONENT_GROUPS if plan.components[group].grpo_fields()}
+    assert {group for group, _ in EXPECTED_FIELDS} == setting
 
 
 def test_bias_corrected_kl_switches_trl_flag(tmp_path):

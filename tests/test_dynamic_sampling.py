@@ -101,3 +101,48 @@ def test_dynamic_sampling_trains_end_to_end(train_once, tmp_path):
     assert len(logged) == 2  # one generation per two mini-steps
     assert all(row["sampling/gen_batches"] >= 1 for row in logged)
     assert all(0.0 <= row["sampling/kept_group_fraction"] <= 1.0 for row in logged)
+
+
+def solved_or_alternating(completions, prompts, **kwargs):
+    """1.0 for every completion of an '11+' prompt (a flat group); elsewhere 0/1 alternating by
+    position, so each of those groups of 8 holds four of each (never flat)."""
+    return [1.0 if p.startswith("11+") else float(i % 2) for i, p in enumerate(prompts)]
+
+
+def known_share_trainer(build_trainer, max_gen_batches: int):
+    mixed = [f"{a}+{a}=" for a in range(30, 60)]
+    trainer = dynamic_trainer(build_trainer, mixed, max_gen_batches)
+    trainer.reward_funcs, trainer.reward_func_names = [solved_or_alternating], ["solved_or_alternating"]
+    first = ["11+11=", "11+12=", "11+13=", "11+14=", *mixed[:4]]  # 4 of 8 groups flat at 1.0
+    return trainer, rows(trainer, first)
+
+
+def test_metrics_describe_the_batch_that_trains_and_the_rounds_before_the_filter(build_trainer):
+    trainer, first = known_share_trainer(build_trainer, max_gen_batches=4)
+    batch = trainer._generate_and_score_completions(first)
+    metrics = trainer._metrics["train"]
+    # Round 1: 4 flat + 4 kept; round 2 draws 8 groups from the mixed prompts (none flat): 16 drawn,
+    # 4 flat before the filter; the training batch holds 8 groups with spread.
+    assert metrics["sampling/gen_batches"] == [2]
+    assert metrics["sampling/groups_drawn"] == [16]
+    assert metrics["sampling/flat_fraction_before_filter"] == [4 / 16]
+    assert metrics["sampling/kept_group_fraction"] == [12 / 16]
+    assert metrics["groups/flat_fraction"] == [0.0]
+    assert metrics["adv/zero_std_fraction"] == [0.0]
+    assert metrics["reward/addition"] == [0.5]  # four 1s in each group of 8 that trains
+    assert metrics["completions/mean_length/addition"] == [batch["completion_mask"].sum(dim=1).float().mean().item()]
+    # TRL's own metric, once per round: round 1 (4 groups at 1.0, 4 at 0.5) then round 2 (0.5).
+    assert metrics["reward"] == [0.75, 0.5]
+
+
+def test_a_short_batch_reports_its_filled_flat_groups(build_trainer):
+    trainer, first = known_share_trainer(build_trainer, max_gen_batches=1)
+    trainer._generate_and_score_completions(first)
+    metrics = trainer._metrics["train"]
+    # One round: 4 kept, topped up with the 4 flat groups, which train with zero advantage.
+    assert metrics["sampling/groups_drawn"] == [8]
+    assert metrics["sampling/flat_fraction_before_filter"] == [0.5]
+    assert metrics["sampling/filled_groups"] == [4]
+    assert metrics["groups/flat_fraction"] == [0.5]
+    assert metrics["adv/zero_std_fraction"] == [0.5]
+    assert metrics["reward/addition"] == [(4 * 1.0 + 4 * 0.5) / 8]

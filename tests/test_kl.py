@@ -45,7 +45,7 @@ def test_per_domain_loss_equals_each_samples_beta_applied_by_hand(build_trainer)
     )
     assert trainer.beta == 0.3 and trainer.ref_model is not None  # some beta > 0: reference loaded
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
-    domains = [trainer._domains[i] for i in batch["domain_index"].tolist()]
+    domains = [trainer.domains[i] for i in batch["domain_index"].tolist()]
     assert set(domains) == {"addition", "subtraction"}
 
     # The policy moved off the reference so the KL term is not zero.
@@ -110,9 +110,9 @@ def test_reweighted_loss_equals_the_weighted_term_by_hand(build_trainer):
         2 * sequence_means(entropies, mask).unsqueeze(1) / (entropies + sequence_means(entropies, mask).unsqueeze(1))
     )
     kl_term = 0.2 * weights * per_token_kl(batch["ref_per_token_logps"], logps) * ratio
-    trainer.kl_node.weighting = "none"
+    trainer.components["kl"].weighting = "none"
     unweighted = loss_of(trainer, batch)
-    trainer.kl_node.weighting = "entropy"
+    trainer.components["kl"].weighting = "entropy"
     plain_term = 0.2 * per_token_kl(batch["ref_per_token_logps"], logps) * ratio
     expected = unweighted - sequence_means(plain_term, mask).mean().item() + sequence_means(kl_term, mask).mean().item()
     assert loss_of(trainer, batch) == pytest.approx(expected, rel=1e-5)

@@ -9,7 +9,10 @@ import math
 import pytest
 import torch
 
+from align_kit.components.hooks import BatchState
+from align_kit.components.retokenize import RetokenizeCheck
 from align_kit.components.rollout import importance_ratio, mismatch_metrics, retokenize_differences
+from align_kit.components.routing_replay import RouteReplay
 from align_kit.config import compose
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from align_kit.tracking.metrics_file import read_metrics
@@ -143,9 +146,10 @@ def test_bf16_generation_routing_agrees_with_the_sampler_copy_s_full_forward(bui
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-    with torch.no_grad(), trainer._generation_hooks.record():
+    sampler_routing = trainer.hook(RouteReplay).generation_hooks
+    with torch.no_grad(), sampler_routing.record():
         output = trainer.sampler.model(input_ids=ids, attention_mask=attention)
-    full_forward = trainer._generation_hooks.take()
+    full_forward = sampler_routing.take()
     assert output.logits.dtype == torch.bfloat16  # the copy's own forward
     valid = batch["routed_experts_valid"] & attention.bool()
     recorded = batch["routed_experts"].sort(-1).values
@@ -279,14 +283,15 @@ def test_retokenize_rate_is_logged_and_the_first_example_saved(build_trainer, tm
     spelled = [trainer.processing_class.convert_tokens_to_ids(c) for c in "<think>"]
     inputs = generation_inputs(trainer, prompts=1)
     prompts = [row["prompt"] for row in inputs]
-    prompt_ids = [trainer._tokenize_prompts([p])[0][0] for p in prompts]
+    prompt_ids = [trainer.encode_prompts([p])[0] for p in prompts]
     batch = {
         "prompt_ids": torch.tensor(prompt_ids),
         "prompt_mask": torch.ones(len(prompts), len(prompt_ids[0]), dtype=torch.long),
         "completion_ids": torch.tensor([spelled] + [[5] * 7] * (len(prompts) - 1)),
         "completion_mask": torch.ones(len(prompts), 7, dtype=torch.long),
     }
-    trainer._check_retokenization(inputs, batch)
-    assert trainer._metrics["train"]["mismatch/retokenize_rate"] == [1 / len(prompts)]
+    state = BatchState(inputs=inputs, mode="train", group_size=trainer.num_generations)
+    metrics = trainer.hook(RetokenizeCheck).on_scored_batch(trainer, state, batch)
+    assert metrics["mismatch/retokenize_rate"] == 1 / len(prompts)
     saved = json.loads((tmp_path / "run" / "retokenize_mismatch.json").read_text())
     assert saved["completion_text"] == "<think>" and saved["sampled_ids"][-7:] == spelled

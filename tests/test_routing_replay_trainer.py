@@ -35,7 +35,7 @@ def test_replay_without_a_parameter_change_reproduces_the_old_log_probs_exactly(
     micro = first_micro_batch(trainer, batch)  # the same rows the old-log-prob forward saw first
     with torch.no_grad():
         trainer._compute_loss(trainer.model, micro)
-    logps = trainer._loss_forward[0]
+    logps = trainer.last_loss.forward[0]
     mask = micro["completion_mask"].bool()
     assert torch.equal(logps[mask], micro["old_per_token_logps"][mask])  # ratio exactly 1 on every token
     metrics = trainer._metrics["train"]

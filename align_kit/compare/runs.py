@@ -13,13 +13,22 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 import yaml
 
 from align_kit.compare import CompareError
+from align_kit.tracking.metrics_file import (
+    NOT_METRICS,
+    SUMMARY_ROW_KEY,
+    Series,
+    is_number,
+    read_metrics_file,
+    series_from_rows,
+)
 from align_kit.tracking.wandb_offline import find_offline_runs
+
+__all__ = ["Run", "Series", "is_number", "read_metrics_file", "series_from_rows"]
 
 # The files `align-kit train` writes into a run folder.
 METRICS_FILE = "metrics.jsonl"
@@ -27,16 +36,6 @@ CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 SWEEP_SUMMARY_FILE = "sweep_summary.json"  # align_kit.sweep_summary writes it; not imported to keep compare light
 WANDB_PREFIX = "wandb:"
-
-# The x-axis and the epoch counter are logged on every row but are not curves to compare.
-NOT_METRICS = frozenset({"step", "epoch"})
-# HF's end-of-training row (train_runtime, train_loss, ...) summarises the run; it is not a training step.
-SUMMARY_ROW_KEY = "train_runtime"
-
-
-class Series(NamedTuple):
-    steps: np.ndarray
-    values: np.ndarray
 
 
 @dataclass
@@ -50,27 +49,6 @@ class Run:
     notes: list[str] = field(default_factory=list)
     non_finite: dict[str, int] = field(default_factory=dict)  # metric -> values left out (NaN, inf, null)
     folder: Path | None = None  # resolved, for a run read from a folder
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
-    """(step, logged row) pairs -> one series per metric, sorted by step; a step logged twice keeps its last value
-    (a resumed run redoes the steps after its checkpoint)."""
-    points: dict[str, dict[float, float]] = {}
-    for step, row in rows:
-        if SUMMARY_ROW_KEY in row:
-            continue
-        for key, value in row.items():
-            if key not in NOT_METRICS and is_number(value):
-                points.setdefault(key, {})[step] = float(value)
-    series = {}
-    for metric, by_step in points.items():
-        steps = sorted(by_step)
-        series[metric] = Series(np.array(steps), np.array([by_step[step] for step in steps]))
-    return series
 
 
 def count_non_finite(rows: list[tuple[float, dict]], null_counts: bool) -> dict[str, int]:
@@ -97,24 +75,6 @@ def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[name] = json.dumps(value) if isinstance(value, list) else value
     return flat
-
-
-def read_metrics_file(path: Path) -> tuple[list[tuple[float, dict]], int]:
-    """(step, row) pairs and the number of lines skipped: not JSON, not an object, or without a numeric `step`."""
-    rows, skipped = [], 0
-    for line in path.read_text(errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            skipped += 1
-            continue
-        if not isinstance(row, dict) or not is_number(row.get("step")):
-            skipped += 1
-            continue
-        rows.append((float(row["step"]), row))
-    return rows, skipped
 
 
 def _read_yaml(path: Path) -> dict:

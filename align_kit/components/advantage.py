@@ -19,10 +19,11 @@ r is the weighted sum of the rewards. The TRL-native nodes leave TRL's computati
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook
 from align_kit.errors import ConfigError
 
 _SCALES = ("group", "batch", "none")
@@ -41,13 +42,17 @@ def weighted_reward_total(values, reward_weights, unscorable=None):
     return total
 
 
+def attainable_max(reward_weights, reward_maxes: list[float] | None = None) -> float:
+    """The best weighted total a completion can earn, sum_k w_k max_k (each max 1.0 when not given)."""
+    maxes = [1.0] * len(reward_weights) if reward_maxes is None else reward_maxes
+    return float(sum(float(w) * m for w, m in zip(reward_weights, maxes, strict=True)))
+
+
 @dataclass
 class TRLAdvantage(Component):
     scale_rewards: str = "group"
     aggregation: str = "sum_then_normalize"
     loss_type: str | None = None  # Dr.GRPO also changes the loss normalisation
-
-    replaces_trl_advantages = False
 
     def validate(self) -> None:
         if self.scale_rewards not in _SCALES:
@@ -101,22 +106,28 @@ class NGRPOAdvantage(Component):
     down ("there is room to improve"); a group that all reached r_max stays at advantage 0.
 
     Several rewards: NGRPO acts on the weighted total r = sum_k w_k r_k, like GRPO, and the
-    virtual sample's total is r_max. With the default weights the best attainable total is 1.0
-    (validation enforces it), which is r_max's default.
+    virtual sample's total is r_max. Unset, r_max is the best attainable total for the weights
+    `compute` is given, sum_k w_k max_k, so it follows a format-weight schedule (max_k: each
+    reward's maximum, bound from the run's rewards; 1.0 when unbound).
     """
 
     n_virtual: int = 1
-    r_max: float = 1.0
-
-    replaces_trl_advantages = True
+    r_max: float | None = None
+    reward_maxes: list[float] | None = field(default=None, init=False, repr=False)  # bound by the plan
 
     def validate(self) -> None:
         if self.n_virtual < 1:
             raise ConfigError(f"advantage.n_virtual={self.n_virtual} must be >= 1 (use advantage=grpo for none)")
 
+    def bind_rewards(self, rewards) -> None:
+        self.reward_maxes = [spec.max_value for spec in rewards]
+
     def grpo_fields(self) -> dict[str, Any]:
         # TRL still computes (and logs) its own group statistics; align_kit replaces the advantages.
         return {"scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize"}
+
+    def trainer_hooks(self) -> list:
+        return [ReplaceAdvantages(self)]
 
     def compute(self, rewards_per_func, reward_weights, group_size: int):
         import torch
@@ -124,9 +135,22 @@ class NGRPOAdvantage(Component):
 
         total = weighted_reward_total(rewards_per_func, reward_weights)
         grouped = total.view(-1, group_size)
-        virtual = torch.full((grouped.size(0), self.n_virtual), self.r_max, dtype=total.dtype)
+        r_max = attainable_max(reward_weights, self.reward_maxes) if self.r_max is None else self.r_max
+        virtual = torch.full((grouped.size(0), self.n_virtual), r_max, dtype=total.dtype)
         augmented = torch.cat([grouped, virtual], dim=1)
         mean = torch.nanmean(augmented, dim=1, keepdim=True)
         spread = nanstd(augmented, dim=1, keepdim=True)
         advantages = (grouped - mean) / (spread + STD_EPSILON)
         return torch.nan_to_num(advantages.view(-1), nan=0.0)
+
+
+class ReplaceAdvantages(TrainerHook):
+    """Replaces TRL's advantages with the node's `compute` on the same rewards and weights."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def on_scored_batch(self, trainer, state, batch):
+        advantages = self.node.compute(state.rewards_per_func, state.reward_weights, state.group_size)
+        batch["advantages"] = state.local_rows(advantages).to(batch["advantages"].device)
+        return None

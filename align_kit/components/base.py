@@ -24,7 +24,8 @@ class Component:
       - set `GRPOConfig` fields (`grpo_fields`): TRL already implements the behaviour;
       - add reward functions (`reward_specs`), e.g. the soft overlong punishment;
       - check its own keys (`validate`) before anything heavy is imported, and the training data
-        (`check_dataset`) before the model loads.
+        (`check_dataset`) before the model loads;
+      - run code inside the trainer (`trainer_hooks`: `TrainerHook`s, see components/hooks.py).
     """
 
     group: str = field(default="", init=False, repr=False)
@@ -41,3 +42,11 @@ class Component:
     def check_dataset(self, dataset) -> None:
         """Checks that need the training data (run after it loads, before the model does)."""
         return None
+
+    def bind_rewards(self, rewards: list[RewardSpec]) -> None:
+        """Told the run's rewards once they are known (before training)."""
+        return None
+
+    def trainer_hooks(self) -> list:
+        """The TrainerHooks this node adds to AlignTrainer (none: TRL's own behaviour)."""
+        return []

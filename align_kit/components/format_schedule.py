@@ -4,14 +4,21 @@ learns the `<think>...</think>` structure quickly, then lower it so correctness 
 constant : the `format` reward's configured weight throughout
 linear   : start -> end over `steps` optimizer steps, then end
 step     : start until `at_step`, then end
-adaptive : start (1.0) until the format reward's mean has stayed >= threshold (0.9) for `window`
+adaptive : start (1.0) until the format reward's mean has stayed above threshold (0.9, strictly, as
+           the seed says) for `window`
            consecutive generation batches, then floor (0.1-0.3) for the rest of the run (one-way:
            a later dip does not raise it again, so the schedule cannot oscillate)
 
-The trainer asks `weight(step)` before scoring each generation batch (the weight in force for
-that batch's advantages) and then reports the batch's mean format reward with `observe`. The
+The hook asks `weight(step)` once each training batch's rewards are computed (the weight in force
+for that batch's advantages) and then reports the batch's mean format reward with `observe`. The
 weight is TRL's `reward_weights` entry of the `format` reward, so it works under both
 sum_then_normalize and GDPO's normalize_then_sum.
+
+The reward's attainable maximum follows the weight: with correctness 0.8 and format 1.0 a perfect
+completion earns 1.8, not 1.0. The hook logs the maximum in force as `reward/max_attainable` (the
+monitor's reward-plateau rule reads it; NGRPO's virtual sample follows the weights it is given).
+The seed's rule that a perfect completion must reach 1.0 (16.6.3) is kept by validation: every
+weight the schedule can reach (its start, and its end or floor) must leave the maximum >= 1.0.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook
 from align_kit.errors import ConfigError
 
 KINDS = ("constant", "linear", "step", "adaptive")
@@ -35,6 +43,7 @@ class FormatWeightSchedule(Component):
     threshold: float = 0.9  # adaptive
     window: int = 5  # adaptive
     floor: float = 0.2  # adaptive
+    reward_maxes: list[float] | None = field(default=None, init=False, repr=False)  # bound by the plan
     _above: int = field(default=0, init=False, repr=False)
     _lowered: bool = field(default=False, init=False, repr=False)
 
@@ -53,6 +62,16 @@ class FormatWeightSchedule(Component):
     def is_constant(self) -> bool:
         return self.kind == "constant"
 
+    def bind_rewards(self, rewards) -> None:
+        self.reward_maxes = [spec.max_value for spec in rewards]
+
+    def reachable_weights(self, configured_weight: float) -> list[float]:
+        """The weights the schedule can set (linear moves between the two, so the ends bound it)."""
+        start = configured_weight if self.start is None else self.start
+        if self.kind == "constant":
+            return [configured_weight]
+        return [start, self.floor if self.kind == "adaptive" else self.end]
+
     def bind(self, configured_weight: float) -> None:
         if self.start is None:
             self.start = configured_weight
@@ -70,7 +89,7 @@ class FormatWeightSchedule(Component):
     def observe(self, format_reward_mean: float) -> None:
         if self.kind != "adaptive" or self._lowered:
             return
-        self._above = self._above + 1 if format_reward_mean >= self.threshold else 0
+        self._above = self._above + 1 if format_reward_mean > self.threshold else 0
         self._lowered = self._above >= self.window
 
     def state_dict(self) -> dict:
@@ -78,3 +97,43 @@ class FormatWeightSchedule(Component):
 
     def load_state_dict(self, state: dict) -> None:
         self._above, self._lowered = state["above"], state["lowered"]
+
+    def trainer_hooks(self) -> list:
+        return [] if self.is_constant else [FormatScheduleHook(self)]
+
+
+class FormatScheduleHook(TrainerHook):
+    """Sets the scheduled reward's entry of TRL's `reward_weights` for each training batch."""
+
+    name = "format_schedule"
+
+    def __init__(self, schedule: FormatWeightSchedule):
+        self.schedule = schedule
+        self.index = 0
+
+    def attach(self, trainer) -> None:
+        self.index = trainer.reward_func_names.index(self.schedule.reward)
+        self.schedule.bind(float(trainer.reward_weights[self.index]))
+
+    def on_rewards(self, trainer, state):
+        import torch
+
+        from align_kit.components.advantage import attainable_max
+
+        if state.mode != "train":
+            return None
+        # The weight in force for this batch's advantages; TRL applies the weights after this call.
+        trainer.reward_weights[self.index] = self.schedule.weight(trainer.state.global_step)
+        self.schedule.observe(torch.nanmean(state.rewards_per_func[:, self.index]).item())
+        if self.schedule.reward_maxes is None:
+            return None
+        return {"reward/max_attainable": attainable_max(trainer.reward_weights, self.schedule.reward_maxes)}
+
+    def on_step_end(self, trainer, seconds: float):
+        return {"schedule/format_weight": float(trainer.reward_weights[self.index])}
+
+    def state_dict(self) -> dict:
+        return self.schedule.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.schedule.load_state_dict(state)

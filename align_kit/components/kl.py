@@ -9,9 +9,10 @@ per_domain  : each sample's KL term uses the beta of its `domain` (DeepSeek-V3.2
 reweighted  : a different KL strength per token (seed 002's "re-weighted KL"): the bias-corrected
               estimator times a per-token weight (see `entropy_weights`)
 
-TRL adds `self.beta * per_token_kl` to the per-token loss. For per_domain and reweighted, the
-trainer sets `beta` to a `KLCoefficient` for each loss call, so the product uses a per-sample
-(or per-token) coefficient while TRL's loss aggregation stays untouched.
+TRL adds `self.beta * per_token_kl` to the per-token loss. For per_domain and reweighted, a hook
+gives the trainer a coefficient for each loss call (`LossTerms.kl_coefficient`), which stands in
+for `beta` as a `KLCoefficient`, so the product uses a per-sample (or per-token) coefficient while
+TRL's loss aggregation stays untouched.
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import LossTerms, TrainerHook
 from align_kit.errors import ConfigError
+
+
+def k3(log_ratio):
+    """The k3 estimator exp(d) - d - 1 of KL(p || q) per token, d = log q - log p for tokens drawn
+    from p (Schulman's "Approximating KL divergence"; TRL's per-token KL with p the policy and q the
+    reference). Unbiased and never negative."""
+    import torch
+
+    return torch.exp(log_ratio) - log_ratio - 1
 
 
 def _check_beta(key: str, beta: float) -> None:
@@ -103,6 +114,28 @@ class PerDomainKL(Component):
     def active(self) -> bool:
         return self.max_beta > 0
 
+    def trainer_hooks(self) -> list:
+        return [PerDomainBeta(self)] if self.active else []
+
+
+class PerDomainBeta(TrainerHook):
+    """Each sample carries its domain's beta (`kl_coefficient` [B, 1]) through TRL's shuffling and
+    splitting; the loss uses it in place of the scalar beta."""
+
+    def __init__(self, node: PerDomainKL):
+        self.node = node
+
+    def on_scored_batch(self, trainer, state, batch):
+        import torch
+
+        betas = [self.node.beta_for(row["domain"]) for row in state.inputs]
+        batch["kl_coefficient"] = torch.tensor(betas, dtype=torch.float32).unsqueeze(1)
+        return None
+
+    def loss_terms(self, trainer, loss):
+        inputs = loss.inputs
+        return LossTerms(kl_coefficient=lambda: inputs["kl_coefficient"]) if "kl_coefficient" in inputs else None
+
 
 def entropy_weights(entropies, mask):
     """Per-token KL weight w_t = 2 * H_bar / (H_t + H_bar), H_bar the masked mean entropy of the
@@ -138,3 +171,19 @@ class ReweightedKL(Component):
     @property
     def active(self) -> bool:
         return self.weighting != "none"
+
+    def trainer_hooks(self) -> list:
+        return [EntropyWeightedBeta(self)]
+
+
+class EntropyWeightedBeta(TrainerHook):
+    """beta * entropy_weights per token, from the entropies of the loss's own forward."""
+
+    def __init__(self, node: ReweightedKL):
+        self.node = node
+
+    def loss_terms(self, trainer, loss):
+        if not self.node.active:  # read per call: weighting=none leaves TRL's scalar beta
+            return None
+        mask = loss.inputs["completion_mask"]
+        return LossTerms(kl_coefficient=lambda: self.node.beta * entropy_weights(loss.forward[1], mask))

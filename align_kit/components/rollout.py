@@ -50,6 +50,13 @@ class Rollout(Component):
         if self.is_correction not in IS_MODES:
             raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
 
+    def trainer_hooks(self) -> list:
+        from align_kit.components.retokenize import RetokenizeCheck
+        from align_kit.components.sampler import SamplerMismatch
+
+        hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
+        return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])
+
 
 @dataclass
 class HFRollout(Rollout):
@@ -144,7 +151,7 @@ def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/"
 
     <prefix>kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
     log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
-    import torch
+    from align_kit.components.kl import k3
 
     selected = mask.bool()
     gap = (train_logps - sampler_logps)[selected]
@@ -153,7 +160,7 @@ def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/"
     return {
         f"{prefix}logp_abs_diff/mean": gap.abs().mean().item(),
         f"{prefix}logp_abs_diff/max": gap.abs().max().item(),
-        f"{prefix}kl": (torch.exp(gap) - gap - 1).mean().item(),
+        f"{prefix}kl": k3(gap).mean().item(),
     }
 
 

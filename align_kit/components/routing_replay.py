@@ -15,11 +15,13 @@ keeps learning. The hooks themselves are in `router_hooks.py`, the supported fam
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.errors import ConfigError
 
@@ -38,6 +40,9 @@ class RoutingReplay(Component):
     def replays(self) -> bool:
         return self.mode != "off"
 
+    def trainer_hooks(self) -> list:
+        return [RouteReplay(self)]
+
     def check_model_node(self, model_node, choice: str | None) -> None:
         """Reject routing replay on a dense model before it loads (what can be known from the config)."""
         if not self.replays:
@@ -48,6 +53,85 @@ class RoutingReplay(Component):
                 f"routing_replay={self.mode} needs a Mixture-of-Experts model but model={choice} is {model_type!r}; "
                 f"use model=tiny_moe or a model whose routers are {SUPPORTED_ROUTERS}, or routing_replay=off"
             )
+
+
+class RouteReplay(TrainerHook):
+    """Router hooks on every MoE policy (drift is measured even without replay). Routing travels in
+    the batch dict (`routed_experts`, `routed_experts_valid`), so TRL's shuffling and mini-step
+    splitting carry it with its samples."""
+
+    def __init__(self, node: RoutingReplay):
+        self.node = node
+        self.hooks = None  # RouterHooks on the trained policy (None: dense model, replay off)
+        self.generation_hooks = None  # on the model that generates (the sampler copy, if any)
+
+    def attach(self, trainer) -> None:
+        from align_kit.components.moe_routers import is_moe_model
+        from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError
+
+        if not self.node.replays and not is_moe_model(trainer.model):
+            return
+        try:
+            self.hooks = RouterHooks(trainer.model)
+        except UnsupportedModelError as error:
+            raise ConfigError(f"routing_replay={self.node.mode}: {error}") from None
+        sampler = trainer.sampler  # attached before this hook (rollout precedes routing_replay)
+        self.generation_hooks = RouterHooks(sampler.model) if sampler is not None else self.hooks
+
+    @contextlib.contextmanager
+    def generation(self, trainer, state):
+        if self.hooks is None:
+            yield
+            return
+        with self.generation_hooks.record():
+            yield
+        state.extras["generated_routing"] = self.generation_hooks.take_generated()
+
+    def forward(self, trainer, call):
+        """r2 records while scoring, r3 replays the sampled routing while scoring, and every training
+        forward replays (r2, r3) or observes (off)."""
+        if self.hooks is None or trainer.accelerator.unwrap_model(call.model) is not trainer.model:
+            return contextlib.nullcontext()
+        width = call.input_ids.size(1)
+        completion_positions = call.attention_mask.clone()
+        completion_positions[:, : width - call.logits_to_keep] = 0  # flip statistics count completion tokens
+        if call.phase == "scoring":
+            if self.node.mode == "r2":
+                call.state.extras["recorded_scoring"] = True
+                return self.hooks.record()
+            if self.node.mode == "r3":
+                indices, valid = call.state.extras["generated_routing"]
+                return self.hooks.replay(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
+            return contextlib.nullcontext()
+        batch = call.state.inputs
+        if "routed_experts" not in batch:
+            return contextlib.nullcontext()
+        block = self.hooks.replay if self.node.replays else self.hooks.observe
+        return block(batch["routed_experts"], valid=batch.get("routed_experts_valid"), mask=completion_positions)
+
+    def on_scored_batch(self, trainer, state, batch):
+        """R2's routing from the old-log-prob forward, otherwise the routing recorded while sampling."""
+        if self.hooks is None:
+            return None
+        width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
+        recorded = self.hooks.take() if self.node.mode == "r2" and state.extras.get("recorded_scoring") else None
+        self.hooks.pop_metrics()  # scoring-forward statistics: the logged ones are the training forwards'
+        if recorded is not None:
+            batch["routed_experts"] = recorded
+            return None
+        indices, valid = state.extras["generated_routing"]
+        batch["routed_experts"], batch["routed_experts_valid"] = indices[:, :width], valid[:, :width]
+        return None
+
+    def on_loss(self, trainer, loss):
+        if self.hooks is None:
+            return None
+        # The same keys on every process (NaN: no routing compared here), so they gather like TRL's.
+        metrics = self.hooks.pop_metrics()
+        names = ("routing/flip_rate", "routing/tokens_any_flip") + (
+            ("routing/replayed_fraction",) if self.node.replays else ()
+        )
+        return {name: metrics.get(name, float("nan")) for name in names}
 
 
 def _declared_model_type(model_node) -> str | None:

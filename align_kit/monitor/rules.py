@@ -24,7 +24,7 @@ import json
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import fmean
 from typing import Any
 
@@ -51,6 +51,8 @@ from align_kit.monitor.config import (
 # The zero-variance share: align_kit's own (from the raw reward totals) when logged, else TRL's,
 # which counts a group flat only when its float32 std is below 1e-8.
 FLAT_FRACTION = ("groups/flat_fraction", "frac_reward_zero_std")
+# The best reward total under the weights in force, logged while a format schedule runs.
+MAX_ATTAINABLE = "reward/max_attainable"
 # Mean |logp_train - logp_sampler|: align_kit's measure (rollout=hf with a sampler copy), or TRL's
 # when rollouts come from vLLM.
 LOGP_MISMATCH = ("mismatch/logp_abs_diff/mean", "sampling/sampling_logp_difference/mean")
@@ -667,6 +669,9 @@ class HealthMonitor:
             for name, value in metrics.items()
             if name in self._watched and isinstance(value, int | float) and math.isfinite(value)
         }
+        ceiling = metrics.get(MAX_ATTAINABLE)
+        if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
+            self.context = replace(self.context, reward_max=float(ceiling))
         for name, value in present.items():
             series = self.history.setdefault(name, Series())
             series.steps.append(step)

@@ -1,12 +1,17 @@
-"""`metrics.jsonl`: one JSON object per logged step, everything the trainer logs (TRL's and ours)."""
+"""`metrics.jsonl`: one JSON object per logged step, everything the trainer logs (TRL's and ours).
+
+The one reader of the file (`read_metrics_file`, `read_metrics`) and the one series type
+(`Series`, built by `series_from_rows`), used by the trainer side and by compare.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 from transformers import TrainerCallback
 
 # Wall-clock measurements: the only fields two runs with the same seed may disagree on.
@@ -21,8 +26,60 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+# The x-axis and the epoch counter are logged on every row but are not curves to compare.
+NOT_METRICS = frozenset({"step", "epoch"})
+# HF's end-of-training row (train_runtime, train_loss, ...) summarises the run; it is not a training step.
+SUMMARY_ROW_KEY = "train_runtime"
+
+
+class Series(NamedTuple):
+    steps: np.ndarray
+    values: np.ndarray
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def read_metrics_file(path: str | Path) -> tuple[list[tuple[float, dict]], int]:
+    """(step, row) pairs and the number of lines skipped: not JSON, not an object, or without a numeric
+    `step` (a killed run can leave a half-written last line)."""
+    rows, skipped = [], 0
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            skipped += 1
+            continue
+        if not isinstance(row, dict) or not is_number(row.get("step")):
+            skipped += 1
+            continue
+        rows.append((float(row["step"]), row))
+    return rows, skipped
+
+
 def read_metrics(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The logged rows, in file order (unreadable lines skipped)."""
+    return [row for _, row in read_metrics_file(path)[0]]
+
+
+def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
+    """(step, logged row) pairs -> one series per metric, sorted by step; a step logged twice keeps its last value
+    (a resumed run redoes the steps after its checkpoint)."""
+    points: dict[str, dict[float, float]] = {}
+    for step, row in rows:
+        if SUMMARY_ROW_KEY in row:
+            continue
+        for key, value in row.items():
+            if key not in NOT_METRICS and is_number(value):
+                points.setdefault(key, {})[step] = float(value)
+    series = {}
+    for metric, by_step in points.items():
+        steps = sorted(by_step)
+        series[metric] = Series(np.array(steps), np.array([by_step[step] for step in steps]))
+    return series
 
 
 class MetricsFileCallback(TrainerCallback):

@@ -1,0 +1,165 @@
+"""The hook protocol: how a component's trainer code plugs into AlignTrainer.
+
+A component node (a Hydra config object) returns its `TrainerHook`s from `trainer_hooks()`; the
+trainer calls every hook at fixed points, in this order per training step (hooks in the order of the
+defaults list in conf/train.yaml, then the built-in health metrics):
+
+  attach(trainer)                        once, at the end of the trainer's __init__
+  per generation round (BatchState; dynamic sampling opens more rounds, each with its own state):
+    generation(trainer, state)           a context around sampling (TRL's _generate_single_turn)
+    forward(trainer, call)               a context around each forward of the round (phase "scoring")
+    on_rewards(trainer, state)           rewards_per_func is known; a hook may set trainer.reward_weights
+    on_scored_batch(trainer, state, batch)  TRL's batch is built; add per-sample tensors, replace advantages
+  select_batch(trainer, state, batch, score_round)  training only: may regenerate and return another batch
+  on_train_batch(trainer, state, batch)  the batch returned to TRL: the one that trains (after
+                                         selection), or an eval batch
+  per loss call (LossState):
+    loss_terms(trainer, loss)            IS weights on advantages, a KL coefficient, token masks
+    forward(trainer, call)               phase "loss"
+    on_loss(trainer, loss)               the loss ran; loss.forward holds its (logps, entropies, aux)
+  on_step_end(trainer, seconds)          after each training_step (seconds: its wall time)
+
+Every on_* method returns a dict of metrics (or None). The trainer gathers them over processes and
+averages them (NaN = "no value on this process"), as TRL does with its own: return the same keys on
+every process. state_dict / load_state_dict go into each checkpoint's one hooks file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from align_kit.errors import ConfigError
+
+Metrics = dict[str, float]
+
+
+@dataclass
+class BatchState:
+    """One generation round. `rewards_per_func` [N, K] is gathered over processes (TRL normalises
+    groups across them); the batch holds this process's `rows` rows, starting at `start`."""
+
+    inputs: list[dict]
+    mode: str  # "train" or "eval"
+    group_size: int
+    start: int = 0
+    rewards_per_func: Any = None
+    reward_weights: Any = None  # the weights in force for this batch
+    # One [B, new tokens] tensor per generate call: the sampler's log-probs of the tokens it drew, recorded by a
+    # generation context; the trainer hands them to TRL as `sampling_per_token_logps` (as vLLM's are).
+    sampling_logprobs: list | None = None
+    extras: dict[str, Any] = field(default_factory=dict)  # per-batch data a hook keeps between its calls
+
+    def local_rows(self, gathered):
+        """This process's slice of a tensor gathered over all processes (TRL's process_slice)."""
+        return gathered[self.start : self.start + len(self.inputs)]
+
+
+@dataclass
+class LossState:
+    inputs: dict[str, Any]  # the micro-batch the loss sees (after loss_terms are applied)
+    mode: str
+    forward: tuple | None = None  # (logps, entropies, aux_loss) of the loss's own forward
+
+
+@dataclass
+class Forward:
+    """One model forward seen by `TrainerHook.forward`."""
+
+    phase: str  # "scoring" (old/ref log-probs of a generation round) or "loss"
+    state: BatchState | LossState
+    model: Any
+    input_ids: Any
+    attention_mask: Any
+    logits_to_keep: int
+
+
+@dataclass
+class LossTerms:
+    """What a hook changes in one loss call: `advantage_weights` [B, T] multiply the advantages (IS
+    correction), `kl_coefficient` is a callable giving the KL strength ([B, 1] or [B, T]) that
+    replaces TRL's scalar beta, `token_mask` [B, T] multiplies the completion mask."""
+
+    advantage_weights: Any = None
+    kl_coefficient: Any = None
+    token_mask: Any = None
+
+
+class TrainerHook:
+    """Base of every component's trainer code; every method is a no-op."""
+
+    @property
+    def name(self) -> str:
+        """Key of its state in the checkpoint's hooks file (a subclass may set a shorter one)."""
+        return type(self).__name__
+
+    def attach(self, trainer) -> None:
+        return None
+
+    def generation(self, trainer, state: BatchState):
+        return contextlib.nullcontext()
+
+    def forward(self, trainer, call: Forward):
+        return contextlib.nullcontext()
+
+    def on_rewards(self, trainer, state: BatchState) -> Metrics | None:
+        return None
+
+    def on_scored_batch(self, trainer, state: BatchState, batch: dict) -> Metrics | None:
+        return None
+
+    def select_batch(self, trainer, state: BatchState, batch: dict, score_round) -> tuple[BatchState, dict] | None:
+        """Return (state, batch) to train on another batch; `score_round(inputs)` runs one more round."""
+        return None
+
+    def on_train_batch(self, trainer, state: BatchState, batch: dict) -> Metrics | None:
+        return None
+
+    def loss_terms(self, trainer, loss: LossState) -> LossTerms | None:
+        return None
+
+    def on_loss(self, trainer, loss: LossState) -> Metrics | None:
+        return None
+
+    def on_step_end(self, trainer, seconds: float) -> Metrics | None:
+        return None
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        return None
+
+
+def apply_loss_terms(inputs: dict, terms: list[LossTerms]) -> tuple[dict, Any]:
+    """The loss inputs with IS weights and token masks applied, and the KL coefficient (or None)."""
+    coefficients = [term.kl_coefficient for term in terms if term.kl_coefficient is not None]
+    if len(coefficients) > 1:
+        raise ConfigError("two components set a per-sample KL coefficient; select one kl node")
+    for term in terms:
+        if term.advantage_weights is not None:
+            # IS ratios >= 0 commute with PPO's min, so scaling (B, T) advantages equals scaling the
+            # per-token policy loss, as TRL does for vLLM; TRL accepts (B, T) advantages.
+            advantages = inputs["advantages"]
+            advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+            inputs = {**inputs, "advantages": advantages * term.advantage_weights}
+        if term.token_mask is not None:
+            inputs = {**inputs, "completion_mask": inputs["completion_mask"] * term.token_mask}
+    return inputs, coefficients[0] if coefficients else None
+
+
+def masked_mean(values, mask) -> float:
+    """Mean of `values` over the positions where `mask` is 1 (NaN when there are none)."""
+    count = mask.sum()
+    return ((values * mask).sum() / count).item() if count > 0 else float("nan")
+
+
+def per_domain(values, mask, domain_index, domains: list[str], prefix: str) -> Metrics:
+    """`{prefix}/<domain>`: masked mean of [B, ...] `values` over each domain's rows, NaN for a domain
+    absent here (so every process returns the same keys)."""
+    metrics = {}
+    for index, domain in enumerate(domains):
+        rows = domain_index == index
+        metrics[f"{prefix}/{domain}"] = masked_mean(values[rows], mask[rows])
+    return metrics
