@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.components.base import Component, RewardSpec
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
+from align_kit.schema import check_config, check_trainer
 
 # Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
 FIELD_GROUPS = ("advantage", "clip", "kl", "overlong", "rollout")
@@ -106,15 +107,19 @@ def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]
     return fields, owners
 
 
-def _check_trainer_fields(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+def _check_trainer_names(trainer: dict) -> None:
     known = grpo_config_fields()
-    for name, value in trainer.items():
+    for name in trainer:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean trainer.{close[0]}?" if close else "see trl.GRPOConfig for the field names"
             raise ConfigError(f"trainer.{name} is not a GRPOConfig field; {hint}")
         if name in DERIVED_FIELDS:
             raise ConfigError(f"trainer.{name} is set by align_kit; use {_derived_hint(name)} instead")
+
+
+def _check_trainer_ownership(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+    for name, value in trainer.items():
         if name in node_fields and node_fields[name] != value:
             group = owners[name]
             raise ConfigError(
@@ -148,6 +153,16 @@ def _check_batch_shape(plan: ExperimentPlan) -> None:
             f"trainer.num_generations={generations} does not divide the generation batch of {generation_batch} "
             f"completions (trainer.per_device_train_batch_size={per_device} x steps_per_generation={steps}); "
             "make the batch a multiple of num_generations"
+        )
+
+
+def _check_completion_fits_model(plan: ExperimentPlan) -> None:
+    positions = getattr(plan.model, "max_position_embeddings", None)  # known for the built-in models
+    budget = plan.effective("max_completion_length")
+    if positions is not None and budget >= positions:
+        raise ConfigError(
+            f"trainer.max_completion_length={budget} does not fit the model's {positions} positions "
+            f"(model.max_position_embeddings, prompt included); use a smaller budget"
         )
 
 
@@ -212,14 +227,15 @@ def _check_resume(run_dir: str) -> None:
 
 
 def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> ExperimentPlan:
+    # Types, ranges and `_target_`s of every node first: nothing is imported or built before.
+    trainer = check_config(cfg)["trainer"]
+    _check_trainer_names(trainer)
+    check_trainer(trainer)
     components = {group: instantiate_node(cfg[group], group) for group in COMPONENT_GROUPS}
     reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
-    if not reward_nodes:
-        raise ConfigError("no reward selected; choose at least one, e.g. reward=[correctness,format]")
 
     node_fields, owners = _merge_node_fields(components, choices)
-    trainer = OmegaConf.to_container(cfg.trainer, resolve=True)
-    _check_trainer_fields(trainer, node_fields, owners, choices)
+    _check_trainer_ownership(trainer, node_fields, owners, choices)
     grpo_kwargs = {**trainer, **node_fields}
 
     effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
@@ -242,6 +258,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
     )
     _check_batch_shape(plan)
+    _check_completion_fits_model(plan)
     _check_format_schedule(plan)
     components["routing_replay"].check_model_node(components["model"], choices.get("model"))
     _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
