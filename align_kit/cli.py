@@ -29,10 +29,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = args[0], args[1:]
     if command == "train":
-        from align_kit import train
-
-        sys.argv = ["align-kit train", *rest]
-        train.main()
+        _train(rest)
         return
     if command == "sweep":
         _run_sweep(rest)
@@ -47,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run_sweep(rest: list[str]) -> None:
-    from align_kit import PROJECT_ROOT, train
+    from align_kit import PROJECT_ROOT
 
     names = sorted(path.stem for path in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
     if not rest or rest[0].startswith("-") or "=" in rest[0]:
@@ -56,7 +53,17 @@ def _run_sweep(rest: list[str]) -> None:
     if rest[0] not in names:
         print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
         sys.exit(2)
-    sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *rest[1:]]
+    _train(["-m", f"sweep={rest[0]}", *rest[1:]])
+
+
+def _train(argv: list[str]) -> None:
+    """Validate every job first (a bad config exits 2 and leaves no folder), then let Hydra run them."""
+    from align_kit.preflight import run_preflight
+
+    run_preflight(argv)
+    from align_kit import train
+
+    sys.argv = ["align-kit train", *argv]
     train.main()
 
 

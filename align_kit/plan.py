@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.components.base import Component, RewardSpec
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
+from align_kit.models.tiny import TinyModel
 from align_kit.schema import check_config, check_trainer
 
 # Groups whose nodes set GRPOConfig fields, in the order their fields are merged.
@@ -139,11 +140,18 @@ def _derived_hint(name: str) -> str:
     }[name]
 
 
+def _generation_batch(plan: ExperimentPlan) -> int:
+    """Completions per generation, as TRL derives it."""
+    per_device = plan.effective("per_device_train_batch_size")
+    steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
+    return plan.effective("generation_batch_size") or per_device * steps
+
+
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
     steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
-    generation_batch = plan.effective("generation_batch_size") or per_device * steps
+    generation_batch = _generation_batch(plan)
     if generations < 2:
         raise ConfigError(
             f"trainer.num_generations={generations}: group normalisation needs at least 2 completions per prompt"
@@ -272,6 +280,23 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
 
 def validate_dataset(plan: ExperimentPlan, dataset) -> None:
     """Data-dependent checks, run once the training set is loaded and before the model is."""
+    generation_batch, generations = _generation_batch(plan), plan.effective("num_generations")
+    # TRL's sampler drops an incomplete batch of prompts: a smaller dataset trains zero steps.
+    prompts_needed = generation_batch // generations
+    source = getattr(plan.task, "source", "the training set")
+    if len(dataset) < prompts_needed:
+        raise ConfigError(
+            f"{source} has {len(dataset)} rows, fewer than the {prompts_needed} prompts of one generation batch "
+            f"({generation_batch} completions / trainer.num_generations={generations}); add rows or lower "
+            "trainer.per_device_train_batch_size / trainer.steps_per_generation"
+        )
+    if isinstance(plan.model, TinyModel) and "prompt" in dataset.column_names:
+        for row, prompt in enumerate(dataset["prompt"], start=1):
+            if not isinstance(prompt, str):
+                raise ConfigError(
+                    f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
+                    "tokenizer has no chat template; use text prompts or model=hf"
+                )
     for component in plan.components.values():
         component.check_dataset(dataset)
 

@@ -138,4 +138,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from align_kit.preflight import run_preflight
+
+    run_preflight(sys.argv[1:])
     main()
