@@ -243,6 +243,11 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
 
     node_fields, owners = _merge_node_fields(components, choices)
+    for name, value in node_fields.items():  # a node's own keys become GRPOConfig fields: same rules
+        try:
+            check_trainer({name: value})
+        except ConfigError as error:
+            raise ConfigError(f"{owners[name]}={choices.get(owners[name])} sets {error}") from None
     _check_trainer_ownership(trainer, node_fields, owners, choices)
     grpo_kwargs = {**trainer, **node_fields}
 

@@ -368,6 +368,13 @@ RANGES: dict[str, Range] = {
     "rollout.tensor_parallel_size": AT_LEAST_ONE,
     "rollout.max_model_length": AT_LEAST_ONE,
     "task.num_train": AT_LEAST_ONE,
+    # Health-monitor rules (their windows and fractions are checked by align_kit.monitor.config).
+    "monitor.*.threshold": NON_NEGATIVE,
+    "monitor.*.factor": POSITIVE,
+    "monitor.*.tolerance": NON_NEGATIVE,
+    "monitor.*.gap": NON_NEGATIVE,
+    "monitor.*.floor": NON_NEGATIVE,
+    "monitor.*.deviation": POSITIVE,
 }
 
 # GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.
@@ -395,6 +402,7 @@ TRAINER_RANGES: dict[str, Range] = {
     "top_entropy_quantile": OPEN_PROBABILITY,
     "vllm_gpu_memory_utilization": OPEN_PROBABILITY,
     "vllm_tensor_parallel_size": AT_LEAST_ONE,
+    "save_total_limit": AT_LEAST_ONE,  # null keeps every checkpoint
 }
 # transformers reads a value below 1 as a share of the total steps.
 STEP_INTERVALS = ("logging_steps", "save_steps", "eval_steps")
