@@ -389,7 +389,7 @@ TRAINER_RANGES: dict[str, Range] = {
     "num_iterations": AT_LEAST_ONE,
     "num_generations": Range(2, text="an integer >= 2 (group normalisation needs 2 completions per prompt)"),
     "max_completion_length": AT_LEAST_ONE,
-    "warmup_ratio": PROBABILITY,
+    "warmup_ratio": PROBABILITY,  # transformers before 5 names it; a field TRL lacks is refused by name first
     "adam_beta1": Range(0, 1, high_open=True),
     "adam_beta2": Range(0, 1, high_open=True),
     "adam_epsilon": POSITIVE,
