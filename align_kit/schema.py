@@ -255,6 +255,8 @@ def check_value(key: str, value: Any, kind: Kind) -> None:
         ok = "bool" in accepts
     elif isinstance(value, int):
         ok = bool({"int", "float"} & accepts)
+        if ok and abs(value) >= INT_LIMIT:
+            raise ConfigError(f"{key}={show(value)}: expected a number below 2^63")
     elif isinstance(value, float):
         ok = "float" in accepts
         if ok and not math.isfinite(value):
@@ -375,6 +377,7 @@ RANGES: dict[str, Range] = {
     "monitor.*.gap": NON_NEGATIVE,
     "monitor.*.floor": NON_NEGATIVE,
     "monitor.*.deviation": POSITIVE,
+    "monitor.*.min_train_gain": NON_NEGATIVE,  # max_eval_gain may be negative: "only when eval falls"
 }
 
 # GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.
@@ -404,6 +407,8 @@ TRAINER_RANGES: dict[str, Range] = {
     "vllm_tensor_parallel_size": AT_LEAST_ONE,
     "save_total_limit": AT_LEAST_ONE,  # null keeps every checkpoint
 }
+# Optional in GRPOConfig, but the batch shape and the length budget are computed from them.
+TRAINER_REQUIRED = ("num_generations", "max_completion_length")
 # transformers reads a value below 1 as a share of the total steps.
 STEP_INTERVALS = ("logging_steps", "save_steps", "eval_steps")
 STEP_INTERVAL_TEXT = "an integer >= 1, or a share of the run in (0, 1)"
@@ -434,6 +439,8 @@ def check_range(key: str, value: Any, kind: Kind) -> None:
 
 def check_trainer_range(name: str, value: Any, trainer: Mapping) -> None:
     key = f"trainer.{name}"
+    if value is None and name in TRAINER_REQUIRED:
+        raise ConfigError(f"{key}=null: expected {TRAINER_RANGES[name].describe(True)}; align_kit needs it set")
     if not _is_number(value):
         return
     if abs(value) >= INT_LIMIT:

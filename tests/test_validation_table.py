@@ -245,9 +245,13 @@ _DROP = object()
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
+    return make_data_files(tmp_path_factory.mktemp("data"))
+
+
+def make_data_files(folder: Path) -> Path:
+    """The data files the DATA cases name, in `folder`."""
     from datasets import Dataset, DatasetDict
 
-    folder = tmp_path_factory.mktemp("data")
     good = [_row(i) for i in range(16)]
     (folder / "good.jsonl").write_text(_jsonl(good))
     (folder / "empty.jsonl").write_text("")
