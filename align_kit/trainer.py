@@ -64,9 +64,13 @@ class AlignTrainer(GRPOTrainer):
         self._loss_forward = None  # (logps, entropies) of the forward inside the current loss call
         self._capture_loss_forward = False
         self._retokenize_example_saved = False
-        self.sampler = (
-            LowPrecisionSampler(self.model, self.rollout_node.dtype) if self.rollout_node.dtype != "float32" else None
-        )
+        self.sampler = None
+        if self.rollout_node.dtype != "float32":
+            # The fused LM head TRL gave the policy (GRPOTrainer.__init__), for the copy's own scoring forward.
+            fused_head = {"temperature": self.temperature, "cast_lm_head_to_fp32": self.args.cast_lm_head_to_fp32}
+            self.sampler = LowPrecisionSampler(
+                self.model, self.rollout_node.dtype, **fused_head, outputs=("log_probs", "entropy")
+            )
         # After the sampler copy exists: a deep copy of a hooked model would copy the hooks too.
         self.router_hooks, self._generation_hooks = self._attach_router_hooks()
         self._routing_phase: str | None = None  # "scoring" (old log-probs) or "loss" (training forward)

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from align_kit.components.rollout import importance_ratio, mismatch_metrics, retokenize_differences
+from align_kit.config import compose
 from align_kit.models.char_tokenizer import build_char_tokenizer
+from align_kit.tracking.metrics_file import read_metrics
 from tests.conftest import generation_inputs
 
 TRAIN = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.2, -9.0]])
@@ -68,6 +70,60 @@ def test_bf16_sampler_mismatch_is_measured_and_corrected(build_trainer):
     ratio = batch["rollout_is_ratio"]
     assert ratio.shape == batch["completion_ids"].shape and ratio.max() <= 3.0  # TRL's default cap
     assert not torch.allclose(ratio, torch.ones_like(ratio))
+
+
+def generation_summary(run_dir) -> dict[str, float]:
+    """Success rate, format rate and mean completion length over every generation batch a run logged,
+    and the number of batches. Batches are equal-sized: the mean of batch means is the mean over samples."""
+    rows = [row for row in read_metrics(run_dir / "metrics.jsonl") if "rewards/correctness/mean" in row]
+    names = {
+        "success": "rewards/correctness/mean",
+        "format": "rewards/format/mean",
+        "length": "completions/mean_length",
+    }
+    summary = {name: sum(row[key] for row in rows) / len(rows) for name, key in names.items()}
+    return {**summary, "batches": len(rows)}
+
+
+def test_the_sampler_copy_computes_with_its_own_weights(build_trainer):
+    # Issue 16: the copy kept TRL's fused-head wrapper, whose closure called the fp32 policy's forward.
+    trainer = build_trainer("rollout.dtype=bfloat16")
+    ids = torch.tensor([trainer.processing_class("12+34=<think>", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        before = trainer.sampler.model(input_ids=ids).logits
+        for parameter in trainer.model.parameters():
+            parameter.zero_()  # a policy change the sampler has not been synced to must not reach it
+        after = trainer.sampler.model(input_ids=ids).logits
+    assert before.dtype == torch.bfloat16
+    assert torch.equal(before, after)
+
+
+def test_bf16_sampler_samples_the_policy_inside_training(train_once, tmp_path):
+    # 4 steps = 2 generation batches of 8 prompts x 8 completions; fp32 is the reference distribution. The
+    # fast test policy rarely answers right, so its format rate carries the signal (on the bug: ~0.01 vs ~0.98).
+    train_once(tmp_path / "fp32", "logger=none")
+    train_once(tmp_path / "bf16", "logger=none", "rollout.dtype=bfloat16")
+    fp32, bf16 = generation_summary(tmp_path / "fp32"), generation_summary(tmp_path / "bf16")
+    assert fp32["batches"] == bf16["batches"] == 2
+    assert bf16["success"] == pytest.approx(fp32["success"], abs=0.1)
+    assert bf16["format"] == pytest.approx(fp32["format"], abs=0.1)
+    assert bf16["length"] == pytest.approx(fp32["length"], abs=2.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["tiny", "tiny_moe"])
+def test_bf16_sampler_matches_fp32_on_the_default_warm_start(model, train_once, tmp_path):
+    default_policy = [f"model.warm_start.{key}={value}" for key, value in compose([]).model.warm_start.items()]
+    runs = {}
+    for dtype in ("float32", "bfloat16"):
+        overrides = [*default_policy, f"model={model}", f"rollout.dtype={dtype}", "trainer.max_steps=10"]
+        train_once(tmp_path / dtype, "logger=none", *overrides)
+        runs[dtype] = generation_summary(tmp_path / dtype)
+    fp32, bf16 = runs["float32"], runs["bfloat16"]
+    assert fp32["batches"] == bf16["batches"] == 5  # 5 x 64 = 320 samples each
+    assert fp32["success"] > 0.1  # the default warm start answers right often enough to compare
+    assert bf16["success"] == pytest.approx(fp32["success"], abs=0.1)
+    assert bf16["length"] == pytest.approx(fp32["length"], abs=2.0)
 
 
 def test_sampler_resyncs_when_the_policy_changes(build_trainer):

@@ -59,6 +59,16 @@ def test_cache_is_reused_for_the_same_config_and_rebuilt_for_another(tiny_policy
     assert TinyModel(warm_start=FAST).cache_path(ArithmeticTask(max_operand=50), cache) != marker.parent
 
 
+def test_a_build_that_loses_the_race_keeps_the_first_complete_build(tiny_policy):
+    # Two sweep jobs may build the same model at once: the second to finish must not replace or break the first.
+    node, cache, policy = tiny_policy
+    marker = node.cache_path(ArithmeticTask(), cache) / WARM_START_FILE
+    stamp = marker.stat().st_mtime_ns
+    TinyModel(warm_start={**FAST, "steps": 1, "eval_prompts": 0})._build(marker.parent, ArithmeticTask(), None, 8)
+    assert marker.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in Path(cache).iterdir() if ".partial" in p.name) == []
+
+
 def test_hf_node_loads_a_locally_saved_model(tiny_policy, tmp_path):
     import torch
 

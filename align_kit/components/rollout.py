@@ -154,14 +154,16 @@ def mismatch_metrics(train_logps, sampler_logps, mask) -> dict[str, float]:
 
 
 class LowPrecisionSampler:
-    """A reduced-precision copy of the policy for generation, re-synced when the policy changed."""
+    """A reduced-precision copy of the policy for generation, re-synced when the policy changed.
 
-    def __init__(self, model, dtype: str):
-        import copy
+    `fused_head`: the arguments TRL's trainer gave `add_fused_lm_head` for the policy (temperature, outputs,
+    cast_lm_head_to_fp32); the copy gets its own fused LM head with them, so it can score as the policy does."""
 
-        import torch
+    def __init__(self, model, dtype: str, **fused_head):
+        from trl.trainer.utils import add_fused_lm_head
 
-        self.model = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
+        self.model = independent_copy(model, dtype)
+        add_fused_lm_head(self.model, **fused_head)
         self._synced_step: int | None = None
 
     def sync(self, model, step: int) -> None:
@@ -169,6 +171,27 @@ class LowPrecisionSampler:
             return
         self.model.load_state_dict(model.state_dict())  # load_state_dict casts to the copy's dtype
         self._synced_step = step
+
+
+def independent_copy(model, dtype: str):
+    """`model` deep-copied, cast to `dtype`, in eval mode, running its class's own forward.
+
+    TRL's trainer replaces the policy's `forward` with a fused-LM-head wrapper that closes over the policy's
+    bound forward (trl.trainer.utils.add_fused_lm_head). deepcopy binds the wrapper to the copy but keeps that
+    closure, so a plain copy's forward computes with the fp32 policy: inside training (train mode, gradient
+    checkpointing on) that forward drops the KV cache while `generate` feeds one new token per step, and the
+    "bf16 sampler" samples from a policy that sees one token of context (issue 16)."""
+    import copy
+
+    import torch
+
+    patched = vars(model).pop("forward", None)  # copy the model without the policy-bound wrapper
+    try:
+        clone = copy.deepcopy(model)
+    finally:
+        if patched is not None:
+            model.forward = patched
+    return clone.to(getattr(torch, dtype)).eval()
 
 
 def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: list[tuple[list[int], list[int]]]):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,11 +159,20 @@ class TinyModel(Component):
                 model, tokenizer, list(prompts), list(answers), reward, max_new_tokens
             )
 
-        # Build beside the final folder and rename, so an interrupted build never looks complete.
-        staging = path.with_name(path.name + ".partial")
+        # Build beside the final folder and rename, so an interrupted build never looks complete. The staging
+        # folder is per process: parallel sweep jobs may build the same model at once, and the first rename wins.
+        staging = path.with_name(f"{path.name}.partial-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / WARM_START_FILE).write_text(json.dumps(info, indent=2))
+        if (path / WARM_START_FILE).exists():
+            shutil.rmtree(staging)
+            return
         shutil.rmtree(path, ignore_errors=True)
-        staging.rename(path)
+        try:
+            staging.rename(path)
+        except OSError:  # another process renamed its complete build into place first
+            if not (path / WARM_START_FILE).exists():
+                raise
+            shutil.rmtree(staging)
