@@ -526,12 +526,12 @@ def check_config(cfg: DictConfig) -> dict:
     instantiated; returns the resolved config."""
     data = resolved(cfg)
     check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
-    check_targets("", data, data["train"].get("allowed_targets") or [])
+    allowed = (data.get("train") or {}).get("allowed_targets") or []
+    check_targets("", data, allowed)
     known = {"seed", "train", "paths", "trainer", "reward", *NODE_GROUPS}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{unknown[0]} is not a key of the config; its keys: {', '.join(sorted(known))}")
-    allowed = data["train"].get("allowed_targets") or []
     for group in NODE_GROUPS:
         check_node(group, data.get(group), allowed)
     rewards = data.get("reward")

@@ -24,6 +24,7 @@ def main() -> None:
     seconds, wrong = [], []
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
+        (root / "data").mkdir()
         data = make_data_files(root / "data")
         env = dict(os.environ, ALIGN_KIT_CACHE=str(root / "cache"), WANDB_SILENT="true")
         for index, (argv, fragment) in enumerate(CASES):
