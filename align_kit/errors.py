@@ -11,3 +11,13 @@ class TrainingHalted(RuntimeError):
     def __init__(self, alert):
         super().__init__(f"halted at step {alert.step} by {alert.rule}: {alert.message}; advice: {alert.advice}")
         self.alert = alert
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped training at a step boundary (after saving a checkpoint when checkpointing is on)."""
+
+    def __init__(self, signal_name: str, exit_code: int, step: int, checkpoint: str | None):
+        saved = f"saved {checkpoint}" if checkpoint else "no checkpoint saved (trainer.save_strategy=no)"
+        super().__init__(f"interrupted by {signal_name} at step {step}; {saved}")
+        self.exit_code = exit_code
+        self.checkpoint = checkpoint

@@ -56,6 +56,7 @@ INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy us
 @dataclass
 class TrainSettings:
     resume: bool = False
+    overwrite: bool = False
     allow_reward_max_below_one: bool = False
     allowed_targets: list[str] = field(default_factory=list)  # module prefixes a `_target_` may name
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -13,8 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
-from align_kit.errors import ConfigError, TrainingHalted
+from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
+from align_kit.run_folder import check_resume, check_run_folder, latest_checkpoint
+from align_kit.sweep_summary import failed_job
 from align_kit.tracking.wandb_logger import RunIdentity
 
 log = logging.getLogger("align_kit")
@@ -68,12 +71,16 @@ def report(run_dir: Path, summary: dict) -> None:
 def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | None = None, name: str = "default"):
     """Train one experiment; returns the summary dict. ConfigError is raised before any model loads."""
     started = time.time()
+    folder = Path(run_dir)
+    # Under Hydra the RunFolderGuard callback already checked the folder before Hydra wrote .hydra/ into it.
+    check_run_folder(folder, "hydra.run.dir", bool(cfg.train.resume), bool(cfg.train.get("overwrite", False)))
+    if cfg.train.resume:
+        check_resume(folder, OmegaConf.to_container(cfg, resolve=True))
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())}
     plan = build_plan(cfg, choices, run_dir)
     for note in plan.notes:
         print(f"align-kit: {note}", file=sys.stderr)
 
-    folder = Path(run_dir)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
@@ -92,10 +99,18 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
         if wandb_run is not None:
             wandb_run.config.update({"policy": policy.info}, allow_val_change=True)
 
+        from align_kit.stop_signals import StopOnSignal
         from align_kit.trainer import AlignTrainer
 
         trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer, train_dataset=train_dataset)
+        stop = StopOnSignal()
+        trainer.add_callback(stop)
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        if stop.received is not None and trainer.state.global_step < trainer.state.max_steps:  # else it finished
+            saved = latest_checkpoint(folder) if plan.effective("save_strategy") != "no" else None
+            raise TrainingInterrupted(
+                stop.received.name, stop.exit_code, trainer.state.global_step, saved and str(saved)
+            )
         halted = trainer.health.halted
 
         history = [row for row in trainer.state.log_history if "reward" in row]
@@ -122,19 +137,46 @@ register_open_trainer_node()
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> dict[str, str] | None:
+    """One job. In a sweep a failure is returned, not raised, so the other jobs run and the sweep's table
+    (align_kit.sweep_summary) reports it."""
     from hydra.core.hydra_config import HydraConfig
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
     try:
         run(cfg, choices, run_dir, group, name)
+    except TrainingInterrupted as stop:
+        how = (
+            f"resume with: {resume_command(run_dir)}"
+            if stop.checkpoint
+            else "start a new run (or train.overwrite=true to reuse this folder)"
+        )
+        print(f"align-kit: {stop}; {how}", file=sys.stderr)
+        sys.exit(stop.exit_code)  # a Ctrl-C also ends a sweep
+    except KeyboardInterrupt:
+        print("align-kit: interrupted; stopped at once, without saving a checkpoint", file=sys.stderr)
+        sys.exit(130)
     except (ConfigError, TrainingHalted) as error:
         kind = "config error" if isinstance(error, ConfigError) else "training halted"
         print(f"align-kit: {kind}: {error}", file=sys.stderr)
-        # In a sweep the other jobs go on; this job's folder keeps what it wrote.
         if not multirun:
             sys.exit(2 if isinstance(error, ConfigError) else 3)
+        return {"status": kind, "error": str(error).splitlines()[-1]}
+    except Exception as error:
+        if not multirun:
+            raise
+        return failed_job(run_dir, error)
+    return {"status": "ok", "error": None}
+
+
+def resume_command(run_dir: str) -> str:
+    """The command that resumes this job: its own overrides, its folder, train.resume=true."""
+    from hydra.core.hydra_config import HydraConfig
+
+    dropped = ("hydra.run.dir=", "train.resume=", "train.overwrite=", "hydra.sweep.dir=")
+    kept = [o for o in HydraConfig.get().overrides.task if not o.lstrip("+~").startswith(dropped)]
+    return shlex.join(["align-kit", "train", *kept, f"hydra.run.dir={run_dir}", "train.resume=true"])
 
 
 if __name__ == "__main__":

@@ -413,3 +413,114 @@ def test_cli_compare_rejects_a_fractional_window(sweep):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["compare", str(sweep), "--smooth", "1.5"])
     assert exit_info.value.code == 2
+
+
+# --- nothing counted twice, nothing left out silently -------------------------------------------------------------
+
+
+def test_a_run_folder_named_several_ways_counts_once(sweep, tmp_path, monkeypatch):
+    monkeypatch.chdir(sweep)
+    # Job 0 three times: relative, absolute, and inside the sweep folder.
+    result = compare(["0", str(sweep / "0"), str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    assert_expected_statistics(result)  # n = 3 seeds per arm, not 5 for the baseline
+    assert f"{sweep / '0'} was named 3 times; counted once" in result.notes
+    assert f"{sweep / '0'} was named 3 times; counted once" in result.report.read_text()
+
+
+def test_a_duplicate_arm_and_seed_is_counted_once_with_a_warning(sweep, tmp_path, capsys):
+    # Job 6 repeats job 0's arm and seed (symmetric, seed 1) with other numbers; counted twice it would shift the
+    # baseline's mean and std.
+    write_run_folder(sweep / "6", "clip_higher", 1)
+    (sweep / "6" / "config.yaml").write_text(json.dumps(run_config("symmetric", 1)))
+    (sweep / "6" / "summary.json").write_text(json.dumps({"choices": choices("symmetric", 1), "seed": 1}))
+    cli.main(["compare", str(sweep), "--last-k", str(LAST_K), "--out", str(tmp_path / "out")])
+    warning = (
+        f"warning: duplicate (arm, seed): arm 'clip=symmetric' has seed 1 in {sweep / '0'} and in {sweep / '6'}; "
+        f"counted once, {sweep / '6'} left out"
+    )
+    assert f"align-kit: {warning}" in capsys.readouterr().err.splitlines()
+    assert f"- {warning}" in (tmp_path / "out" / "report.md").read_text()
+    assert_expected_statistics(compare([str(sweep)], last_k=LAST_K, out=tmp_path / "again"))
+
+
+def test_non_finite_values_are_counted_per_metric_and_listed(sweep, tmp_path):
+    metrics = sweep / "0" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    rows[0]["reward"] = float("nan")  # Python's json writes NaN; align_kit's metrics file writes null
+    rows[0]["entropy"] = None
+    rows[1]["reward"] = float("inf")
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    # The final value averages steps 4-5 (reward) and 3-5 (entropy), which stay finite: unchanged.
+    for metric, node in (("reward", "symmetric"), ("entropy", "symmetric")):
+        assert result.tables[metric][0].final.mean == pytest.approx(EXPECTED[(metric, node)]["final"][0])
+    expected = [
+        f"entropy: left out 1 non-finite value(s) (NaN, inf or null) in 1 run(s): {sweep / '0'} (1)",
+        f"reward: left out 2 non-finite value(s) (NaN, inf or null) in 1 run(s): {sweep / '0'} (2)",
+    ]
+    assert [note for note in result.notes if "non-finite" in note] == expected
+    report = result.report.read_text()
+    assert all(f"- {note}" in report for note in expected)
+
+
+def test_a_metric_without_finite_values_in_one_run_is_named_when_its_table_goes(sweep, tmp_path):
+    metrics = sweep / "2" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text(
+        "".join(json.dumps({**row, "entropy": None} if "entropy" in row else row) + "\n" for row in rows)
+    )
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    assert list(result.tables) == ["reward"]
+    assert f"entropy: left out, not logged with a finite value by 1 run(s): {sweep / '2'}" in result.notes
+
+
+def test_failed_sweep_jobs_are_left_out_and_named(sweep, tmp_path):
+    # Job 4 (clip_higher, seed 2) failed after logging; job 6 failed before logging anything.
+    outcomes = [
+        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "ok", "error": None, "folder": f"/x/{n}"}
+        for n, node, seed in jobs()
+    ]
+    outcomes[4] |= {"status": "failed", "error": "RuntimeError: at step 3"}
+    outcomes.append({"job": 6, "overrides": ["seed=9"], "status": "config error", "error": "bad row", "folder": "/x/6"})
+    (sweep / "sweep_summary.json").write_text(json.dumps({"jobs": 7, "failed": 2, "outcomes": outcomes}))
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1, 3]]
+    expected = [
+        f"left out sweep job 4 (clip=clip_higher seed=2) in {sweep / '4'}: failed: RuntimeError: at step 3",
+        f"left out sweep job 6 (seed=9) in {sweep / '6'}: config error: bad row",
+    ]
+    assert [note for note in result.notes if note.startswith("left out sweep")] == expected
+    assert all(f"- {note}" in result.report.read_text() for note in expected)
+
+
+@pytest.mark.parametrize(
+    ("summary", "note"),
+    [
+        (lambda seed: [1, 2], "summary.json is not a JSON object; node choices taken from .hydra/ instead"),
+        (
+            lambda seed: {"choices": None, "seed": seed},
+            "summary.json has no mapping under 'choices'; node choices taken from .hydra/",
+        ),
+    ],
+    ids=["list", "choices-null"],
+)
+def test_a_malformed_summary_is_noted_and_the_choices_come_from_hydra(sweep, tmp_path, summary, note):
+    for number, _node, seed in jobs():
+        (sweep / str(number) / "summary.json").write_text(json.dumps(summary(seed)))
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    # No choices anywhere, so arms are named by the differing key; seeds come from config.yaml.
+    assert [arm.name for arm in result.arms] == ["clip.eps_high=0.2", "clip.eps_high=0.28"]
+    assert [arm.seeds for arm in result.arms] == [list(SEEDS), list(SEEDS)]
+    assert f"{sweep / '0'}: {note}" in result.notes
+
+
+def test_out_pointing_at_a_file_is_a_one_line_error(sweep, tmp_path, capsys):
+    target = tmp_path / "taken.txt"
+    target.write_text("keep me")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["compare", str(sweep), "--out", str(target)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"align-kit: compare error: --out {target} is a file; pass a folder (created if missing)"
+    )
+    assert target.read_text() == "keep me"

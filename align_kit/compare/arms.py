@@ -81,3 +81,23 @@ def group_into_arms(runs: list[Run]) -> list[Arm]:
             arms[identity] = Arm(", ".join(parts) or "all runs")
         arms[identity].runs.append(run)
     return list(arms.values())
+
+
+def drop_duplicate_seeds(arms: list[Arm]) -> list[str]:
+    """Two runs of one arm with the same seed would count as two seeds (a rerun job, or one run copied), shrinking
+    the spread and inflating n. The first run (input order) is kept, the others left out with a warning."""
+    warnings = []
+    for arm in arms:
+        first: dict[Any, Run] = {}
+        kept = []
+        for run in arm.runs:
+            if run.seed is not None and run.seed in first:
+                warnings.append(
+                    f"warning: duplicate (arm, seed): arm {arm.name!r} has seed {run.seed} in {first[run.seed].label} "
+                    f"and in {run.label}; counted once, {run.label} left out"
+                )
+                continue
+            first.setdefault(run.seed, run)
+            kept.append(run)
+        arm.runs = kept
+    return warnings

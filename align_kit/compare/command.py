@@ -6,6 +6,7 @@ Only the standard library is imported at module level, so `align-kit compare --h
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +107,24 @@ def choose_metrics(runs: list[Run], requested: list[str] | None, notes: list[str
                 f"metrics common to all runs: {', '.join(sorted(common))}"
             )
         return chosen
+    for metric in LAYOUT_METRICS:
+        lacking = [run.label for run in runs if metric not in run.series]
+        if metric not in common and len(lacking) < len(runs):
+            notes.append(
+                f"{metric}: left out, not logged with a finite value by {len(lacking)} run(s): {', '.join(lacking)}"
+            )
     return [metric for metric in LAYOUT_METRICS if metric in common] or sorted(common)
+
+
+def prepare_out(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CompareError(f"--out {out_dir} is a file; pass a folder (created if missing)") from None
+    except OSError as error:
+        raise CompareError(f"--out {out_dir} cannot be created ({error.strerror}); pass a writable folder") from None
+    if not os.access(out_dir, os.W_OK):
+        raise CompareError(f"--out {out_dir} is not writable; pass a writable folder")
 
 
 def compare(
@@ -116,7 +134,7 @@ def compare(
     last_k: int = 10,
     out: Path | None = None,
 ) -> Comparison:
-    from align_kit.compare.arms import group_into_arms
+    from align_kit.compare.arms import drop_duplicate_seeds, group_into_arms
     from align_kit.compare.plots import write_figures
     from align_kit.compare.report import print_tables, write_report
     from align_kit.compare.runs import load_inputs
@@ -127,15 +145,16 @@ def compare(
     runs, notes = load_inputs(inputs)
     chosen = choose_metrics(runs, metrics, notes)
     arms = group_into_arms(runs)
+    notes += drop_duplicate_seeds(arms)
     tables = {metric: summarise_metric(arms, metric, last_k) for metric in chosen}
     out_dir = out or default_out(inputs[0])
-    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_out(out_dir)
     figures = write_figures(arms, chosen, out_dir, smoothing)
     report = out_dir / "report.md"
     write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing)
     print_tables(arms, tables, last_k)
     for note in notes:
-        print(f"align-kit: note: {note}", file=sys.stderr)
+        print(f"align-kit: {note if note.startswith('warning: ') else 'note: ' + note}", file=sys.stderr)
     print(f"align-kit: {len(runs)} runs in {len(arms)} arms; report in {report}")
     return Comparison(arms, tables, figures, report, notes)
 

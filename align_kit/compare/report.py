@@ -131,5 +131,5 @@ def write_report(
         lines += [f"### {metric}", "", *_markdown_table(COLUMNS, table_rows(summaries, [arm.name for arm in arms])), ""]
     lines += ["## Definitions", "", *definitions(last_k, smoothing), ""]
     if notes:
-        lines += ["## Notes", "", *(f"- {note}" for note in notes), ""]
+        lines += ["## Left out, and warnings", "", *(f"- {note}" for note in notes), ""]
     path.write_text("\n".join(lines))

@@ -25,6 +25,7 @@ from align_kit.tracking.wandb_offline import find_offline_runs
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
+SWEEP_SUMMARY_FILE = "sweep_summary.json"  # align_kit.sweep_summary writes it; not imported to keep compare light
 WANDB_PREFIX = "wandb:"
 
 # The x-axis and the epoch counter are logged on every row but are not curves to compare.
@@ -47,6 +48,8 @@ class Run:
     series: dict[str, Series]
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    non_finite: dict[str, int] = field(default_factory=dict)  # metric -> values left out (NaN, inf, null)
+    folder: Path | None = None  # resolved, for a run read from a folder
 
 
 def is_number(value: Any) -> bool:
@@ -68,6 +71,20 @@ def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
         steps = sorted(by_step)
         series[metric] = Series(np.array(steps), np.array([by_step[step] for step in steps]))
     return series
+
+
+def count_non_finite(rows: list[tuple[float, dict]], null_counts: bool) -> dict[str, int]:
+    """Per metric, the logged values `series_from_rows` leaves out for not being finite numbers. metrics.jsonl
+    writes NaN and inf as null (`null_counts`); W&B keeps them as floats and leaves unlogged keys out."""
+    counts: dict[str, int] = {}
+    for _, row in rows:
+        if SUMMARY_ROW_KEY in row:
+            continue
+        for key, value in row.items():
+            bad = (value is None and null_counts) or (isinstance(value, float) and not math.isfinite(value))
+            if key not in NOT_METRICS and bad:
+                counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -134,27 +151,43 @@ def load_run_folder(folder: Path) -> Run:
     config = _read_yaml(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
     if not config:
         notes.append(f"{folder}: no {CONFIG_FILE}; every config key counts as unset for this run")
-    summary = {}
-    if (folder / SUMMARY_FILE).is_file():
-        try:
-            summary = json.loads((folder / SUMMARY_FILE).read_text())
-        except json.JSONDecodeError:
-            notes.append(f"{folder}: {SUMMARY_FILE} is not valid JSON; node choices ignored")
+    summary = _read_summary(folder, notes)
     rows, skipped = read_metrics_file(metrics_path)
     if skipped:
         notes.append(f"{folder}: skipped {skipped} malformed line(s) of {METRICS_FILE}")
+    seed = summary.get("seed", config.get("seed"))
     return Run(
         label=str(folder),
         config=flatten_config(config),
         # Older summaries wrote an unselected group (recipe, sweep) as "None"; newer ones leave it out.
         choices={group: str(node) for group, node in summary["choices"].items() if str(node) != "None"}
-        if "choices" in summary
+        if isinstance(summary.get("choices"), dict)
         else _choices_from_hydra(folder, config),
-        seed=summary.get("seed", config.get("seed")),
+        seed=seed if isinstance(seed, int | float | str) and not isinstance(seed, bool) else None,
         series=series_from_rows(rows),
         skipped_lines=skipped,
         notes=notes,
+        non_finite=count_non_finite(rows, null_counts=True),
+        folder=folder.resolve(),
     )
+
+
+def _read_summary(folder: Path, notes: list[str]) -> dict:
+    """summary.json as a mapping; anything else is noted and ignored (choices then come from Hydra's record)."""
+    path = folder / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        summary = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        notes.append(f"{folder}: {SUMMARY_FILE} is not valid JSON; node choices taken from .hydra/ instead")
+        return {}
+    if not isinstance(summary, dict):
+        notes.append(f"{folder}: {SUMMARY_FILE} is not a JSON object; node choices taken from .hydra/ instead")
+        return {}
+    if "choices" in summary and not isinstance(summary["choices"], dict):
+        notes.append(f"{folder}: {SUMMARY_FILE} has no mapping under 'choices'; node choices taken from .hydra/")
+    return summary
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -178,11 +211,32 @@ def find_run_folders(root: Path) -> list[Path]:
     return sorted(found, key=_natural_order)
 
 
+def _sweep_outcomes(sweep_folder: Path, notes: list[str]) -> dict[Path, dict]:
+    """Job folder -> its outcome from the sweep's sweep_summary.json (written by `align-kit sweep`), if any."""
+    path = sweep_folder / SWEEP_SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        outcomes = json.loads(path.read_text())["outcomes"]
+        # Jobs are found by folder name, so a sweep folder that was moved still matches.
+        return {(sweep_folder / Path(o["folder"]).name).resolve(): o for o in outcomes}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        notes.append(f"{path} is unreadable; the sweep's failed jobs cannot be told apart, so all are compared")
+        return {}
+
+
+def _job_name(outcome: dict) -> str:
+    return f"job {outcome.get('job')} ({' '.join(map(str, outcome.get('overrides') or []))})"
+
+
 def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
-    """Every run named by the inputs (folders or `wandb:ENTITY/PROJECT/GROUP`), and notes about what was skipped.
-    A folder without runs (a failed launch among `outputs/runs/*`) is noted; no runs at all is an error."""
+    """Every run named by the inputs (folders or `wandb:ENTITY/PROJECT/GROUP`), and notes about what was left out
+    and why. A folder named twice (or inside another input) counts once; a sweep job that sweep_summary.json
+    marks as failed is left out; a folder without runs is noted; no runs at all is an error."""
     runs: list[Run] = []
     notes: list[str] = []
+    seen: dict[Path, int] = {}
+    outcomes: dict[Path, dict] = {}
     for spec in inputs:
         if spec.startswith(WANDB_PREFIX):
             from align_kit.compare.wandb_source import load_wandb_group
@@ -196,7 +250,19 @@ def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
         folders = find_run_folders(Path(spec))
         if not folders:
             notes.append(f"no runs in {spec}")
-        runs += [load_run_folder(folder) for folder in folders]
+        for sweep_folder in {Path(spec).resolve(), *(folder.resolve().parent for folder in folders)}:
+            outcomes.update(_sweep_outcomes(sweep_folder, notes))
+        for folder in folders:
+            resolved = folder.resolve()
+            seen[resolved] = seen.get(resolved, 0) + 1
+            if seen[resolved] == 1:
+                runs.append(load_run_folder(folder))
+    notes += [f"{folder} was named {count} times; counted once" for folder, count in seen.items() if count > 1]
+    for folder, outcome in outcomes.items():
+        if outcome.get("status") != "ok":
+            error = f": {outcome['error']}" if outcome.get("error") else ""
+            notes.append(f"left out sweep {_job_name(outcome)} in {folder}: {outcome.get('status')}{error}")
+    runs = [run for run in runs if not (run.folder in outcomes and outcomes[run.folder].get("status") != "ok")]
     notes += [note for run in runs for note in run.notes]
     empty = [run.label for run in runs if not run.series]
     if empty:
@@ -207,4 +273,18 @@ def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
             f"no runs found in {', '.join(inputs)}: no {METRICS_FILE} (or wandb/offline-run-*) with a metric in them "
             "or below them; pass a run folder or a multirun sweep folder (align-kit train -m ...)"
         )
+    notes += non_finite_notes(runs)
     return runs, notes
+
+
+def non_finite_notes(runs: list[Run]) -> list[str]:
+    """One note per metric: how many non-finite values were left out, in which runs."""
+    notes = []
+    for metric in sorted({metric for run in runs for metric in run.non_finite}):
+        counted = [(run.label, run.non_finite[metric]) for run in runs if run.non_finite.get(metric)]
+        total = sum(count for _, count in counted)
+        where = ", ".join(f"{label} ({count})" for label, count in counted)
+        notes.append(
+            f"{metric}: left out {total} non-finite value(s) (NaN, inf or null) in {len(counted)} run(s): {where}"
+        )
+    return notes

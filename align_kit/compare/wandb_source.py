@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.compare import CompareError
-from align_kit.compare.runs import Run, flatten_config, is_number, series_from_rows
+from align_kit.compare.runs import Run, count_non_finite, flatten_config, is_number, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs, read_config, read_history, read_run_info
 
 METRIC_PREFIX = "train/"
@@ -44,6 +44,7 @@ def run_from_wandb(wandb_run: Any, label: str | None = None) -> Run:
         choices=choices,
         seed=config.get("seed"),
         series=series_from_rows(rows),
+        non_finite=count_non_finite(rows, null_counts=False),
     )
 
 
@@ -95,4 +96,6 @@ class OfflineRun:
 
 
 def load_offline_run(run_folder: Path) -> Run:
-    return run_from_wandb(OfflineRun(find_offline_runs(run_folder)), label=str(run_folder))
+    run = run_from_wandb(OfflineRun(find_offline_runs(run_folder)), label=str(run_folder))
+    run.folder = run_folder.resolve()
+    return run

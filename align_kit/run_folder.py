@@ -1,0 +1,303 @@
+"""Run folders are never clobbered, and a resume continues the run it names.
+
+What a folder holds decides what may happen to it:
+- new: missing, empty, or holding only Hydra's record of a launch that never trained (`.hydra/`, `*.log`):
+  a run starts there.
+- run: it holds a run (metrics.jsonl, summary.json, a checkpoint-N/, or config.yaml next to `.hydra/`):
+  `train.resume=true` continues it; `train.overwrite=true` moves the whole folder aside to
+  `<folder>.replaced-<time>` (nothing is deleted) and the run starts in a fresh folder; otherwise it is refused.
+- other: anything else that is not empty (a project folder): always refused; align_kit never moves it.
+
+`RunFolderGuard` (a Hydra callback) applies these rules before Hydra writes `.hydra/` into the folder, so a refusal
+leaves the folder as it was; `check_run_folder` applies them again inside `align_kit.train.run` for in-process use.
+
+On resume the composed config must equal the run's `config.yaml` except for RESUME_MAY_CHANGE, and the checkpoint
+the trainer will load (the highest checkpoint-N, as HF's `get_last_checkpoint` picks it) must be complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from align_kit.errors import ConfigError
+
+CONFIG_FILE = "config.yaml"
+HYDRA_RECORD = ".hydra"
+RUN_FILES = ("metrics.jsonl", "summary.json")
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+TRAINER_STATE = "trainer_state.json"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
+OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
+
+# Keys a resume may change: they say how long to train, how to log and where files live, not what is trained.
+RESUME_MAY_CHANGE = (
+    "train.resume",
+    "train.overwrite",
+    "trainer.max_steps",
+    "trainer.disable_tqdm",
+    "logger.*",
+    "paths.*",
+)
+RESUME_MAY_CHANGE_TEXT = "trainer.max_steps (raised), trainer.disable_tqdm, logger.*, paths.*"
+
+
+def folder_kind(folder: Path) -> str:
+    """'new', 'run', 'other' or 'file' (see the module docstring)."""
+    if not folder.exists():
+        return "new"
+    if not folder.is_dir():
+        return "file"
+    entries = set(os.listdir(folder))
+    if all(name == HYDRA_RECORD or name.endswith(".log") for name in entries):
+        return "new"
+    if entries & set(RUN_FILES) or latest_checkpoint(folder) or {HYDRA_RECORD, CONFIG_FILE} <= entries:
+        return "run"
+    return "other"
+
+
+def _named(folder: Path) -> str:
+    return str(folder) if folder.is_absolute() else f"{folder} (= {folder.resolve()})"
+
+
+def _shown(entries: list[str], limit: int = 3) -> str:
+    return ", ".join(sorted(entries)[:limit]) + (", ..." if len(entries) > limit else "")
+
+
+def check_run_folder(folder: Path, key: str, resume: bool, overwrite: bool) -> Path | None:
+    """Refuse a folder a run may not start in (ConfigError); with `overwrite`, move an old run aside and return
+    where it went."""
+    if resume and overwrite:
+        raise ConfigError(
+            "train.resume=true and train.overwrite=true contradict each other; resume the run, or move it aside"
+        )
+    kind = folder_kind(folder)
+    name = _named(folder)
+    if kind == "file":
+        raise ConfigError(f"{key}={name} is a file, not a folder; choose a new folder: {key}=<new folder>")
+    if kind == "other":
+        raise ConfigError(
+            f"{key}={name} is not empty and holds no align_kit run ({_shown(os.listdir(folder))}); "
+            f"align_kit starts runs only in a new or empty folder: {key}=<new folder>"
+        )
+    if kind == "new" or resume:
+        return None
+    if not overwrite:
+        raise ConfigError(
+            f"{key}={name} already holds a run ({_shown(os.listdir(folder))}); resume it with train.resume=true, "
+            f"move it aside with train.overwrite=true, or choose a new folder: {key}=<new folder>"
+        )
+    return move_aside(folder, key)
+
+
+def move_aside(folder: Path, key: str) -> Path:
+    resolved = folder.resolve()
+    if Path.cwd().resolve().is_relative_to(resolved):
+        raise ConfigError(
+            f"train.overwrite=true would move {key}={folder}, which holds the current folder; run from outside it"
+        )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    backup = resolved.with_name(f"{resolved.name}.replaced-{stamp}")
+    number = 1
+    while backup.exists():
+        number += 1
+        backup = resolved.with_name(f"{resolved.name}.replaced-{stamp}-{number}")
+    resolved.rename(backup)
+    print(f"align-kit: train.overwrite=true: moved the old run in {folder} to {backup}", file=sys.stderr)
+    return backup
+
+
+# --- resume -----------------------------------------------------------------------------------------------------
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint HF resumes from: the checkpoint-N folder with the highest N."""
+    found = [
+        (int(match.group(1)), folder / name)
+        for name in os.listdir(folder)
+        if (match := CHECKPOINT.match(name)) and (folder / name).is_dir()
+    ]
+    return max(found)[1] if found else None
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(config, dict):
+        return {prefix.rstrip("."): config}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        flat.update(
+            flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
+        )
+    return flat
+
+
+def _may_change(key: str, saved: Any, composed: Any) -> bool:
+    if key == "trainer.max_steps":
+        return isinstance(saved, int) and isinstance(composed, int) and composed >= saved
+    return any(
+        key == allowed or (allowed.endswith("*") and key.startswith(allowed[:-1])) for allowed in RESUME_MAY_CHANGE
+    )
+
+
+def _same(saved: Any, composed: Any) -> bool:
+    if isinstance(saved, float) and isinstance(composed, float) and math.isnan(saved) and math.isnan(composed):
+        return True
+    return saved == composed and type(saved) is type(composed)
+
+
+def config_differences(saved: dict, composed: dict) -> list[str]:
+    """`key (saved -> composed)` for every key outside RESUME_MAY_CHANGE that differs; absent keys show as unset."""
+    old, new = flatten(saved), flatten(composed)
+    unset = object()
+    differing = []
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key, unset), new.get(key, unset)
+        if not _same(before, after) and not _may_change(key, before, after):
+            shown = ["unset" if value is unset else repr(value) for value in (before, after)]
+            differing.append(f"{key} ({shown[0]} -> {shown[1]})")
+    return differing
+
+
+def check_resume(folder: Path, composed: dict) -> Path:
+    """Refuse a resume that would not continue the run in `folder` as it was configured; returns the checkpoint."""
+    checkpoint = latest_checkpoint(folder) if folder.is_dir() else None
+    if checkpoint is None:
+        raise ConfigError(
+            f"train.resume=true but {folder} holds no checkpoint; pass the killed run's folder as "
+            "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
+        )
+    saved_path = folder / CONFIG_FILE
+    if not saved_path.is_file():
+        raise ConfigError(
+            f"train.resume=true but {folder} has no {CONFIG_FILE} to check this config against; "
+            f"restore it from {folder}/{HYDRA_RECORD}/config.yaml"
+        )
+    saved = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True)
+    differing = config_differences(saved, composed)
+    if differing:
+        raise ConfigError(
+            f"train.resume=true but this config differs from {saved_path} at {', '.join(differing)}; "
+            f"resume with the run's own overrides ({folder}/{HYDRA_RECORD}/overrides.yaml); only "
+            f"{RESUME_MAY_CHANGE_TEXT} may change on resume"
+        )
+    save_only_model = bool((composed.get("trainer") or {}).get("save_only_model", False))
+    check_checkpoint(checkpoint, save_only_model)
+    return checkpoint
+
+
+def check_checkpoint(checkpoint: Path, save_only_model: bool = False) -> None:
+    """The files HF's resume reads, present and structurally whole (cheap: headers only, no tensors loaded)."""
+    problem = _checkpoint_problem(checkpoint, save_only_model)
+    if problem:
+        earlier = [p for p in checkpoint.parent.glob("checkpoint-*") if p != checkpoint and CHECKPOINT.match(p.name)]
+        fix = (
+            f"delete {checkpoint} to resume from the checkpoint before it"
+            if earlier
+            else "it is the run's only checkpoint: start a new run folder"
+        )
+        raise ConfigError(f"train.resume=true but the checkpoint to resume, {checkpoint}, {problem}; {fix}")
+
+
+def _checkpoint_problem(checkpoint: Path, save_only_model: bool) -> str | None:
+    state_path = checkpoint / TRAINER_STATE
+    if not state_path.is_file():
+        return f"has no {TRAINER_STATE}"
+    try:
+        state = json.loads(state_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return f"has an unreadable {TRAINER_STATE} (not JSON)"
+    if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
+        return f"has a {TRAINER_STATE} without a global_step"
+    weights = next((checkpoint / name for name in WEIGHT_FILES if (checkpoint / name).is_file()), None)
+    if weights is None:
+        return f"holds no model weights ({' or '.join(WEIGHT_FILES[::2])})"
+    if not _readable_weights(weights):
+        return f"has an unreadable {weights.name} (truncated or corrupt)"
+    if not save_only_model:
+        for name in OPTIMIZER_FILES:
+            if not (checkpoint / name).is_file():
+                return f"has no {name} (optimizer state)"
+            if not zipfile.is_zipfile(checkpoint / name):
+                return f"has an unreadable {name} (truncated or corrupt)"
+    return None
+
+
+def _readable_weights(path: Path) -> bool:
+    if path.name.endswith(".index.json"):
+        try:
+            shards = set(json.loads(path.read_text())["weight_map"].values())
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            return False
+        return all(_readable_weights(path.parent / shard) for shard in shards)
+    if path.suffix == ".bin":
+        return zipfile.is_zipfile(path)
+    return _readable_safetensors(path)
+
+
+def _readable_safetensors(path: Path) -> bool:
+    """A safetensors file is an 8-byte header length, a JSON header, then the tensor bytes it indexes."""
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+        return path.stat().st_size >= 8 + length + end
+    except (struct.error, ValueError, KeyError, TypeError, OSError, MemoryError):
+        return False
+
+
+# --- the Hydra callback -----------------------------------------------------------------------------------------
+
+
+def _task_config(config: DictConfig) -> dict:
+    task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
+    return OmegaConf.to_container(task, resolve=True)
+
+
+def _guard(config: DictConfig, key: str) -> None:
+    try:
+        location = OmegaConf.select(config, key)
+        if location is None or not str(location).strip():
+            raise ConfigError(
+                f"{key} is empty; name the folder, e.g. {key}=outputs/my_run (or leave it unset for a timestamped one)"
+            )
+        folder = Path(str(location))
+        train = config.get("train") or {}
+        resume, overwrite = bool(train.get("resume", False)), bool(train.get("overwrite", False))
+        if key == "hydra.sweep.dir":
+            # Each job checks its own folder; the sweep folder must be new or empty unless its jobs resume.
+            if folder.exists() and (not folder.is_dir() or os.listdir(folder)) and not resume:
+                if not (overwrite and folder.is_dir()):
+                    raise ConfigError(
+                        f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
+                        "with train.resume=true, or move it aside with train.overwrite=true"
+                    )
+                move_aside(folder, key)
+            return
+        check_run_folder(folder, key, resume, overwrite)
+        if resume:
+            check_resume(folder, _task_config(config))
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+class RunFolderGuard(Callback):
+    """Checks the run (or sweep) folder before Hydra creates it or writes `.hydra/` into it."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _guard(config, "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _guard(config, "hydra.sweep.dir")

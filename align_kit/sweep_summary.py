@@ -1,0 +1,123 @@
+"""Sweeps never hide failures: every job's outcome in one table and in `sweep_summary.json`.
+
+A job that fails at run time (a config error found inside the job, a halt by the health monitor, an exception)
+does not stop the sweep: the task function returns its outcome and the next job runs. When the sweep ends,
+`SweepSummary` (a Hydra callback) prints the table, writes it to `<sweep folder>/sweep_summary.json` and exits
+with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. The outcomes
+are collected in this process, which is how Hydra's default (basic) launcher runs jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+SWEEP_SUMMARY_FILE = "sweep_summary.json"
+ERROR_LOG = "error.log"
+OK = "ok"
+FAILED_EXIT_CODE = 1
+
+
+@dataclass
+class JobOutcome:
+    job: int
+    overrides: list[str]
+    status: str  # ok | config error | training halted | failed
+    error: str | None  # the last line of the error
+    folder: str
+
+
+def last_line(error: BaseException) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
+def failed_job(run_dir: str, error: BaseException) -> dict[str, str]:
+    """What the task function returns for an unexpected exception: the traceback goes to the job's error.log."""
+    path = Path(run_dir) / ERROR_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(traceback.format_exception(error)))
+    line = f"{type(error).__name__}: {last_line(error)}"
+    print(f"align-kit: job failed: {line} (traceback in {path})", file=sys.stderr)
+    return {"status": "failed", "error": line}
+
+
+def _outcome(config: DictConfig, job_return: JobReturn) -> JobOutcome:
+    if job_return.status == JobStatus.COMPLETED:
+        value = job_return.return_value if isinstance(job_return.return_value, dict) else {}
+        status, error = value.get("status", OK), value.get("error")
+    else:  # raised past the task function: Hydra kept the exception
+        raised = job_return._return_value
+        status, error = "failed", f"{type(raised).__name__}: {last_line(raised)}"
+    return JobOutcome(
+        job=int(config.hydra.job.num),
+        overrides=list(job_return.overrides or []),
+        status=status,
+        error=error,
+        folder=str(config.hydra.runtime.output_dir),
+    )
+
+
+def common_overrides(outcomes: list[JobOutcome]) -> list[str]:
+    """The overrides every job shares (the sweep's fixed settings); the table shows each job's others."""
+    if len(outcomes) < 2:
+        return []
+    shared = set.intersection(*(set(o.overrides) for o in outcomes))
+    return [override for override in outcomes[0].overrides if override in shared]
+
+
+def format_table(outcomes: list[JobOutcome]) -> str:
+    common = common_overrides(outcomes)
+    rows = [("job", "overrides", "status", "last error line")]
+    rows += [
+        (str(o.job), " ".join(x for x in o.overrides if x not in common), o.status, o.error or "") for o in outcomes
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    lines = [f"every job: {' '.join(common)}"] if common else []
+    lines += [
+        ("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]).rstrip()
+        for row in rows
+    ]
+    return "\n".join(lines)
+
+
+class SweepSummary(Callback):
+    def __init__(self) -> None:
+        self.outcomes: list[JobOutcome] = []
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.outcomes = []
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if config.hydra.mode == RunMode.MULTIRUN:
+            self.outcomes.append(_outcome(config, job_return))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        failed = [o for o in self.outcomes if o.status != OK]
+        path = Path(str(config.hydra.sweep.dir)) / SWEEP_SUMMARY_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            json.dumps(
+                {"jobs": len(self.outcomes), "failed": len(failed), "outcomes": [asdict(o) for o in self.outcomes]},
+                indent=2,
+            )
+        )
+        print(f"\nalign-kit: sweep finished: {len(self.outcomes) - len(failed)} of {len(self.outcomes)} jobs ok")
+        print(format_table(self.outcomes))
+        print(f"align-kit: table in {path}")
+        if failed:
+            print(
+                f"align-kit: sweep failed: {len(failed)} of {len(self.outcomes)} jobs failed "
+                f"(jobs {', '.join(str(o.job) for o in failed)}); see {path}",
+                file=sys.stderr,
+            )
+            sys.exit(FAILED_EXIT_CODE)

@@ -1,0 +1,96 @@
+"""A sweep never hides a failed job: the others finish, the table and sweep_summary.json name it, the exit status
+is 1. The jobs go through the real multirun path with `align_kit.train.run` replaced by a stub that fails by seed
+(a traceback-worthy exception, a config error found inside the job, a monitor halt), so no model loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import cli_env
+
+STUB_SWEEP = """
+import sys
+from types import SimpleNamespace
+from align_kit import cli, train
+from align_kit.errors import ConfigError, TrainingHalted
+
+def stub_run(cfg, choices, run_dir, group=None, name="default"):
+    if cfg.seed == 2:
+        raise RuntimeError("loss exploded\\nat step 3")
+    if cfg.seed == 3:
+        raise ConfigError("task.path=x.jsonl: row 4 has an empty prompt; fix the file")
+    if cfg.seed == 4:
+        raise TrainingHalted(SimpleNamespace(step=6, rule="non_finite", message="loss is nan", advice="lower lr"))
+    return {}
+
+train.run = stub_run
+cli.main(sys.argv[1:])
+"""
+
+
+def stub_sweep(cache_dir: str, sweep_dir: Path, seeds: str) -> subprocess.CompletedProcess:
+    args = ["sweep", "clip_higher", "clip.eps_high=0.28", f"seed={seeds}", f"hydra.sweep.dir={sweep_dir}"]
+    root = str(Path(__file__).resolve().parent.parent)
+    return subprocess.run(
+        [sys.executable, "-c", STUB_SWEEP, *args],
+        capture_output=True,
+        text=True,
+        env=dict(cli_env(cache_dir), PYTHONPATH=root),
+    )
+
+
+def outcome(job: int, seed: int, status: str, error: str | None, sweep_dir: Path) -> dict:
+    overrides = ["clip.eps_high=0.28", f"seed={seed}", "sweep=clip_higher"]  # in the order Hydra lists them
+    return {"job": job, "overrides": overrides, "status": status, "error": error, "folder": str(sweep_dir / str(job))}
+
+
+def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path):
+    result = stub_sweep(cache_dir, tmp_path, "1,2,3,4,5")
+    assert result.returncode == 1, result.stderr[-2000:]
+
+    halt = "halted at step 6 by non_finite: loss is nan; advice: lower lr"
+    empty_prompt = "task.path=x.jsonl: row 4 has an empty prompt; fix the file"
+    expected = [
+        outcome(0, 1, "ok", None, tmp_path),
+        outcome(1, 2, "failed", "RuntimeError: at step 3", tmp_path),
+        outcome(2, 3, "config error", empty_prompt, tmp_path),
+        outcome(3, 4, "training halted", halt, tmp_path),
+        outcome(4, 5, "ok", None, tmp_path),  # ran after the failures
+    ]
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
+    assert summary == {"jobs": 5, "failed": 3, "outcomes": expected}
+
+    # The overrides all jobs share are said once; each row shows the job's own.
+    table = [
+        "every job: clip.eps_high=0.28 sweep=clip_higher",
+        "job  overrides  status           last error line",
+        "0    seed=1     ok",
+        "1    seed=2     failed           RuntimeError: at step 3",
+        f"2    seed=3     config error     {empty_prompt}",
+        f"3    seed=4     training halted  {halt}",
+        "4    seed=5     ok",
+    ]
+    printed = result.stdout.splitlines()
+    start = printed.index(table[0])
+    assert printed[start : start + len(table)] == table
+    assert printed[start - 1] == "align-kit: sweep finished: 2 of 5 jobs ok"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"align-kit: sweep failed: 3 of 5 jobs failed (jobs 1, 2, 3); see {tmp_path}/sweep_summary.json"
+    )
+    assert "Traceback" not in result.stderr
+    # The unexpected exception's traceback is kept in its job's folder.
+    assert "RuntimeError: loss exploded" in (tmp_path / "1" / "error.log").read_text()
+
+
+def test_a_sweep_without_failures_exits_zero_with_its_summary(cache_dir, tmp_path):
+    result = stub_sweep(cache_dir, tmp_path, "1,5")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
+    assert summary == {
+        "jobs": 2,
+        "failed": 0,
+        "outcomes": [outcome(0, 1, "ok", None, tmp_path), outcome(1, 5, "ok", None, tmp_path)],
+    }
