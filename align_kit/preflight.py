@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from align_kit.config import compose
 from align_kit.errors import ConfigError
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
+from align_kit.schema import resolved
 
 # Hydra's own flags that print or inspect instead of running a job: no pre-flight for them.
 _INSPECTING = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
@@ -77,6 +78,11 @@ def validate_job(overrides: list[str], job_index: int | None = None, data_cache:
     cfg = compose(overrides, job_index)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
+    if cfg.train.get("resume"):
+        from align_kit.run_folder import check_resume
+
+        # The run's saved config and the checkpoint it would load (read-only; named precisely there).
+        check_resume(Path(run_dir), resolved(cfg))
     return validate_composed(cfg, tagged_choices(HydraConfig.get().runtime.choices), run_dir, data_cache)
 
 
