@@ -78,7 +78,7 @@ def validate_job(overrides: list[str], job_index: int | None = None, data_cache:
     cfg = compose(overrides, job_index)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
-    if cfg.train.get("resume"):
+    if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
         from align_kit.run_folder import check_resume
 
         # The run's saved config and the checkpoint it would load (read-only; named precisely there).
