@@ -108,7 +108,7 @@ class AlignTrainer(GRPOTrainer):
             validate_dataset(plan, train_dataset)
         run_dir = Path(plan.grpo_kwargs["output_dir"])
         eval_dataset = plan.task.dataset("eval") if getattr(plan.task, "num_eval", 0) else None
-        monitor = HealthMonitor(plan.monitor, plan.effective("max_completion_length"), plan.reward_max)
+        monitor = HealthMonitor.from_plan(plan)
         health = HealthMonitorCallback(monitor, run_dir, run_dir / METRICS_FILE)
         trainer = cls(
             model=model,

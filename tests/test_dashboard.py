@@ -1,8 +1,9 @@
-"""The dashboard line of seed 002 §18.3.7, character for character."""
+"""The dashboard of the policy-optimization chapter (18.3.7), character for character, and its windows."""
 
 from __future__ import annotations
 
 from align_kit.monitor import Alert, dashboard_line
+from align_kit.monitor.dashboard import Dashboard, window_means
 
 SEED_EXAMPLE = {
     "loss": 0.42,
@@ -55,3 +56,33 @@ def test_alerts_are_appended_one_per_line():
         "  ALERT entropy_drop (halt): entropy 0.2 < 0.25 (window max 0.5); advice: clip=clip_higher",
         "  ALERT kl_rising (warn): kl rose; advice: kl.beta",
     ]
+
+
+def test_one_block_per_generation_window():
+    # 2 mini-steps per generation, logging_steps=1: steps 1 and 3 generate (they log a reward), step 2
+    # only trains. Step 2 prints nothing; step 3's block shows the mean of steps 2-3 (loss (0.75 + 0.25)/2
+    # = 0.5, entropy (0.375 + 0.125)/2 = 0.25) with step 3's reward.
+    dashboard = Dashboard()
+    first = dashboard.update(1, 4, {"loss": 0.125, "reward": 0.5, "entropy": 0.5})
+    assert first.startswith("[Step 1/4] loss=0.12 reward_avg=0.500 ")
+    assert dashboard.update(2, 4, {"loss": 0.75, "entropy": 0.375, "policy_ratio/mean": 1.25}) is None
+    block = dashboard.update(3, 4, {"loss": 0.25, "reward": 0.75, "entropy": 0.125, "policy_ratio/mean": 1.0})
+    assert block == (
+        "[Step 3/4] loss=0.50 reward_avg=0.750 format_reward_avg=-\n"
+        "  kl=- tok/sec=- avg_resp_len=-\n"
+        "  adv_avg=- adv_std=- entropy_avg=0.25 policy_ratio=1.12"
+    )
+    assert "[Step 2/" not in first + block
+
+
+def test_alerts_on_a_training_only_step_print_at_once():
+    alert = Alert(2, "non_finite", "halt", {}, "grad_norm is nan", "lower trainer.learning_rate")
+    dashboard = Dashboard()
+    dashboard.update(1, 4, {"loss": 0.5, "reward": 0.5})
+    text = dashboard.update(2, 4, {"loss": float("nan"), "grad_norm": float("nan")}, [alert])
+    assert text == "ALERT non_finite (halt): grad_norm is nan; advice: lower trainer.learning_rate"
+
+
+def test_window_means_skip_missing_and_non_finite_values():
+    rows = [{"loss": 0.5, "entropy": None}, {"loss": float("nan"), "entropy": 0.25}, {"reward": 1.0}]
+    assert window_means(rows) == {"loss": 0.5, "entropy": 0.25, "reward": 1.0}

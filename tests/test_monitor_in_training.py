@@ -13,7 +13,7 @@ from align_kit.tracking.metrics_file import read_metrics
 from tests.conftest import cli_env
 
 # A learning rate far too high with mini-steps: after one update the policy has moved so far that
-# the second mini-step's ratio pi/pi_old is nowhere near 1 (seed 002, 18.3.4: |mean - 1| > 0.5).
+# the second mini-step's ratio pi/pi_old is nowhere near 1 (the policy-optimization chapter, 18.3.4: |mean - 1| > 0.5).
 COLLAPSING = ["logger=none", "trainer.learning_rate=0.05", "trainer.max_steps=8"]
 
 
@@ -65,5 +65,71 @@ def test_halted_run_exits_non_zero_from_the_cli(overrides_for, cache_dir, tmp_pa
     )
     assert result.returncode == 3
     assert "align-kit: training halted: halted at step" in result.stderr
-    assert "[Step 1/8] loss=" in result.stdout + result.stderr  # the dashboard line
-    assert "ALERT policy_ratio_drift (halt)" in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert "[Step 1/8] loss=" in output  # the dashboard block of the first generation
+    # 2 mini-steps per generation: the even steps only train and print no block (no lines of "-").
+    assert "[Step 2/8]" not in output and "reward_avg=-" not in output
+    assert "ALERT policy_ratio_drift (halt)" in output
+
+
+def test_non_finite_training_halts_keeping_the_last_finite_checkpoint(overrides_for, cache_dir, tmp_path):
+    # lr 1e30: Adam's first update moves every weight by about 1e30 (finite, so checkpoint-1 is saved);
+    # the second mini-step's backward overflows and the grad norm is NaN while the logged loss is not.
+    run = ["logger=none", "trainer.learning_rate=1e30", "trainer.max_steps=6", "trainer.save_steps=1"]
+    overrides = overrides_for(*run, fast_training=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "align_kit.train", *overrides, "trainer.disable_tqdm=true", f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        env=cli_env(cache_dir),
+    )
+    assert result.returncode == 3, result.stderr[-2000:]
+    halt = json.loads((tmp_path / "halt.json").read_text())
+    rows = {row["step"]: row for row in read_metrics(tmp_path / "metrics.jsonl") if "loss" in row}  # training steps
+    step = halt["step"]
+    # The first non-finite metric, read independently from metrics.jsonl (non-finite values are stored
+    # as null): every earlier row finite, and at the halting step the named metric is the first null.
+    assert all(rows[s]["loss"] is not None and rows[s]["grad_norm"] is not None for s in rows if s < step)
+    first_null = next(name for name in ("loss", "grad_norm") if rows[step][name] is None)
+    assert (halt["rule"], halt["action"], halt["metric"]) == ("non_finite", "halt", first_null)
+    assert halt["message"].startswith(f"{first_null} is nan")
+    assert f"align-kit: training halted: halted at step {step} by non_finite: {first_null} is nan" in result.stderr
+    # No checkpoint of the broken weights; the last one is named and holds finite weights.
+    checkpoints = sorted(int(path.name.split("-")[1]) for path in tmp_path.glob("checkpoint-*"))
+    assert checkpoints and max(checkpoints) < step
+    last = tmp_path / f"checkpoint-{max(checkpoints)}"
+    assert f"the last finite checkpoint is {last}" in halt["advice"]
+    from safetensors.torch import load_file
+
+    weights = load_file(last / "model.safetensors")
+    assert all(bool(tensor.isfinite().all()) for tensor in weights.values())
+
+
+def test_a_due_save_of_non_finite_weights_is_refused(tmp_path):
+    import torch
+    from transformers import TrainerControl, TrainerState
+
+    from align_kit.monitor import HealthMonitor, HealthMonitorConfig
+    from align_kit.monitor.callback import HealthMonitorCallback
+
+    model = torch.nn.Linear(2, 2)
+    callback = HealthMonitorCallback(HealthMonitor(HealthMonitorConfig()), tmp_path, tmp_path / "metrics.jsonl")
+    state = TrainerState(global_step=4)
+    # Finite weights: the save goes ahead.
+    control = TrainerControl(should_save=True, should_log=False)
+    callback.on_step_end(None, state, control, model=model)
+    assert control.should_save and callback.halted is None
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    # A NaN weight on a step that logs: no save; the logged metrics will name what went non-finite.
+    control = TrainerControl(should_save=True, should_log=True)
+    callback.on_step_end(None, state, control, model=model)
+    assert not control.should_save and callback.halted is None
+    # A step that logs nothing: no save, and the halt names the weights.
+    control = TrainerControl(should_save=True, should_log=False)
+    callback.on_step_end(None, state, control, model=model)
+    assert not control.should_save and control.should_training_stop
+    assert (callback.halted.rule, callback.halted.metric, callback.halted.step) == ("non_finite", "weights", 4)
+    assert json.loads((tmp_path / "halt.json").read_text())["advice"].endswith(
+        "no checkpoint was saved before this step (trainer.save_steps)"
+    )

@@ -15,7 +15,8 @@ from hydra.utils import instantiate
 from align_kit import CONF_DIR
 from align_kit.errors import ConfigError
 from align_kit.monitor import RULES, Alert, HealthMonitor, HealthMonitorConfig
-from align_kit.monitor.config import AboveThreshold, RewardPlateau
+from align_kit.monitor.config import AboveThreshold, EntropyDrop, RewardPlateau
+from align_kit.monitor.rules import RunContext
 
 Stream = list[tuple[int, dict[str, float | None]]]
 
@@ -59,39 +60,63 @@ def test_every_rule_has_a_settings_block():
 
 
 def test_entropy_rules_default(configs):
-    # entropy_decline (fall 0.4): 0.5625 < 0.6 x 1.0 at step 11 (a log-only rule by default).
-    # entropy_drop (fall 0.5, 100 steps): needs < 0.5 x 1.0 = 0.5; 0.4375 first at step 21.
-    # entropy_collapse (span 10, fall 0.5): at step 20+j the last 10 average 0.5625 - 0.0125 j;
-    #   j = 5 gives exactly 0.5 (not below 0.5), j = 6 gives 0.4875 < 0.5 -> step 26.
+    # Smoothed over 10 points (changed from single values: one noisy batch tripped entropy_drop on
+    # healthy runs). At step 10 + j (j <= 10) the last 10 average 1 - 0.04375 j; at 20 + j, 0.5625 - 0.0125 j.
+    # entropy_decline (fall 0.4, log): < 0.6 x 1.0 first at j = 10 (0.5625; j = 9 gives 0.60625) -> step 20.
+    # entropy_collapse (first 10 vs last 10, fall 0.5) and entropy_drop (10-point mean vs its maximum 1.0 in
+    #   the 100-step window, fall 0.5): < 0.5 first at step 26 (0.4875; step 25 gives exactly 0.5).
     monitor = monitor_for(configs["default"])
     alerts = [alert for step, metrics in ENTROPY for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule, a.action) for a in alerts] == [
-        (11, "entropy_decline", "log"),
-        (21, "entropy_drop", "warn"),
+        (20, "entropy_decline", "log"),
         (26, "entropy_collapse", "warn"),
+        (26, "entropy_drop", "warn"),
     ]
-    assert alerts[2].values == {"early_mean": 1.0, "recent_mean": 0.4875, "threshold": 0.5}
+    assert alerts[1].values == {"early_mean": 1.0, "recent_mean": 0.4875, "threshold": 0.5}
+    assert alerts[2].values == {"latest": 0.4875, "window_max": 1.0, "threshold": 0.5}
 
 
 def test_entropy_rules_strict(configs):
-    # entropy_collapse fall 0.4: threshold 0.6; first evaluable at step 20 (20 points): 0.5625 < 0.6.
-    # entropy_drop fall 0.4: 0.5625 < 0.6 x 1.0 at step 11; entropy_decline fall 0.3: 0.5625 < 0.7 at 11.
+    # entropy_decline fall 0.3: 1 - 0.04375 j < 0.7 first at j = 7 (0.69375) -> step 17.
+    # entropy_collapse fall 0.4: first evaluable at step 20 (20 points): 0.5625 < 0.6.
+    # entropy_drop fall 0.4 (a halt): 1 - 0.04375 j < 0.6 first at j = 10 -> step 20.
     monitor = monitor_for(configs["strict"])
     alerts = [alert for step, metrics in ENTROPY for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule, a.action) for a in alerts] == [
-        (11, "entropy_drop", "halt"),
-        (11, "entropy_decline", "warn"),
+        (17, "entropy_decline", "warn"),
         (20, "entropy_collapse", "warn"),
+        (20, "entropy_drop", "halt"),
     ]
 
 
-def test_entropy_drop_window_counts_training_steps(configs):
-    # Logged every 50 steps. At step 150 the 100-step window holds steps 50-150: max 0.75, so the
-    # threshold is 0.375 and 0.4375 does not fire (a whole-history max of 1.0 would: 0.4375 < 0.5).
-    # At step 200 the window holds steps 100-200: max 0.625, threshold 0.3125 > 0.3 -> fires.
-    # entropy_decline: 0.625 >= 0.6, 0.4375 < 0.6 -> step 150. entropy_collapse: 5 points < 20.
-    stream = series("entropy", [1.0, 0.75, 0.625, 0.4375, 0.3], first_step=0, every=50)
-    assert fired(monitor_for(configs["default"]), stream) == [(150, "entropy_decline"), (200, "entropy_drop")]
+def test_one_noisy_batch_does_not_trip_entropy_drop(configs):
+    # The healthy-run case: entropy steady at 0.125 with one batch at 0.03125 (step 49). The 10-point
+    # mean there is (9 x 0.125 + 0.03125)/10 = 0.115625, above 0.5 x 0.125. A real fall to 0.03125 from
+    # step 51 on: the mean at 50 + j is 0.125 - 0.009375 j < 0.0625 first at j = 7 -> step 57.
+    noisy = series("entropy", [0.125] * 48 + [0.03125] + [0.125] * 20)
+    assert fired(monitor_for(configs["default"]), noisy) == []
+    # entropy_collapse (first-10 mean 0.125, same threshold) fires with it; entropy_decline (log, fall
+    # 0.4: < 0.075) at j = 6 (0.06875).
+    falling = series("entropy", [0.125] * 50 + [0.03125] * 10)
+    assert fired(monitor_for(configs["default"]), falling) == [
+        (56, "entropy_decline"),
+        (57, "entropy_collapse"),
+        (57, "entropy_drop"),
+    ]
+
+
+def test_entropy_drop_window_counts_training_steps():
+    # Logged every 50 steps, span 2: smoothed values at steps 50..250 are 1.0, 0.75, 0.5, 0.475, 0.45.
+    # At step 150 the 100-step window (steps >= 50) holds 1.0: 0.5 is not below 0.5 x 1.0.
+    # At step 200 it holds steps 100-200 (max 0.75, threshold 0.375): 0.475 stays above, although a
+    # whole-history maximum (1.0, threshold 0.5) would fire. Step 250: max 0.5, threshold 0.25.
+    config = HealthMonitorConfig(entropy_drop=EntropyDrop(span=2, window_steps=100, fall=0.5))
+    stream = series("entropy", [1.0, 1.0, 0.5, 0.5, 0.45, 0.45], first_step=0, every=50)
+    assert [a for a in fired(monitor_for(config), stream) if a[1] == "entropy_drop"] == []
+    # Then 0.2 at steps 300 and 350: smoothed 0.325 at 300 (window max 0.475, threshold 0.2375) does
+    # not fire; 0.2 at 350 (window steps 250-350, max 0.45, threshold 0.225) does.
+    longer = stream + series("entropy", [0.2, 0.2], first_step=300, every=50)
+    assert [a for a in fired(monitor_for(config), longer) if a[1] == "entropy_drop"] == [(350, "entropy_drop")]
 
 
 def test_fires_once_per_episode_and_rearms_after_recovery():
@@ -107,8 +132,8 @@ def test_fires_once_per_episode_and_rearms_after_recovery():
         "action": "warn",
         "values": {"recent_mean": 0.6, "threshold": 0.5},
         "message": "frac_reward_zero_std mean 0.600 > 0.500: the batch lost its learning signal",
-        "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, "
-        "or sampling=dynamic",
+        "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, sampling=dynamic",
+        "metric": "frac_reward_zero_std",  # new field: the metric the rule read
     }
 
 
@@ -138,11 +163,32 @@ def test_zero_std_groups_default_vs_strict(configs):
     assert fired(monitor_for(configs["strict"]), steady) == [(5, "zero_std_groups")]
 
 
-def test_zero_advantage_threshold_is_strictly_above(configs):
-    # Default span 10, > 0.3. Ten 0.25s, then 0.5s: the last-10 mean at step 10+j is (2.5 + 0.25 j)/10.
-    # j = 2: exactly 0.3 (not above); j = 3: 0.325 -> fires at step 13.
-    stream = series("adv/zero_std_fraction", [0.25] * 10 + [0.5] * 5)
-    assert fired(monitor_for(configs["default"]), stream) == [(13, "zero_advantage")]
+def test_zero_advantage_fires_on_a_rising_share_only(configs):
+    # Changed from "10-point mean > 0.3": the default run's share hovers at 0.2-0.35 without rising
+    # (a steady third of the groups are flat), and the policy-optimization chapter (18.3.2) names a
+    # share that keeps rising beyond 30 %. A steady 0.375 therefore never fires.
+    assert fired(monitor_for(configs["default"]), series("adv/zero_std_fraction", [0.375] * 60)) == []
+    # 40 points at 0.25, then 0.5625. Default (span 10, > 0.3; window 40, rise > 0.15): at step 40 + j the
+    # window's first half is all 0.25 and its second half averages 0.25 + 0.015625 j: the change exceeds
+    # 0.15 first at j = 10 (0.15625; j = 9 gives 0.140625), the last 10 all 0.5625 > 0.3 -> step 50.
+    rising = series("adv/zero_std_fraction", [0.25] * 40 + [0.5625] * 15)
+    assert fired(monitor_for(configs["default"]), rising) == [(50, "zero_advantage")]
+    # Strict (span 5, > 0.2; window 20): second half 0.25 + 0.03125 j, change > 0.15 first at j = 5
+    # (0.15625), last 5 all 0.5625 -> step 45, a halt.
+    monitor = monitor_for(configs["strict"])
+    alerts = [alert for step, metrics in rising for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action) for a in alerts] == [(45, "zero_advantage", "halt")]
+
+
+def test_zero_std_groups_prefers_align_kits_flat_fraction(configs):
+    # Both logged: TRL's undercounts groups flat at 0.2 or 0.8 (float32 std above 1e-8), so the rule reads
+    # align_kit's groups/flat_fraction: 10 points at 0.625 > 0.5 -> step 10.
+    stream = series("groups/flat_fraction", [0.625] * 10)
+    stream = [(step, {**metrics, "frac_reward_zero_std": 0.0}) for step, metrics in stream]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.metric) for a in alerts] == [(10, "zero_std_groups", "groups/flat_fraction")]
+    assert alerts[0].message.startswith("groups/flat_fraction mean 0.625 > 0.500")
 
 
 # Mean length: steps 1-10 at 20, 11-20 at 50, 21-23 at 96, 24 at 80, 25 at 99; max_completion_length 100.
@@ -196,8 +242,9 @@ def test_reward_plateau_flat_below_the_maximum():
 
 
 def test_reward_plateau_default_vs_strict(configs):
-    flat = series("reward", [0.5] * 60)
-    assert fired(monitor_for(configs["default"]), flat) == [(50, "reward_plateau")]  # window 50
+    flat = series("reward", [0.5] * 110)
+    # Window 100 (was 50: on healthy runs the slowly rising reward read as flat within the noise).
+    assert fired(monitor_for(configs["default"]), flat) == [(100, "reward_plateau")]
     assert fired(monitor_for(configs["strict"]), flat) == [(30, "reward_plateau")]  # window 30
 
 
@@ -228,7 +275,7 @@ def test_policy_ratio_drift(configs):
 
 def test_clip_ratio_rises_then_drops_to_zero(configs):
     # 0.01 .. 0.10 over steps 1-10: strictly rising over 10 points at step 10. Then zeros from
-    # step 11: the last 10 (steps 11-20) are all zero after a non-zero 0.10 -> step 20.
+    # step 11: the last 10 (steps 11-20) are all zero after 10 points averaging 0.055 > 1e-3 -> step 20.
     stream = series("clip_ratio/region_mean", [k / 100 for k in range(1, 11)] + [0.0] * 12)
     assert fired(monitor_for(configs["default"]), stream) == [(10, "clip_ratio_rising"), (20, "clip_ratio_zero")]
 
@@ -236,6 +283,21 @@ def test_clip_ratio_rises_then_drops_to_zero(configs):
 def test_clip_ratio_never_clipping_is_not_a_drop(configs):
     # A fully on-policy run logs a clip ratio of exactly 0 throughout.
     assert fired(monitor_for(configs["default"]), series("clip_ratio/region_mean", [0.0] * 30)) == []
+    # The healthy-run case (an advantage-sweep arm at lr 2e-5): one token batch clipped once (0.00136
+    # at step 10), zeros around it: the 10 points before the zero window average 0.000136 < 1e-3.
+    lone = series("clip_ratio/region_mean", [0.0] * 9 + [0.00136] + [0.0] * 20)
+    assert fired(monitor_for(configs["default"]), lone) == []
+
+
+def test_logp_mismatch_reads_trls_vllm_metric(configs):
+    # Rollouts from vLLM: TRL logs the same quantity (mean |logp difference|) under its own name.
+    stream = series("sampling/sampling_logp_difference/mean", [0.006, 0.02])
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.metric) for a in alerts] == [
+        (2, "logp_mismatch", "sampling/sampling_logp_difference/mean")
+    ]
+    assert "(sampling/sampling_logp_difference/mean) mean 0.02 > 0.01" in alerts[0].message
 
 
 def test_logp_mismatch(configs):
@@ -287,6 +349,14 @@ def test_missing_metrics_fire_nothing(configs):
     assert fired(monitor_for(configs["strict"]), stream) == []
 
 
+# Values the advice texts read: a length that grew into the budget, a ceiling of 1.0, the format reward.
+ADVICE_VALUES = {"first": 20.0, "threshold": 30.4, "reward_max": 1.0, "format": "format"}
+
+
+def advice(rule: str, context: RunContext) -> str:
+    return next(r.advice for r in RULES if r.name == rule)(context, ADVICE_VALUES)
+
+
 @pytest.mark.parametrize(
     ("rule", "node"),
     [
@@ -294,14 +364,91 @@ def test_missing_metrics_fire_nothing(configs):
         ("entropy_drop", "eps_high >= 0.28"),
         ("zero_std_groups", "advantage=ngrpo"),
         ("zero_advantage", "sampling=dynamic"),
+        ("reward_collapse", "advantage=gdpo"),
+        ("reward_collapse", "reward.format.weight"),
+        ("reward_decline", "trainer.learning_rate"),
         ("length_growth", "overlong=soft_punish"),
         ("length_near_max", "overlong=soft_punish"),
         ("kl_rising", "kl.beta"),
+        ("policy_ratio_noise", "trainer.learning_rate"),
         ("train_eval_divergence", "kl=constant"),
+        ("non_finite", "trainer.learning_rate"),
     ],
 )
 def test_advice_names_the_align_kit_node(rule, node):
-    assert node in next(r.advice for r in RULES if r.name == rule)
+    # The default composition (nothing on): the advice names the node to switch on.
+    assert node in advice(rule, RunContext())
+
+
+# Every node the advice can recommend, switched on at once.
+ALL_ON = RunContext(
+    advantage="ngrpo",
+    clip_higher=True,
+    eps_high=0.28,
+    dynamic_sampling=True,
+    max_gen_batches=4,
+    overlong_shaping=True,
+    kl_on=True,
+    routing_replay=True,
+    reward_weights={"correctness": 0.8, "format": 0.2},
+)
+
+
+@pytest.mark.parametrize("rule", [r.name for r in RULES])
+def test_advice_never_recommends_a_node_already_on(rule):
+    text = advice(rule, ALL_ON)
+    for node in ("clip=clip_higher", "sampling=dynamic", "advantage=ngrpo", "overlong=soft_punish", "kl=constant",
+                 "routing_replay=r2"):  # fmt: skip
+        assert node not in text, (rule, text)
+    assert "advantage=gdpo" not in advice(rule, RunContext(advantage="gdpo"))
+
+
+def test_advice_for_what_is_already_on():
+    assert advice("entropy_drop", ALL_ON).startswith(
+        "Clip-Higher is already on (clip.eps_high=0.28): raise clip.eps_high"
+    )
+    # Dynamic sampling on and the trained batch still flat (issue: "enable dynamic sampling" told to a run using it).
+    for rule in ("zero_advantage", "zero_std_groups"):
+        assert "dynamic sampling is on" in advice(rule, ALL_ON)
+        assert "raise sampling.max_gen_batches or change the data difficulty" in advice(rule, ALL_ON)
+    assert advice("reward_plateau", ALL_ON).endswith("too hard: change the data difficulty")
+    assert advice("reward_plateau", RunContext()).endswith("too hard: sampling=dynamic or advantage=ngrpo")
+    assert advice("grad_norm_vanishing", RunContext(advantage="ngrpo")).endswith(": sampling=dynamic")
+    assert "raise kl.beta" in advice("train_eval_divergence", ALL_ON)
+    assert advice("reward_collapse", ALL_ON).endswith("lower the format weight (reward.format.weight, now 0.2)")
+    assert advice("reward_collapse", RunContext(advantage="gdpo")).startswith("GDPO is already on")
+
+
+def test_length_near_max_from_the_first_step_means_the_budget_is_too_short(configs):
+    # A 12-token budget for 20-token answers: every completion is cut from step 1 (12 >= 0.95 x 12).
+    monitor = HealthMonitor(configs["default"], context=RunContext(max_completion_length=12))
+    alerts = monitor.update(1, {"completions/mean_length": 12.0})
+    assert [a.rule for a in alerts] == ["length_near_max"]
+    assert alerts[0].advice == (
+        "completions filled the budget from the first step: trainer.max_completion_length=12 is too short "
+        "for this task; raise it"
+    )
+
+
+def test_run_context_from_a_composed_plan():
+    from align_kit.config import compose
+    from align_kit.plan import build_plan
+
+    overrides = ["logger=none", "clip=clip_higher", "sampling=dynamic", "advantage=ngrpo", "kl=constant"]
+    plan = build_plan(compose(overrides), {"advantage": "ngrpo"}, "unused")
+    context = RunContext.from_plan(plan)
+    # conf/clip/clip_higher.yaml: 0.2 / 0.28; conf/sampling/dynamic.yaml: 4 rounds; trainer default: 32 tokens.
+    assert (context.clip_higher, context.eps_high, context.sequence_clip) == (True, 0.28, False)
+    assert (context.dynamic_sampling, context.max_gen_batches, context.advantage) == (True, 4, "ngrpo")
+    assert (context.kl_on, context.overlong_shaping, context.max_completion_length) == (True, False, 32)
+    assert context.reward_weights == {"correctness": 0.8, "format": 0.2}
+    default = RunContext.from_plan(build_plan(compose(["logger=none"]), {}, "unused"))
+    assert (default.clip_higher, default.dynamic_sampling, default.kl_on, default.advantage) == (
+        False,
+        False,
+        False,
+        "grpo",
+    )
 
 
 def test_alert_is_one_json_line():
@@ -323,3 +470,60 @@ def test_alert_is_one_json_line():
 def test_bad_settings_name_their_key(overrides, key):
     with pytest.raises(ConfigError, match=key):
         HealthMonitorConfig(**overrides)
+
+
+def test_non_finite_names_the_first_metric_that_went_non_finite(configs):
+    # Step 2: the loss is finite, the grad norm is NaN -> a halt naming grad_norm. Step 3 (both NaN)
+    # stays in the same episode. None (a metric not logged) is not non-finite.
+    stream: Stream = [
+        (1, {"loss": 0.25, "grad_norm": 0.5}),
+        (2, {"loss": 0.25, "grad_norm": float("nan")}),
+        (3, {"loss": float("nan"), "grad_norm": float("nan")}),
+        (4, {"loss": None, "grad_norm": None}),
+    ]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action, a.metric) for a in alerts] == [(2, "non_finite", "halt", "grad_norm")]
+    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm"
+    # An infinite loss comes first in a step (the grad norm is computed from it).
+    monitor = monitor_for(configs["default"])
+    alerts = monitor.update(5, {"loss": float("inf"), "grad_norm": float("nan")})
+    assert [(a.rule, a.metric, a.message.split(":")[0]) for a in alerts] == [("non_finite", "loss", "loss is inf")]
+    assert fired(monitor_for(configs["off"]), stream) == []
+
+
+def test_reward_collapse_format_rising_while_correctness_is_flat(configs):
+    # Window 20: format 0.5 for 10 points, then 0.75 -> gain 0.25 > 0.1 at step 20 (first evaluable),
+    # correctness flat at 0.25 -> gain 0 < 0.02: fires. With correctness rising 0.25 -> 0.375 (gain 0.125)
+    # the same format curve is a healthy run.
+    formats = [0.5] * 10 + [0.75] * 12
+    flat = [(s, {"rewards/format/mean": f, "rewards/correctness/mean": 0.25}) for s, f in enumerate(formats, 1)]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in flat for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule) for a in alerts] == [(20, "reward_collapse")]
+    assert alerts[0].message.startswith("format reward rose +0.250 while correctness moved +0.000")
+    learning = [
+        (s, {"rewards/format/mean": f, "rewards/correctness/mean": 0.25 if s <= 10 else 0.375})
+        for s, f in enumerate(formats, 1)
+    ]
+    assert fired(monitor_for(configs["default"]), learning) == []
+
+
+def test_reward_decline_from_its_best_smoothed_value(configs):
+    # Span 20, drop 0.1 x reward_max. 20 points at 0.5 (best smoothed 0.5), then 0.375: the 20-point mean
+    # at 20 + j is 0.5 - 0.00625 j < 0.4 first at j = 17 (0.39375; j = 16 gives exactly 0.4) -> step 37.
+    stream = series("reward", [0.5] * 20 + [0.375] * 20)
+    assert [a for a in fired(monitor_for(configs["default"]), stream) if a[1] == "reward_decline"] == [
+        (37, "reward_decline")
+    ]
+    # A composition whose best total is 2.0: the drop must exceed 0.2, and 0.375 never gets there.
+    assert [a for a in fired(monitor_for(configs["default"], reward_max=2.0), stream) if a[1] == "reward_decline"] == []
+
+
+def test_policy_ratio_noise(configs):
+    # 2 mini-steps: the on-policy one logs exactly 0. Span 10, > 0.1: alternating 0 and 0.25 average 0.125
+    # -> fires at step 10; alternating 0 and 0.1875 average 0.09375 -> never.
+    assert fired(monitor_for(configs["default"]), series("policy_ratio/abs_dev", [0.0, 0.25] * 6)) == [
+        (10, "policy_ratio_noise")
+    ]
+    assert fired(monitor_for(configs["default"]), series("policy_ratio/abs_dev", [0.0, 0.1875] * 6)) == []

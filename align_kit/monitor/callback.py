@@ -1,20 +1,28 @@
-"""The monitor inside a training run: the dashboard every logging step, alerts to `alerts.jsonl`,
-W&B alerts for `warn`, and for `halt` a checkpoint, the reason in `halt.json`, and a clean stop."""
+"""The monitor inside a training run: the dashboard on generation steps, alerts to `alerts.jsonl`,
+W&B alerts for `warn`, and for `halt` a checkpoint, the reason in `halt.json`, and a clean stop.
+
+A non-finite halt saves nothing: the weights it would save are already broken. Every checkpoint
+this callback lets through holds finite weights (checked when a save is due), so the newest
+`checkpoint-*` is the last finite one; `halt.json` names it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from align_kit.monitor.dashboard import dashboard_line
+from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
 from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"
 HALT_FILE = "halt.json"
+NON_FINITE = "non_finite"
 
 
 def _echo(text: str) -> None:
@@ -24,10 +32,26 @@ def _echo(text: str) -> None:
 
 
 class QuietProgressCallback(ProgressCallback):
-    """HF's progress bar without its raw log dicts: the dashboard line replaces them."""
+    """HF's progress bar without its raw log dicts: the dashboard replaces them."""
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         return None
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete `checkpoint-<step>` folder of a run, if any."""
+    steps = [
+        (int(match.group(1)), path)
+        for path in run_dir.glob("checkpoint-*")
+        if (match := re.fullmatch(r"checkpoint-(\d+)", path.name)) and (path / "trainer_state.json").exists()
+    ]
+    return max(steps)[1] if steps else None
+
+
+def weights_are_finite(model) -> bool:
+    import torch
+
+    return all(bool(torch.isfinite(param).all()) for param in model.parameters())
 
 
 class HealthMonitorCallback(TrainerCallback):
@@ -35,6 +59,7 @@ class HealthMonitorCallback(TrainerCallback):
         self.monitor = monitor
         self.run_dir = Path(run_dir)
         self.metrics_file = Path(metrics_file)
+        self.dashboard = Dashboard()
         self.halted: Alert | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -44,15 +69,43 @@ class HealthMonitorCallback(TrainerCallback):
                 if row.get("step", 0) <= state.global_step:
                     self.monitor.update(row["step"], row)
 
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        # A save is due: never write non-finite weights (the halt itself comes from the logged metrics,
+        # or here when this step logs nothing the non_finite rule could read).
+        if not (control.should_save and self.monitor.config.enabled and model is not None):
+            return
+        if weights_are_finite(model):
+            return
+        control.should_save = False
+        if not control.should_log and self.halted is None:
+            settings = self.monitor.config.non_finite
+            alert = Alert(
+                step=state.global_step,
+                rule=NON_FINITE,
+                action=settings.action,
+                values={},
+                message="the model's weights hold NaN/inf values (no logged metric at this step)",
+                advice="lower trainer.learning_rate or check the rewards and the data for NaN/inf values",
+                metric="weights",
+            )
+            self._act([alert], state, control)
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not state.is_world_process_zero:
             return
         alerts = self.monitor.update(state.global_step, logs)
         if "loss" in logs:  # a training step (not eval, not the end-of-run summary)
-            _echo(dashboard_line(state.global_step, state.max_steps, logs, alerts))
-        elif alerts:
-            _echo("\n".join(f"ALERT {a.rule} ({a.action}): {a.message}; advice: {a.advice}" for a in alerts))
+            text = self.dashboard.update(state.global_step, state.max_steps, logs, alerts)
+        else:
+            text = "\n".join(alert_line(alert) for alert in alerts)
+        if text:
+            _echo(text)
+        self._act(alerts, state, control)
+
+    def _act(self, alerts: list[Alert], state, control) -> None:
         for alert in alerts:
+            if alert.rule == NON_FINITE:
+                alert = self._with_last_checkpoint(alert)
             with (self.run_dir / ALERTS_FILE).open("a") as handle:
                 handle.write(alert.to_json() + "\n")
             if alert.action == "warn":
@@ -60,8 +113,18 @@ class HealthMonitorCallback(TrainerCallback):
             if alert.action == "halt" and self.halted is None:
                 self.halted = alert
                 (self.run_dir / HALT_FILE).write_text(json.dumps(json.loads(alert.to_json()), indent=2))
-                control.should_save = True  # HF saves right after the log callbacks
+                # HF saves right after the log callbacks; broken weights are not worth a checkpoint.
+                control.should_save = alert.rule != NON_FINITE
                 control.should_training_stop = True
+
+    def _with_last_checkpoint(self, alert: Alert) -> Alert:
+        checkpoint = last_checkpoint(self.run_dir)
+        where = (
+            f"the last finite checkpoint is {checkpoint} (train.resume=true continues from it)"
+            if checkpoint
+            else "no checkpoint was saved before this step (trainer.save_steps)"
+        )
+        return dataclasses.replace(alert, advice=f"{alert.advice}; {where}")
 
 
 def _wandb_alert(alert: Alert) -> None:

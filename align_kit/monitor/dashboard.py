@@ -1,4 +1,8 @@
-"""The per-step dashboard line of seed 002 §18.3.7, with the step's alerts appended.
+"""The dashboard of the policy-optimization chapter (18.3.7), with the window's alerts appended.
+
+One block per generation step, at most every `trainer.logging_steps`: the mini-steps that reuse a
+generation's samples log no reward, so their values join the next printed block (the mean over
+the window since the last block) instead of printing lines of `-`.
 
 [Step 150/500] loss=0.42 reward_avg=0.625 format_reward_avg=0.875
   kl=0.003 tok/sec=2450.3 avg_resp_len=287.4
@@ -10,10 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from statistics import fmean
 
 from align_kit.monitor.rules import Alert
 
 MISSING = "-"
+# A logged step that carries this metric generated (and scored) completions.
+GENERATION_METRIC = "reward"
 
 # (label, logged metric, decimals), one tuple per printed line.
 DASHBOARD_FIELDS: tuple[tuple[tuple[str, str, int], ...], ...] = (
@@ -47,5 +54,39 @@ def dashboard_line(
     ]
     lines[0] = f"[Step {step}/{total}] {lines[0]}"
     lines[1:] = [f"  {line}" for line in lines[1:]]
-    lines += [f"  ALERT {alert.rule} ({alert.action}): {alert.message}; advice: {alert.advice}" for alert in alerts]
+    lines += [f"  {alert_line(alert)}" for alert in alerts]
     return "\n".join(lines)
+
+
+def alert_line(alert: Alert) -> str:
+    return f"ALERT {alert.rule} ({alert.action}): {alert.message}; advice: {alert.advice}"
+
+
+class Dashboard:
+    """Collects the logged training steps of one window and prints them on a generation step.
+
+    Alerts are never held back: on a step that prints no block they print on their own lines."""
+
+    def __init__(self) -> None:
+        self._window: list[Mapping[str, float | None]] = []
+
+    def update(
+        self, step: int, max_steps: int | None, metrics: Mapping[str, float | None], alerts: Sequence[Alert] = ()
+    ) -> str | None:
+        """The text to print after this logged training step, or None."""
+        self._window.append(metrics)
+        if metrics.get(GENERATION_METRIC) is None:
+            return "\n".join(alert_line(alert) for alert in alerts) or None
+        block = dashboard_line(step, max_steps, window_means(self._window), alerts)
+        self._window = []
+        return block
+
+
+def window_means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float]:
+    """Per dashboard metric, the mean of its finite values over the window's logged steps."""
+    means = {}
+    for _, metric, _ in (entry for line in DASHBOARD_FIELDS for entry in line):
+        values = [row[metric] for row in rows if row.get(metric) is not None and math.isfinite(row[metric])]
+        if values:
+            means[metric] = fmean(values)
+    return means
