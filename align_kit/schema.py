@@ -378,7 +378,7 @@ RANGES: dict[str, Range] = {
     "monitor.*.gap": NON_NEGATIVE,
     "monitor.*.floor": NON_NEGATIVE,
     "monitor.*.deviation": POSITIVE,
-    "monitor.*.min_train_gain": NON_NEGATIVE,  # max_eval_gain may be negative: "only when eval falls"
+    "monitor.*.min_train_gain": NON_NEGATIVE,  # a max_*_gain may be negative: "only when it falls"
 }
 
 # GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.
@@ -444,7 +444,7 @@ def check_trainer_range(name: str, value: Any, trainer: Mapping) -> None:
         raise ConfigError(f"{key}=null: expected {TRAINER_RANGES[name].describe(True)}; align_kit needs it set")
     if not _is_number(value):
         return
-    if abs(value) >= INT_LIMIT:
+    if isinstance(value, int) and abs(value) >= INT_LIMIT:
         raise ConfigError(f"{key}={show(value)}: expected a number below 2^63")
     if name == "max_steps":
         # transformers' -1 means "train trainer.num_train_epochs epochs"; 0 or below trains nothing.

@@ -35,7 +35,7 @@ POSITIVE = {"trainer.learning_rate", "model.warm_start.learning_rate", "rollout.
 # numbers transformers reads as a share of the run when below 1,
 SHARES = {"trainer.warmup_steps", "trainer.logging_steps", "trainer.save_steps"}
 # numbers that may be negative,
-NEGATIVE_OK = {"monitor.train_eval_divergence.max_eval_gain"}
+NEGATIVE_OK = {"monitor.train_eval_divergence.max_eval_gain", "monitor.reward_collapse.max_correctness_gain"}
 # keys with a fixed set of names, and counts that must be >= 1. (written from the docs, not from align_kit.schema).
 CHOICE_KEYS = {
     "advantage.scale_rewards", "advantage.aggregation", "advantage.loss_type", "format_schedule.kind",
