@@ -4,6 +4,8 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-# conf/, recipes/ and sweeps/ live at the repository root beside the package (editable install).
+# The configs: align_kit/conf is a link to the repository's conf/ in a source checkout (an editable install) and
+# a folder of copies in an installed wheel; recipes and sweeps are its `recipe` and `sweep` groups.
+CONF_DIR = (Path(__file__).resolve().parent / "conf").resolve()
+# The source checkout (tests, benchmarks); an installed wheel has no such folder.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"

@@ -15,6 +15,8 @@ commands:
             (the same as align-kit train -m sweep=<name> ...; names: the files in sweeps/)
             e.g. align-kit sweep clip_higher
                  align-kit sweep overlong seed=1,2,3,4,5
+            align-kit sweep --status <sweep folder>   each job's status (pending, running, done, failed)
+            align-kit sweep --resume <sweep folder>   skip finished jobs, resume stopped ones, rerun failed ones
   compare   compare runs by arm over seeds: tables, figures, report.md   (align-kit compare --help)
             e.g. align-kit compare outputs/sweeps/<time>
                  align-kit compare run_a run_b --metrics reward,entropy --smooth 5
@@ -44,16 +46,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run_sweep(rest: list[str]) -> None:
-    from align_kit import PROJECT_ROOT
+    from align_kit.sweep_command import main as sweep
 
-    names = sorted(path.stem for path in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
-    if not rest or rest[0].startswith("-") or "=" in rest[0]:
-        print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
-        sys.exit(2)
-    if rest[0] not in names:
-        print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
-        sys.exit(2)
-    _train(["-m", f"sweep={rest[0]}", *rest[1:]])
+    sweep(rest)
 
 
 def _train(argv: list[str]) -> None:

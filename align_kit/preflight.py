@@ -153,7 +153,12 @@ def run_preflight(argv: list[str]) -> None:
     args, _ = get_args_parser().parse_known_args(argv)
     if any(getattr(args, name, None) for name in _INSPECTING):
         return
-    if args.config_path or args.config_name or args.config_dir:
+    if (
+        args.config_path
+        or args.config_name
+        or args.config_dir
+        or any(override.startswith("hydra.searchpath") for override in args.overrides)
+    ):
         return  # another config tree: the job validates itself when it starts
     try:
         check_command(args.overrides, bool(args.multirun))

@@ -35,6 +35,7 @@ from align_kit.errors import ConfigError
 
 CONFIG_FILE = "config.yaml"
 HYDRA_RECORD = ".hydra"
+SWEEP_MANIFEST = "sweep_manifest.json"  # align_kit.sweep_manifest (not imported: it imports this module)
 RUN_FILES = ("metrics.jsonl", "summary.json")
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 TRAINER_STATE = "trainer_state.json"
@@ -278,6 +279,8 @@ def _guard(config: DictConfig, key: str) -> None:
         if key == "hydra.sweep.dir":
             # Each job checks its own folder; the sweep folder must be new or empty unless its jobs resume.
             if folder.exists() and (not folder.is_dir() or os.listdir(folder)) and not resume:
+                if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
+                    return  # a sweep launched before: align_kit.sweep_manifest resumes it, job by job
                 if not (overwrite and folder.is_dir()):
                     raise ConfigError(
                         f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "

@@ -3,8 +3,9 @@
 A job that fails at run time (a config error found inside the job, a halt by the health monitor, an exception)
 does not stop the sweep: the task function returns its outcome and the next job runs. When the sweep ends,
 `SweepSummary` (a Hydra callback) prints the table, writes it to `<sweep folder>/sweep_summary.json` and exits
-with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. The outcomes
-are collected in this process, which is how Hydra's default (basic) launcher runs jobs.
+with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. Each job records
+its outcome in the sweep's manifest (`align_kit.sweep_manifest`) from its own process, so the table covers jobs that
+other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
 """
 
 from __future__ import annotations
@@ -90,18 +91,54 @@ def format_table(outcomes: list[JobOutcome]) -> str:
     return "\n".join(lines)
 
 
+def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
+    """Every job of the sweep, from its manifest (jobs in other processes and earlier launches included)."""
+    from align_kit.sweep_manifest import shown_status
+
+    return [
+        JobOutcome(
+            job=entry["job"],
+            overrides=list(entry["overrides"]),
+            status=entry.get("outcome") or shown_status(entry),  # pending / interrupted: not ok
+            error=entry.get("error"),
+            folder=entry.get("folder") or "",
+        )
+        for entry in manifest["jobs"]
+    ]
+
+
 class SweepSummary(Callback):
+    """Also keeps the sweep's manifest (align_kit.sweep_manifest): written or checked at the start, each job's
+    outcome recorded by the job's own process, the table read back from it at the end."""
+
     def __init__(self) -> None:
         self.outcomes: list[JobOutcome] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from align_kit.errors import ConfigError
+        from align_kit.sweep_manifest import start_sweep
+
         self.outcomes = []
+        try:
+            start_sweep(config)
+        except ConfigError as error:
+            print(f"align-kit: config error: {error}", file=sys.stderr)
+            sys.exit(2)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode == RunMode.MULTIRUN:
-            self.outcomes.append(_outcome(config, job_return))
+            from align_kit.sweep_manifest import end_job
+
+            outcome = _outcome(config, job_return)
+            self.outcomes.append(outcome)
+            end_job(str(config.hydra.sweep.dir), outcome.job, outcome.status, outcome.error, outcome.folder)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from align_kit.sweep_manifest import read
+
+        manifest = read(Path(str(config.hydra.sweep.dir)))
+        if manifest is not None:
+            self.outcomes = manifest_outcomes(manifest)
         failed = [o for o in self.outcomes if o.status != OK]
         path = Path(str(config.hydra.sweep.dir)) / SWEEP_SUMMARY_FILE
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
 from align_kit.run_folder import check_resume, check_run_folder, latest_checkpoint
 from align_kit.sweep_summary import failed_job
-from align_kit.tracking.wandb_logger import RunIdentity
+from align_kit.tracking.wandb_logger import RunIdentity, wandb_group
 
 log = logging.getLogger("align_kit")
 
@@ -39,10 +39,7 @@ def hydra_context() -> tuple[dict[str, str], str, str | None, str]:
 
     hydra_cfg = HydraConfig.get()
     choices = component_choices()
-    if hydra_cfg.mode.name == "MULTIRUN":
-        group = f"{choices.get('sweep', 'multirun')}-{Path(hydra_cfg.sweep.dir).name}"
-    else:
-        group = choices.get("recipe")
+    group = wandb_group(choices, hydra_cfg.mode.name == "MULTIRUN", hydra_cfg.sweep.dir)
     name = hydra_cfg.job.override_dirname or "default"
     return choices, hydra_cfg.runtime.output_dir, group, name
 
@@ -144,8 +141,18 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
+    if multirun and not cfg.train.resume:  # a relaunched sweep skips finished jobs, resumes stopped ones
+        from align_kit.sweep_manifest import RESUME, SKIP, begin_job
+
+        action = begin_job(run_dir, HydraConfig.get().job.num, HydraConfig.get().sweep.dir)
+        if action == SKIP:
+            return {"status": "ok", "error": None}
+        cfg.train.resume = action == RESUME
+    from align_kit.launchers import isolated_job
+
     try:
-        run(cfg, choices, run_dir, group, name)
+        with isolated_job():  # its own threads; no W&B run or accelerate state left for the next job
+            run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
         how = (
             f"resume with: {resume_command(run_dir)}"

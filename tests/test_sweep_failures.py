@@ -32,7 +32,15 @@ cli.main(sys.argv[1:])
 
 
 def stub_sweep(cache_dir: str, sweep_dir: Path, seeds: str) -> subprocess.CompletedProcess:
-    args = ["sweep", "clip_higher", "clip.eps_high=0.28", f"seed={seeds}", f"hydra.sweep.dir={sweep_dir}"]
+    # The basic launcher runs the jobs in this process, where the stub replaced `run`.
+    args = [
+        "sweep",
+        "clip_higher",
+        "clip.eps_high=0.28",
+        f"seed={seeds}",
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra/launcher=basic",
+    ]
     root = str(Path(__file__).resolve().parent.parent)
     return subprocess.run(
         [sys.executable, "-c", STUB_SWEEP, *args],

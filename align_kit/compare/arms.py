@@ -56,27 +56,35 @@ def _follows_seed(runs: list[Run], key: str) -> bool:
     return all(run.seed is not None and _shown(run.config, key) == str(run.seed) for run in runs)
 
 
-def group_into_arms(runs: list[Run]) -> list[Arm]:
+def _choices_of(run: Run, choice_groups: list[str]) -> tuple[str, ...]:
+    return tuple(_shown(run.choices, group) for group in choice_groups)
+
+
+def arm_keys(runs: list[Run]) -> tuple[list[str], list[str], list[str]]:
+    """What defines an arm: (config groups whose node differs, config keys that differ other than by seed, those
+    of these keys a node choice does not already determine: the ones an arm's name shows)."""
     choice_groups = _differing([run.choices for run in runs], lambda group: group not in IGNORED_CHOICES)
     config_keys = [
         key for key in _differing([run.config for run in runs], is_experiment_key) if not _follows_seed(runs, key)
     ]
 
-    def choices_of(run: Run) -> tuple[str, ...]:
-        return tuple(_shown(run.choices, group) for group in choice_groups)
-
     def determined_by_choices(key: str) -> bool:
         values_per_choice: dict[tuple[str, ...], set[str]] = {}
         for run in runs:
-            values_per_choice.setdefault(choices_of(run), set()).add(_shown(run.config, key))
+            values_per_choice.setdefault(_choices_of(run, choice_groups), set()).add(_shown(run.config, key))
         return all(len(values) == 1 for values in values_per_choice.values())
 
-    named_keys = [key for key in config_keys if not determined_by_choices(key)]
+    return choice_groups, config_keys, [key for key in config_keys if not determined_by_choices(key)]
+
+
+def group_into_arms(runs: list[Run]) -> list[Arm]:
+    choice_groups, config_keys, named_keys = arm_keys(runs)
     arms: dict[tuple, Arm] = {}
     for run in runs:
-        identity = (choices_of(run), tuple(_shown(run.config, key) for key in config_keys))
+        choices = _choices_of(run, choice_groups)
+        identity = (choices, tuple(_shown(run.config, key) for key in config_keys))
         if identity not in arms:
-            parts = [f"{group}={node}" for group, node in zip(choice_groups, choices_of(run), strict=True)]
+            parts = [f"{group}={node}" for group, node in zip(choice_groups, choices, strict=True)]
             parts += [f"{key}={_shown(run.config, key)}" for key in named_keys]
             arms[identity] = Arm(", ".join(parts) or "all runs")
         arms[identity].runs.append(run)

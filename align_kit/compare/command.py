@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--last-k", type=int, default=10, help="points averaged for the final value (default 10)")
     parser.add_argument("--out", type=Path, help="output folder (default: <first input>/compare)")
+    parser.add_argument(
+        "--wandb-report",
+        metavar="ENTITY/PROJECT",
+        help="also build a W&B Report of the runs' group there (one section per figure, arms grouped by config, "
+        "mean and standard-error band, these tables); prints its URL; needs wandb-workspaces and `wandb login`",
+    )
+    parser.add_argument("--wandb-group", help="the W&B group of the runs (default: read from the run folders)")
     return parser
 
 
@@ -163,7 +170,11 @@ def main(argv: list[str]) -> None:
     args = build_parser().parse_args(argv)
     metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()] if args.metrics else None
     try:
-        compare(args.inputs, metrics, args.smooth, args.last_k, args.out)
+        comparison = compare(args.inputs, metrics, args.smooth, args.last_k, args.out)
+        if args.wandb_report:
+            from align_kit.compare.wandb_report import publish
+
+            publish(args.wandb_report, args.inputs, comparison, args.wandb_group, args.last_k)
     except CompareError as error:
         print(f"align-kit: compare error: {error}", file=sys.stderr)
         sys.exit(2)

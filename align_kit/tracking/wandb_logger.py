@@ -23,6 +23,13 @@ class RunIdentity:
     config: dict[str, Any]
 
 
+def wandb_group(choices: dict[str, str], multirun: bool, sweep_dir: str | None) -> str | None:
+    """A sweep's runs share `<sweep>-<launch folder>`; a single run is grouped by its recipe (or not at all)."""
+    if multirun:
+        return f"{choices.get('sweep', 'multirun')}-{Path(str(sweep_dir)).name}"
+    return choices.get("recipe")
+
+
 def _has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True

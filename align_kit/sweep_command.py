@@ -1,0 +1,123 @@
+"""`align-kit sweep NAME [overrides]`: `align-kit train -m sweep=NAME ...` plus the checks a sweep needs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from align_kit import CONF_DIR
+
+# Hydra flags that print or inspect instead of running: they take no -m.
+INSPECT_FLAGS = ("--cfg", "-c", "--info", "-i", "--help", "-h", "--hydra-help")
+
+
+def config_dirs(args: list[str]) -> list[Path]:
+    """The packaged configs, then each `--config-dir DIR` / `-cd DIR` / `--config-dir=DIR` a user added."""
+    dirs = [CONF_DIR]
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            dirs.append(Path(args[i + 1]))
+        elif arg.startswith("--config-dir="):
+            dirs.append(Path(arg.split("=", 1)[1]))
+    return dirs
+
+
+def sweep_names(args: list[str]) -> list[str]:
+    return sorted({path.stem for folder in config_dirs(args) for path in (folder / "sweep").glob("*.yaml")})
+
+
+def folder_command(flag: str, rest: list[str]) -> None:
+    """`--status FOLDER` prints the manifest's table; `--resume FOLDER [overrides]` relaunches the sweep there."""
+    from align_kit.errors import ConfigError
+    from align_kit.sweep_manifest import MANIFEST_FILE, read, resume_command, status_table
+
+    if not rest or rest[0].startswith("-"):
+        print(f"usage: align-kit sweep {flag} <sweep folder>", file=sys.stderr)
+        sys.exit(2)
+    folder = Path(rest[0])
+    try:
+        manifest = read(folder)
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
+    if manifest is None:
+        print(
+            f"align-kit sweep {flag}: {folder} holds no {MANIFEST_FILE}; pass a folder that `align-kit sweep` "
+            "created (outputs/sweeps/<time>)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if flag == "--status":
+        print(status_table(folder, manifest))
+        return
+    import os
+
+    from align_kit import train
+    from align_kit.launchers import THREADS_ENV, given, plan
+
+    arguments = resume_command(folder, manifest)
+    launch = [*arguments, *rest[1:]]
+    if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
+        launch.append("hydra/launcher=basic")
+    _, threads, line = plan(launch, len(manifest["jobs"]))
+    if threads > 0:
+        os.environ[THREADS_ENV] = str(threads)
+    print(line, file=sys.stderr)
+    sys.argv = ["align-kit train", *arguments, *rest[1:]]
+    train.main()
+
+
+def main(rest: list[str]) -> None:
+    from align_kit import train
+
+    if rest and rest[0] in ("--status", "--resume"):
+        folder_command(rest[0], rest[1:])
+        return
+    names = sweep_names(rest)
+    if not rest or rest[0].startswith("-") or "=" in rest[0]:
+        print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    # A sweep found through a hydra.searchpath entry is Hydra's to find (or to name as missing).
+    if rest[0] not in names and not any(arg.startswith("hydra.searchpath") for arg in rest):
+        print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
+        sys.exit(2)
+    inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
+    if inspect:
+        sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
+        train.main()
+        return
+    from align_kit.preflight import run_preflight
+
+    run_preflight(["-m", f"sweep={rest[0]}", *rest[1:]])  # every job valid before any folder or launcher line
+    added = launch_plan(rest)
+    sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *added, *rest[1:]]
+    train.main()
+
+
+def task_overrides(args: list[str]) -> list[str]:
+    return [
+        arg
+        for arg in args
+        if "=" in arg and not arg.startswith("-") and not arg.split("=", 1)[0].lstrip("+~").startswith("hydra")
+    ]
+
+
+def launch_plan(rest: list[str]) -> list[str]:
+    """Choose how the jobs run (align_kit.launchers), say it, and return the overrides that choose it."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from align_kit.launchers import THREADS_ENV, plan
+    from align_kit.sweep_manifest import job_overrides
+
+    files = [folder / "sweep" / f"{rest[0]}.yaml" for folder in config_dirs(rest)]
+    found = [path for path in files if path.is_file()]
+    params = OmegaConf.select(OmegaConf.load(found[-1]), "hydra.sweeper.params") if found else None
+    params = OmegaConf.to_container(params) if params is not None else {}
+    jobs = len(job_overrides([f"sweep={rest[0]}", *task_overrides(rest[1:])], params))
+    added, threads, line = plan(rest[1:], jobs)
+    if threads > 0:
+        os.environ[THREADS_ENV] = str(threads)  # inherited by the jobs' processes
+    print(line, file=sys.stderr)
+    return added

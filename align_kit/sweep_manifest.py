@@ -1,0 +1,240 @@
+"""A sweep folder's manifest, `sweep_manifest.json`: what the sweep is and where each of its jobs stands.
+
+It records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher), every job's overrides
+as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id), done or
+failed (with its outcome and last error line, as `sweep_summary.json` names them). Jobs update their own entry
+under a file lock, so jobs in other processes (the joblib and submitit launchers) are recorded as well.
+
+Hydra does not resume a multirun; this makes it resumable. Launching a sweep into a folder that holds a manifest
+(the same command with `hydra.sweep.dir=<folder>`, or `align-kit sweep --resume <folder>`) checks that the sweep
+still has the same jobs (any difference is refused and listed: job numbers name folders, so even a new value would
+renumber the jobs after it), then each job decides from its folder (`begin_job`): a finished job (summary.json,
+not failed) is skipped; a job stopped after a checkpoint resumes from it (`train.resume`); a failed job, or one
+stopped before its first checkpoint, starts again, its earlier files moved to `<sweep folder>/.attempts/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from align_kit.errors import ConfigError
+from align_kit.run_folder import HYDRA_RECORD, latest_checkpoint
+
+MANIFEST_FILE = "sweep_manifest.json"
+LOCK_FILE = ".sweep_manifest.lock"
+ATTEMPTS = ".attempts"
+SUMMARY_FILE = "summary.json"
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+SKIP, RESUME, FRESH = "skip", "resume", "fresh"
+# Hydra overrides that may differ when a sweep is resumed: where it runs and how it is launched.
+HYDRA_MAY_CHANGE = ("hydra.sweep.dir", "hydra/launcher", "hydra.launcher.")
+
+
+def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
+    """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
+    parsed = OverridesParser.create().parse_overrides([*params, *task_overrides])
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def locked(sweep_dir: Path):
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with open(sweep_dir / LOCK_FILE, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read(sweep_dir: Path) -> dict | None:
+    path = Path(sweep_dir) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ConfigError(f"{path} is not valid JSON; restore it, or start the sweep in a new folder") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("jobs"), list):
+        raise ConfigError(f"{path} holds no job list; restore it, or start the sweep in a new folder")
+    return manifest
+
+
+def write(sweep_dir: Path, manifest: dict) -> None:
+    path = Path(sweep_dir) / MANIFEST_FILE
+    temporary = path.with_name(f".{MANIFEST_FILE}.{os.getpid()}")
+    temporary.write_text(json.dumps(manifest, indent=2))
+    temporary.replace(path)
+
+
+def update_job(sweep_dir: Path, job: int, **fields: Any) -> None:
+    with locked(sweep_dir):
+        manifest = read(sweep_dir)
+        if manifest is None or not 0 <= job < len(manifest["jobs"]):
+            return  # a job launched outside a manifest (e.g. Hydra's API directly): nothing to record
+        manifest["jobs"][job].update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
+        write(sweep_dir, manifest)
+
+
+def _kept_hydra_overrides(overrides: list[str]) -> list[str]:
+    return [o for o in overrides if not o.startswith(("hydra.sweep.dir=", "hydra.mode="))]
+
+
+def differences(saved: dict, jobs: list[list[str]]) -> list[str]:
+    old = [list(job["overrides"]) for job in saved["jobs"]]
+    found = []
+    for number in range(max(len(old), len(jobs))):
+        before = " ".join(old[number]) if number < len(old) else None
+        after = " ".join(jobs[number]) if number < len(jobs) else None
+        if before != after:
+            found.append(f"job {number}: {before or '(none)'} -> {after or '(none)'}")
+    return found
+
+
+def start_sweep(config: DictConfig) -> dict:
+    """At the start of a multirun: write the manifest of a new sweep, or check a resumed one against it."""
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    task = list(config.hydra.overrides.task)
+    hydra_overrides = _kept_hydra_overrides(list(config.hydra.overrides.hydra))
+    params = config.hydra.sweeper.get("params")
+    params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else {}
+    jobs = job_overrides(task, params)
+    with locked(sweep_dir):
+        saved = read(sweep_dir)
+        if saved is not None:
+            launcher = saved.get("launcher_pid")
+            if launcher != os.getpid() and pid_alive(launcher):
+                raise ConfigError(
+                    f"hydra.sweep.dir={sweep_dir} is being run by process {launcher}; wait for it, or stop it first"
+                )
+            changed = differences(saved, jobs)
+            if changed:
+                shown = "; ".join(changed[:5]) + (f"; ... ({len(changed)} jobs differ)" if len(changed) > 5 else "")
+                raise ConfigError(
+                    f"hydra.sweep.dir={sweep_dir} holds a sweep with other jobs ({shown}); a sweep resumes only "
+                    f"with its own definition (align-kit sweep --resume {sweep_dir}), so start changed sweeps in a "
+                    "new folder: hydra.sweep.dir=<new folder>"
+                )
+            manifest = {**saved, "hydra_overrides": hydra_overrides, "launcher_pid": os.getpid()}
+            manifest["launches"] = int(saved.get("launches", 1)) + 1
+        else:
+            manifest = {
+                "task_overrides": task,
+                "hydra_overrides": hydra_overrides,
+                "launcher_pid": os.getpid(),
+                "launches": 1,
+                "jobs": [
+                    {"job": n, "overrides": o, "status": PENDING, "outcome": None, "error": None, "folder": None}
+                    for n, o in enumerate(jobs)
+                ],
+            }
+        write(sweep_dir, manifest)
+    return manifest
+
+
+def _move_attempt(folder: Path, sweep_dir: Path, job: int) -> Path | None:
+    """Move a job's earlier run files (not Hydra's record of this launch) to <sweep>/.attempts/<job>-<time>/."""
+    from align_kit.sweep_summary import ERROR_LOG
+
+    kept = [p for p in folder.iterdir() if p.name == HYDRA_RECORD or p.name.endswith(".log") and p.name != ERROR_LOG]
+    leftovers = [p for p in folder.iterdir() if p not in kept]
+    if not leftovers:
+        return None
+    target = sweep_dir / ATTEMPTS / f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"
+    number = 1
+    while target.exists():
+        number += 1
+        target = target.with_name(f"{job}-{time.strftime('%Y%m%d-%H%M%S')}-{number}")
+    target.mkdir(parents=True)
+    for path in leftovers:
+        path.rename(target / path.name)
+    return target
+
+
+def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
+    """In a sweep job, before it trains: SKIP (finished earlier), RESUME (from its checkpoint) or FRESH."""
+    folder, sweep = Path(run_dir), Path(sweep_dir)
+    manifest = read(sweep)
+    entry = manifest["jobs"][job] if manifest and 0 <= job < len(manifest["jobs"]) else {}
+    previous = entry.get("status", PENDING)
+    if previous != FAILED and (folder / SUMMARY_FILE).is_file():
+        action = SKIP
+    elif previous != FAILED and folder.is_dir() and latest_checkpoint(folder) is not None:
+        action = RESUME
+    else:
+        action = FRESH
+        if folder.is_dir():
+            moved = _move_attempt(folder, sweep, job)
+            if moved is not None:
+                print(f"align-kit: job {job}: earlier files moved to {moved}; it starts again", file=sys.stderr)
+    if action == SKIP:
+        print(f"align-kit: job {job}: finished in an earlier launch; skipped", file=sys.stderr)
+    elif action == RESUME:
+        print(f"align-kit: job {job}: resumes from {latest_checkpoint(folder).name}", file=sys.stderr)
+    if manifest is not None:
+        update_job(sweep, job, status=RUNNING, pid=os.getpid(), folder=str(folder), action=action)
+    return action
+
+
+def end_job(sweep_dir: str, job: int, outcome: str, error: str | None, folder: str) -> None:
+    update_job(Path(sweep_dir), job, status=DONE if outcome == "ok" else FAILED, outcome=outcome, error=error,
+               folder=folder)  # fmt: skip
+
+
+def shown_status(entry: dict) -> str:
+    if entry.get("status") == RUNNING and not pid_alive(entry.get("pid")):
+        return "interrupted"
+    if entry.get("status") == FAILED and entry.get("outcome") not in (None, FAILED):
+        return str(entry["outcome"])
+    return str(entry.get("status"))
+
+
+def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
+    """`align-kit train -m` arguments that relaunch the sweep in its folder."""
+    return ["-m", *manifest["task_overrides"], *manifest.get("hydra_overrides", []), f"hydra.sweep.dir={sweep_dir}"]
+
+
+def status_table(sweep_dir: Path, manifest: dict) -> str:
+    from align_kit.sweep_summary import JobOutcome, format_table
+
+    rows = [
+        JobOutcome(job["job"], job["overrides"], shown_status(job), job.get("error"), job.get("folder") or "")
+        for job in manifest["jobs"]
+    ]
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    launch = shlex.join(["align-kit", "train", *resume_command(sweep_dir, manifest)])
+    return "\n".join(
+        [
+            f"sweep {sweep_dir}: {len(rows)} jobs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+            format_table(rows),
+            f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})",
+        ]
+    )
