@@ -8,8 +8,8 @@ methods:
   _generate_and_score_completions  NGRPO advantages, per-domain KL coefficients, dynamic sampling,
                                    sampler/trainer log-prob mismatch and its IS correction,
                                    re-tokenization check
-  _generate_single_turn            generation on a low-precision sampler copy; routing recorded
-                                   while sampling (MoE)
+  _generate_single_turn            generation on a low-precision sampler copy; sampler log-probs and
+                                   (MoE) routing recorded while sampling
   _get_per_token_logps_and_entropies  MoE routing recorded, replayed or observed per forward
   _compute_loss                    per-sample / per-token KL coefficient, IS-corrected advantages
 """
@@ -31,8 +31,10 @@ from align_kit.components.kl import KLCoefficient, PerDomainKL, ReweightedKL, en
 from align_kit.components.rollout import (
     HFRollout,
     LowPrecisionSampler,
+    completion_logprobs,
     importance_ratio,
     mismatch_metrics,
+    recording_sampled_logprobs,
     retokenize_differences,
 )
 from align_kit.components.routing_replay import RoutingReplay
@@ -161,14 +163,21 @@ class AlignTrainer(GRPOTrainer):
         return result
 
     def _generate_on_sampler(self, *args, **kwargs):
-        if self.sampler is None:
+        """TRL's generation, on the low-precision copy if there is one; when the mismatch is measured it
+        returns the sampler's log-probs of the sampled tokens, as the vLLM path does (TRL's
+        `sampling_per_token_logps`)."""
+        if not self.rollout_node.measures_mismatch:
             return super()._generate_single_turn(*args, **kwargs)
-        self.sampler.sync(self.model, self.state.global_step)
-        trained, self.model_wrapped = self.model_wrapped, self.sampler.model
+        trained = self.model_wrapped
+        if self.sampler is not None:
+            self.sampler.sync(self.model, self.state.global_step)
+            self.model_wrapped = self.sampler.model
         try:
-            return super()._generate_single_turn(*args, **kwargs)
+            with recording_sampled_logprobs(self.accelerator.unwrap_model(self.model_wrapped)) as recorded:
+                completion_ids, _ = super()._generate_single_turn(*args, **kwargs)
         finally:
             self.model_wrapped = trained
+        return completion_ids, completion_logprobs(recorded[-1], completion_ids)
 
     def _generate_and_score_completions(self, inputs):
         batch = self._score_generation(inputs)
@@ -233,19 +242,28 @@ class AlignTrainer(GRPOTrainer):
         batch["routed_experts"], batch["routed_experts_valid"] = indices[:, :width], valid[:, :width]
 
     def _measure_mismatch(self, batch) -> None:
+        """The trainer's log-probs of the sampled tokens against the sampler's, recorded as it sampled them
+        (mismatch/*: what the IS correction corrects), and, with a low-precision copy, against the copy's
+        full forward over the same tokens (mismatch/rescore_*: the precision gap alone, without the
+        generation path: KV cache, sampling settings)."""
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
         width = batch["completion_ids"].size(1)
         rows = self.args.per_device_train_batch_size
+        mask = batch["completion_mask"]
+        if "tool_mask" in batch:  # tool output tokens were not sampled (TRL records 0.0 for them)
+            mask = mask * batch["tool_mask"]
+        sampler_logps = batch["sampling_per_token_logps"]
         with torch.no_grad():
             train_logps = batch.get("old_per_token_logps")
             if train_logps is None:
                 train_logps = self._get_per_token_logps_and_entropies(self.model, input_ids, attention, width, rows)[0]
-            sampler = self.model if self.sampler is None else self.sampler.model
-            sampler_logps = self._get_per_token_logps_and_entropies(sampler, input_ids, attention, width, rows)[0]
-        sampler_logps = sampler_logps.float()
-        mask = batch["completion_mask"]
-        for name, value in mismatch_metrics(train_logps, sampler_logps, mask).items():
+            gaps = mismatch_metrics(train_logps, sampler_logps, mask)
+            if self.sampler is not None:
+                copy = self.sampler.model
+                rescored = self._get_per_token_logps_and_entropies(copy, input_ids, attention, width, rows)[0]
+                gaps.update(mismatch_metrics(train_logps, rescored.float(), mask, "mismatch/rescore_"))
+        for name, value in gaps.items():
             self._metrics[self._mode][name].append(value)
         node = self.rollout_node
         if node.is_correction != "none":

@@ -2,7 +2,10 @@
 
 Each pair differs only in the component (the "off" arm is the closest TRL-native setting, e.g.
 kl=constant for kl=per_domain). Target ratio <= 1.05, except dynamic sampling, whose cost is the
-extra generation rounds it reports (sampling/gen_batches). Median over alternating repeats.
+extra generation rounds it reports (sampling/gen_batches), and rollout.dtype=bfloat16, which samples
+on a second model (bf16 matmuls on a CPU) and re-scores each batch with it (mismatch/rescore_*):
+medians 1.23 and 1.35 in two runs of 5 repeats on 2 shared cores; the re-scoring alone: 1.18.
+Median over alternating repeats.
 
 Run: .venv/bin/python benchmarks/component_overhead.py --steps 40 --repeats 3
 """

@@ -13,7 +13,7 @@ RUNS = {
     "adaptive_format": (["format_schedule=adaptive"], ["schedule/format_weight"]),
     "bf16_rollout": (
         ["rollout.dtype=bfloat16", "rollout.is_correction=sequence_mask"],
-        ["mismatch/logp_abs_diff/mean", "mismatch/logp_abs_diff/max", "mismatch/kl"],
+        ["mismatch/logp_abs_diff/mean", "mismatch/logp_abs_diff/max", "mismatch/kl", "mismatch/rescore_kl"],
     ),
 }
 

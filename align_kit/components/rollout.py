@@ -7,15 +7,19 @@ and applies its importance-sampling correction (`is_correction`).
 `hf`: transformers' generate inside the trainer. With `dtype=bfloat16` sampling runs on a bf16
 copy of the policy, re-synced from the fp32 weights whenever the policy changed, while training
 stays fp32: the precision gap between an inference engine and the trainer, made real on a CPU.
-Sampler log-probs are recorded and compared with the trainer's (`mismatch/*`), and the
-importance-sampling corrections TRL offers for vLLM can be applied to this path too
-(`is_correction`: token/sequence x truncate/mask, capped by `is_cap_min` / `is_cap_max`).
+The sampler's log-probs of the tokens it sampled are recorded at sampling time (from generate's
+processed scores, as vLLM returns them) and compared with the trainer's (`mismatch/*`); the copy's
+full forward over the same tokens gives the precision gap alone (`mismatch/rescore_*`), so a gap
+in `mismatch/*` that `mismatch/rescore_*` lacks comes from the generation path. The
+importance-sampling corrections TRL offers for vLLM apply to this path too (`is_correction`:
+token/sequence x truncate/mask, capped by `is_cap_min` / `is_cap_max`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,22 +139,56 @@ def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
-def mismatch_metrics(train_logps, sampler_logps, mask) -> dict[str, float]:
+def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/") -> dict[str, float]:
     """Per-token gap between trainer and sampler log-probs of the sampled tokens.
 
-    mismatch/kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
+    <prefix>kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
     log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
     import torch
 
     selected = mask.bool()
     gap = (train_logps - sampler_logps)[selected]
     if gap.numel() == 0:
-        return {"mismatch/logp_abs_diff/mean": 0.0, "mismatch/logp_abs_diff/max": 0.0, "mismatch/kl": 0.0}
+        return {f"{prefix}logp_abs_diff/mean": 0.0, f"{prefix}logp_abs_diff/max": 0.0, f"{prefix}kl": 0.0}
     return {
-        "mismatch/logp_abs_diff/mean": gap.abs().mean().item(),
-        "mismatch/logp_abs_diff/max": gap.abs().max().item(),
-        "mismatch/kl": (torch.exp(gap) - gap - 1).mean().item(),
+        f"{prefix}logp_abs_diff/mean": gap.abs().mean().item(),
+        f"{prefix}logp_abs_diff/max": gap.abs().max().item(),
+        f"{prefix}kl": (torch.exp(gap) - gap - 1).mean().item(),
     }
+
+
+@contextmanager
+def recording_sampled_logprobs(model):
+    """While open, `model.generate` also keeps the log-probability of each token it samples under the
+    distribution it drew it from: the processed scores (temperature, top-k, top-p applied), what vLLM
+    returns with logprobs_mode=processed_logprobs. Yields a list that gets one [B, new tokens] tensor
+    per generate call. generate holds every step's [B, vocab] float32 scores until it returns (tiny on the
+    embedded model; with a large vocabulary it grows with max_completion_length)."""
+    import copy
+
+    records = []
+    generate, own = model.generate, vars(model).get("generate")
+
+    def generate_and_record(*args, generation_config=None, **kwargs):
+        config = copy.deepcopy(generation_config or model.generation_config)
+        config.output_scores = config.return_dict_in_generate = True
+        output = generate(*args, generation_config=config, **kwargs)
+        records.append(model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True))
+        return output.sequences
+
+    model.generate = generate_and_record
+    try:
+        yield records
+    finally:
+        if own is None:
+            del model.generate  # the class's generate again
+        else:
+            model.generate = own
+
+
+def completion_logprobs(recorded, completion_ids: list[list[int]]) -> list[list[float]]:
+    """Per completion, the recorded sampling log-probs of its tokens (TRL cuts completions after EOS)."""
+    return [row[: len(ids)].tolist() for row, ids in zip(recorded, completion_ids, strict=True)]
 
 
 class LowPrecisionSampler:
