@@ -31,10 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     command, rest = args[0], args[1:]
     if command == "train":
-        from align_kit import train
-
-        sys.argv = ["align-kit train", *rest]
-        train.main()
+        _train(rest)
         return
     if command == "sweep":
         _run_sweep(rest)
@@ -52,6 +49,17 @@ def _run_sweep(rest: list[str]) -> None:
     from align_kit.sweep_command import main as sweep
 
     sweep(rest)
+
+
+def _train(argv: list[str]) -> None:
+    """Validate every job first (a bad config exits 2 and leaves no folder), then let Hydra run them."""
+    from align_kit.preflight import run_preflight
+
+    run_preflight(argv)
+    from align_kit import train
+
+    sys.argv = ["align-kit train", *argv]
+    train.main()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from align_kit import CONF_DIR
 
@@ -27,8 +27,9 @@ def register_open_trainer_node() -> None:
     _registered = True
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
-    """The config `align-kit train` would run with these overrides, HydraConfig set as in a job."""
+def compose(overrides: list[str] | None = None, job_num: int | None = None) -> DictConfig:
+    """The config `align-kit train` would run with these overrides, HydraConfig set as in a job
+    (`job_num`: the job's index in a multirun, which names its folder)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -38,6 +39,9 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = hydra_compose(config_name=CONFIG_NAME, overrides=overrides or [], return_hydra_config=True)
+    if job_num is not None:
+        with read_write(cfg.hydra.job):
+            cfg.hydra.job.num = job_num
     HydraConfig.instance().set_config(cfg)
     with_hydra = cfg
     cfg = OmegaConf.masked_copy(with_hydra, [k for k in with_hydra if k != "hydra"])

@@ -19,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.components.base import Component, RewardSpec
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
+from align_kit.models.tiny import TinyModel
+from align_kit.schema import check_config, check_trainer
 
 
 def _component_groups() -> tuple[str, ...]:
@@ -117,15 +119,19 @@ def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]
     return fields, owners
 
 
-def _check_trainer_fields(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+def _check_trainer_names(trainer: dict) -> None:
     known = grpo_config_fields()
-    for name, value in trainer.items():
+    for name in trainer:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean trainer.{close[0]}?" if close else "see trl.GRPOConfig for the field names"
             raise ConfigError(f"trainer.{name} is not a GRPOConfig field; {hint}")
         if name in DERIVED_FIELDS:
             raise ConfigError(f"trainer.{name} is set by align_kit; use {_derived_hint(name)} instead")
+
+
+def _check_trainer_ownership(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+    for name, value in trainer.items():
         if name in node_fields and node_fields[name] != value:
             group = owners[name]
             raise ConfigError(
@@ -145,11 +151,18 @@ def _derived_hint(name: str) -> str:
     }[name]
 
 
+def _generation_batch(plan: ExperimentPlan) -> int:
+    """Completions per generation, as TRL derives it."""
+    per_device = plan.effective("per_device_train_batch_size")
+    steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
+    return plan.effective("generation_batch_size") or per_device * steps
+
+
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
     steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
-    generation_batch = plan.effective("generation_batch_size") or per_device * steps
+    generation_batch = _generation_batch(plan)
     if generations < 2:
         raise ConfigError(
             f"trainer.num_generations={generations}: group normalisation needs at least 2 completions per prompt"
@@ -159,6 +172,16 @@ def _check_batch_shape(plan: ExperimentPlan) -> None:
             f"trainer.num_generations={generations} does not divide the generation batch of {generation_batch} "
             f"completions (trainer.per_device_train_batch_size={per_device} x steps_per_generation={steps}); "
             "make the batch a multiple of num_generations"
+        )
+
+
+def _check_completion_fits_model(plan: ExperimentPlan) -> None:
+    positions = getattr(plan.model, "max_position_embeddings", None)  # known for the built-in models
+    budget = plan.effective("max_completion_length")
+    if positions is not None and budget >= positions:
+        raise ConfigError(
+            f"trainer.max_completion_length={budget} does not fit the model's {positions} positions "
+            f"(model.max_position_embeddings, prompt included); use a smaller budget"
         )
 
 
@@ -240,14 +263,20 @@ def _check_resume(run_dir: str) -> None:
 
 
 def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> ExperimentPlan:
+    # Types, ranges and `_target_`s of every node first: nothing is imported or built before.
+    trainer = check_config(cfg)["trainer"]
+    _check_trainer_names(trainer)
+    check_trainer(trainer)
     components = {group: instantiate_node(cfg[group], group) for group in COMPONENT_GROUPS}
     reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
-    if not reward_nodes:
-        raise ConfigError("no reward selected; choose at least one, e.g. reward=[correctness,format]")
 
     node_fields, owners = _merge_node_fields(components, choices)
-    trainer = OmegaConf.to_container(cfg.trainer, resolve=True)
-    _check_trainer_fields(trainer, node_fields, owners, choices)
+    for name, value in node_fields.items():  # a node's own keys become GRPOConfig fields: same rules
+        try:
+            check_trainer({name: value})
+        except ConfigError as error:
+            raise ConfigError(f"{owners[name]}={choices.get(owners[name])} sets {error}") from None
+    _check_trainer_ownership(trainer, node_fields, owners, choices)
     grpo_kwargs = {**trainer, **node_fields}
 
     effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
@@ -272,6 +301,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
     )
     _check_batch_shape(plan)
+    _check_completion_fits_model(plan)
     _check_format_schedule(plan)
     components["routing_replay"].check_model_node(components["model"], choices.get("model"))
     _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
@@ -285,6 +315,23 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
 
 def validate_dataset(plan: ExperimentPlan, dataset) -> None:
     """Data-dependent checks, run once the training set is loaded and before the model is."""
+    generation_batch, generations = _generation_batch(plan), plan.effective("num_generations")
+    # TRL's sampler drops an incomplete batch of prompts: a smaller dataset trains zero steps.
+    prompts_needed = generation_batch // generations
+    source = getattr(plan.task, "source", "the training set")
+    if len(dataset) < prompts_needed:
+        raise ConfigError(
+            f"{source} has {len(dataset)} rows, fewer than the {prompts_needed} prompts of one generation batch "
+            f"({generation_batch} completions / trainer.num_generations={generations}); add rows or lower "
+            "trainer.per_device_train_batch_size / trainer.steps_per_generation"
+        )
+    if isinstance(plan.model, TinyModel) and "prompt" in dataset.column_names:
+        for row, prompt in enumerate(dataset["prompt"], start=1):
+            if not isinstance(prompt, str):
+                raise ConfigError(
+                    f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
+                    "tokenizer has no chat template; use text prompts or model=hf"
+                )
     for component in plan.components.values():
         component.check_dataset(dataset)
 

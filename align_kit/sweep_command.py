@@ -86,6 +86,9 @@ def main(rest: list[str]) -> None:
         sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
         train.main()
         return
+    from align_kit.preflight import run_preflight
+
+    run_preflight(["-m", f"sweep={rest[0]}", *rest[1:]])  # every job valid before any folder or launcher line
     added = launch_plan(rest)
     sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *added, *rest[1:]]
     train.main()

@@ -187,4 +187,7 @@ def resume_command(run_dir: str) -> str:
 
 
 if __name__ == "__main__":
+    from align_kit.preflight import run_preflight
+
+    run_preflight(sys.argv[1:])
     main()

@@ -48,7 +48,7 @@ class TinyModel(Component):
     moe_intermediate_size: int = 64
     max_position_embeddings: int = 256
     init_seed: int = 0
-    warm_start: dict = field(default_factory=dict)
+    warm_start: dict = field(default_factory=dict, metadata={"schema": WarmStartConfig})  # checked per key
 
     def validate(self) -> None:
         if self.architecture not in ARCHITECTURES:

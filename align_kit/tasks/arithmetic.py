@@ -61,6 +61,11 @@ class ArithmeticTask(Component):
         if self.num_train < 1:
             raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
 
+    @property
+    def source(self) -> str:
+        """How errors name this data."""
+        return f"task.num_train={self.num_train}"
+
     def problems(self, split: str, count: int | None = None) -> list[Problem]:
         # Disjoint streams per split from one seed: train and eval never share a generator state.
         rng = random.Random(f"{self.seed}/{split}")

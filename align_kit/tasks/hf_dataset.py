@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
@@ -25,38 +28,90 @@ class HFDatasetTask(Component):
         if not self.path:
             raise ConfigError("task=hf_dataset needs task.path=<local folder, data file or hub dataset name>")
 
+    @property
+    def source(self) -> str:
+        """How errors name this data."""
+        return f"task.path={self.path}"
+
+    def _split_key(self, split: str) -> str:
+        return "task.eval_split" if split == self.eval_split and split != self.split else "task.split"
+
     def _load(self, split: str):
         import datasets
 
         local = Path(self.path).expanduser()
         if local.is_dir():
-            loaded = datasets.load_from_disk(str(local))
-            return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
+            try:
+                loaded = datasets.load_from_disk(str(local))
+            except (FileNotFoundError, ValueError) as error:
+                raise ConfigError(f"{self.source} is not a saved dataset ({_first_line(error)})") from None
+            if not isinstance(loaded, datasets.DatasetDict):
+                return loaded
+            if split not in loaded:
+                raise ConfigError(
+                    f"{self._split_key(split)}={split}: {self.source} has no such split; its splits: {sorted(loaded)}"
+                )
+            return loaded[split]
         if local.is_file():
-            builder = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}.get(local.suffix)
-            if builder is None:
+            reader = {".json": read_json_rows, ".jsonl": read_json_rows, ".csv": read_csv_rows}.get(local.suffix)
+            if reader is None and local.suffix != ".parquet":
                 raise ConfigError(f"task.path={self.path}: unsupported file type {local.suffix!r}")
-            return datasets.load_dataset(builder, data_files=str(local), split=split)
-        return datasets.load_dataset(self.path, self.name, split=split)
+            if split != "train":
+                raise ConfigError(
+                    f"{self._split_key(split)}={split}: {self.source} is one data file, whose only split is 'train'"
+                )
+            if reader is not None:
+                return reader(local, self.source)  # rows as dicts, checked before they become a table
+            try:
+                return datasets.load_dataset("parquet", data_files=str(local), split=split)
+            except Exception as error:  # a broken parquet file: name it in one line
+                raise ConfigError(f"{self.source} cannot be read as parquet ({_first_line(error)})") from None
+        try:
+            return datasets.load_dataset(self.path, self.name, split=split)
+        except ValueError as error:
+            if "split" in str(error).lower():
+                raise ConfigError(f"{self._split_key(split)}={split}: {_first_line(error)}") from None
+            raise ConfigError(f"{self.source} cannot be loaded ({_first_line(error)})") from None
+        except Exception as error:  # hub or builder failures: one line naming the dataset
+            raise ConfigError(f"{self.source} cannot be loaded ({_first_line(error)})") from None
 
     def dataset(self, split: str = "train"):
+        from datasets import Dataset
+
         if split != "train" and not self.eval_split:
             return None
         raw = self._load(self.split if split == "train" else self.eval_split)
+        columns = _columns(raw)
         wanted = (self.prompt_column, self.answer_column, self.domain_column)
-        missing = [c for c in wanted if c and c not in raw.column_names]
+        missing = [c for c in wanted if c and c not in columns]
         if missing:
             raise ConfigError(
-                f"task.path={self.path} has no column(s) {missing}; its columns are {raw.column_names}: "
+                f"task.path={self.path} has no column(s) {missing}; its columns are {columns}: "
                 "set task.prompt_column / task.answer_column / task.domain_column"
             )
+        if len(raw) == 0:
+            raise ConfigError(f"{self.source} holds no rows")
+        self._check_rows(raw)
+        prompts = _values(raw, self.prompt_column)
+        answers = [str(answer).strip() for answer in _values(raw, self.answer_column)]
+        domains = _values(raw, self.domain_column) if self.domain_column else [self.default_domain] * len(prompts)
+        try:
+            return Dataset.from_dict({"prompt": prompts, "answer": answers, "domain": [str(d) for d in domains]})
+        except (TypeError, ValueError) as error:  # pyarrow: one column holding text and message lists
+            problem = f"{self.prompt_column} mixes kinds of values ({_first_line(error)})"
+            raise ConfigError(f"{self.source}: {problem}") from None
 
-        def to_row(example: dict) -> dict:
-            domain = example[self.domain_column] if self.domain_column else self.default_domain
-            answer = str(example[self.answer_column])
-            return {"prompt": example[self.prompt_column], "answer": answer, "domain": domain}
-
-        return raw.map(to_row, remove_columns=raw.column_names)
+    def _check_rows(self, raw) -> None:
+        """Every row has a usable prompt and answer (rows counted from 1, as in the file)."""
+        for column, check in ((self.prompt_column, _prompt_problem), (self.answer_column, _answer_problem)):
+            for row, value in enumerate(_values(raw, column), start=1):
+                problem = check(value)
+                if problem:
+                    raise ConfigError(f"{self.source} row {row}: {column} {problem}")
+        if self.domain_column:
+            for row, value in enumerate(_values(raw, self.domain_column), start=1):
+                if value is None or (isinstance(value, str) and not value.strip()):
+                    raise ConfigError(f"{self.source} row {row}: {self.domain_column} is empty")
 
     def demonstrations(self) -> list[tuple[str, str]]:
         if not self.completion_column:
@@ -78,3 +133,105 @@ class HFDatasetTask(Component):
             "prompt": self.prompt_column,
             "completion": self.completion_column,
         }
+
+
+def _columns(raw) -> list[str]:
+    if isinstance(raw, list):
+        return list(dict.fromkeys(key for row in raw for key in row))
+    return raw.column_names
+
+
+def _values(raw, column: str) -> list:
+    return [row.get(column) for row in raw] if isinstance(raw, list) else raw[column]
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _prompt_problem(value: Any) -> str | None:
+    """Why a prompt cannot be used: text, or a conversation as a list of {role, content} messages."""
+    if value is None:
+        return "is null"
+    if isinstance(value, str):
+        return None if value.strip() else "is empty"
+    if isinstance(value, list):
+        messages = value and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+        )
+        return None if messages else "is a list but not of {role, content} messages; expected a string"
+    return f"is {type(value).__name__} {value!r}; expected a string"
+
+
+def _answer_problem(value: Any) -> str | None:
+    if value is None:
+        return "is null"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return f"is {type(value).__name__} {value!r}; expected a string or a number"
+    return None if str(value).strip() else "is empty"
+
+
+def _text_lines(path: Path, source: str) -> list[str]:
+    data = path.read_bytes()
+    if not data.strip():
+        raise ConfigError(f"{source} is empty")
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        try:
+            raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"{source} line {number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
+                "save the file as UTF-8"
+            ) from None
+    return data.decode("utf-8-sig").splitlines()
+
+
+def read_json_rows(path: Path, source: str) -> list[dict]:
+    """A JSON array of objects, or JSON lines (one object a line; blank lines skipped)."""
+    lines = _text_lines(path, source)
+    text = "\n".join(lines).strip()
+    if text.startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{source} line {error.lineno}: not valid JSON ({error.msg})") from None
+        numbered = list(enumerate(rows, start=1))
+        where = "row"
+    else:
+        numbered = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                numbered.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                problem = f"not valid JSON ({error.msg} at column {error.colno})"
+                raise ConfigError(f"{source} line {number}: {problem}") from None
+        where = "line"
+    for number, row in numbered:
+        if not isinstance(row, dict):
+            raise ConfigError(f"{source} {where} {number}: expected a JSON object, got {type(row).__name__}")
+    return [row for _, row in numbered]
+
+
+def read_csv_rows(path: Path, source: str) -> list[dict]:
+    """CSV with a header line; every value stays text (an answer "007" is not the number 7)."""
+    reader = csv.reader(_text_lines(path, source))
+    try:
+        header = next(reader)
+        rows = []
+        for values in reader:
+            if not any(value.strip() for value in values):
+                continue
+            if len(values) != len(header):
+                raise ConfigError(
+                    f"{source} line {reader.line_num}: {len(values)} values for the header's {len(header)} columns"
+                )
+            rows.append(dict(zip(header, values, strict=True)))
+    except csv.Error as error:
+        raise ConfigError(f"{source} line {reader.line_num}: not valid CSV ({error})") from None
+    if not rows:
+        raise ConfigError(f"{source} has a header but no rows")
+    return rows

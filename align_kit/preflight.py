@@ -1,0 +1,171 @@
+"""Pre-flight of `align-kit train` (and `-m`, `align-kit sweep`): compose and validate every job
+before Hydra runs any of them.
+
+Hydra creates the run (or sweep) folder before it calls the job, so a config rejected inside the
+job would leave a folder behind, and in a sweep an invalid arm would surface only after the arms
+before it had trained. Here each job's overrides are composed exactly as Hydra's basic sweeper
+expands them, validated (schema, plan, writable folders, the data), and the first failure ends
+the command with one line naming the job's overrides; nothing is written. Imports nothing heavy
+but `datasets` (to check the data) and no model.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from align_kit.config import compose
+from align_kit.errors import ConfigError
+from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
+from align_kit.schema import resolved
+
+# Hydra's own flags that print or inspect instead of running a job: no pre-flight for them.
+_INSPECTING = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
+
+
+def check_writable(key: str, folder: str) -> None:
+    """`folder` exists as a writable folder, or could be created in one (nothing is created here)."""
+    path = Path(folder).expanduser()
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{key}={folder} cannot be created: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={folder} is not writable ({existing} refuses writes); choose a folder you can write")
+
+
+def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, data_cache: dict | None = None):
+    """Everything that can be checked before the model loads: the plan, the folders, the data."""
+    from align_kit.plan import reward_choice
+
+    choices = {**choices, "reward": reward_choice(cfg.reward.keys())} if "reward" in cfg else choices
+    plan = build_plan(cfg, choices, run_dir)
+    check_writable("paths.cache_dir", str(cfg.paths.cache_dir))
+    check_data(plan, data_cache if data_cache is not None else {})
+    return plan
+
+
+def check_data(plan: ExperimentPlan, cache: dict) -> None:
+    """Load the train split (and the eval split, when one is named) and check them; `cache` keeps
+    each distinct task's data across the jobs of a sweep."""
+    key = repr(plan.task)
+    if key not in cache:
+        cache[key] = plan.task.dataset("train")
+        plan.task.dataset("eval")  # a named eval split must exist
+    validate_dataset(plan, cache[key])
+
+
+def _run_dir(job_index: int | None) -> tuple[str, str]:
+    """(the folder Hydra will give this job, the key that sets it), from the composed Hydra config."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    if job_index is None:
+        return str(hydra_cfg.run.dir), "hydra.run.dir"
+    return str(Path(hydra_cfg.sweep.dir) / str(hydra_cfg.sweep.subdir)), "hydra.sweep.dir"
+
+
+def validate_job(overrides: list[str], job_index: int | None = None, data_cache: dict | None = None):
+    """Compose one job as Hydra will and validate it; returns its plan."""
+    from hydra.core.hydra_config import HydraConfig
+
+    cfg = compose(overrides, job_index)
+    run_dir, dir_key = _run_dir(job_index)
+    check_writable(dir_key, run_dir)
+    if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
+        from align_kit.run_folder import check_resume
+
+        # The run's saved config and the checkpoint it would load (read-only; named precisely there).
+        check_resume(Path(run_dir), resolved(cfg))
+    return validate_composed(cfg, tagged_choices(HydraConfig.get().runtime.choices), run_dir, data_cache)
+
+
+def sweep_jobs(overrides: list[str]) -> list[list[str]]:
+    """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
+    `hydra.sweeper.params` and the command line's overrides."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from align_kit import CONF_DIR
+
+    # The loader lets `glob(...)` sweeps list a group's nodes, as Hydra's own sweeper does.
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    parser = OverridesParser.create(config_loader=loader)
+    fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
+    compose(fixed)
+    params = HydraConfig.get().sweeper.get("params") or {}
+    arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
+    batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
+    return [job for batch in batches for job in batch]
+
+
+def _varying(jobs: list[list[str]]) -> set[str]:
+    """The keys whose value differs between jobs: what names an arm."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for override in job:
+            key, _, value = override.partition("=")
+            values.setdefault(key, set()).add(value)
+    return {key for key, seen in values.items() if len(seen) > 1 or len(jobs) == 1}
+
+
+def check_command(overrides: list[str], multirun: bool) -> list[ExperimentPlan]:
+    """Validate every job of the command; a failure is one ConfigError line (naming the job in a sweep)."""
+    try:
+        if not multirun:
+            return [validate_job(overrides)]
+        jobs = sweep_jobs(overrides)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConfigError(_one_line(error)) from None
+    arms = _varying(jobs)
+    plans, data_cache = [], {}
+    for index, job in enumerate(jobs):
+        arm = " ".join(override for override in job if override.partition("=")[0] in arms)
+        try:
+            plans.append(validate_job(job, index, data_cache))
+        except ConfigError as error:
+            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
+        except (HydraException, OmegaConfBaseException) as error:
+            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {_one_line(error)}") from None
+    return plans
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).split("Config search path:")[0]  # Hydra appends its search path: noise here
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
+
+
+def run_preflight(argv: list[str]) -> None:
+    """The pre-flight of `align-kit train <argv>`: returns when every job is valid (or Hydra is only
+    asked to inspect), else prints one line and exits 2."""
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    if any(getattr(args, name, None) for name in _INSPECTING):
+        return
+    if (
+        args.config_path
+        or args.config_name
+        or args.config_dir
+        or any(override.startswith("hydra.searchpath") for override in args.overrides)
+    ):
+        return  # another config tree: the job validates itself when it starts
+    try:
+        check_command(args.overrides, bool(args.multirun))
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        from hydra.core.global_hydra import GlobalHydra
+
+        GlobalHydra.instance().clear()  # Hydra's own entry initialises it afresh

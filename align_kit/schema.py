@@ -1,0 +1,556 @@
+"""The schema of every config node, checked right after composition and before anything is built.
+
+One mechanism for the whole tree: a node's schema is the dataclass its `_target_` names (every
+align_kit component is one), `trainer`'s is GRPOConfig's annotations read from TRL's source
+(`align_kit.grpo_fields`), and the top-level keys' is `RunSettings` below. Values are checked as
+written, never coerced (`seed=1.5`, `seed=true` and `kl.bias_corrected=maybe` are errors), NaN and
+inf are refused, and the ranges a type cannot say (counts >= 1, probabilities, seeds) come from the
+tables here. Rules that tie several keys together stay in each component's `validate()` and in
+`align_kit.plan`. Every error is one ConfigError line: `<key>=<value>: expected <what>, got <what>`.
+
+`_target_` may name align_kit's own classes only, plus the module prefixes a user lists in
+`train.allowed_targets` (their own components); anything else is refused before it is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import fnmatch
+import importlib
+import json
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from align_kit.errors import ConfigError
+from align_kit.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
+
+OWN_PACKAGE = "align_kit"
+# Groups holding one node each (built through `_target_`); `reward` holds a node per selected reward.
+NODE_GROUPS = (
+    "model",
+    "task",
+    "advantage",
+    "clip",
+    "kl",
+    "overlong",
+    "rollout",
+    "sampling",
+    "format_schedule",
+    "routing_replay",
+    "logger",
+    "monitor",
+)
+SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
+INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
+
+
+@dataclass
+class TrainSettings:
+    resume: bool = False
+    overwrite: bool = False
+    allow_reward_max_below_one: bool = False
+    allowed_targets: list[str] = field(default_factory=list)  # module prefixes a `_target_` may name
+
+
+@dataclass
+class PathSettings:
+    output_root: str = "outputs"
+    cache_dir: str = "~/.cache/align_kit"
+
+
+@dataclass
+class RunSettings:
+    """The keys of train.yaml outside the groups."""
+
+    seed: int = 0
+    train: TrainSettings = field(default_factory=TrainSettings)
+    paths: PathSettings = field(default_factory=PathSettings)
+
+
+# ---------------------------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a key accepts: some of bool/int/float/str/list/dict/none/any, with details."""
+
+    types: frozenset[str]
+    choices: tuple[str, ...] | None = None  # for strings
+    item: Kind | None = None  # list items and mapping values
+    schema: type | None = None  # a mapping checked field by field against this dataclass
+
+    def merge(self, other: Kind) -> Kind:
+        return Kind(
+            self.types | other.types,
+            self.choices or other.choices,
+            self.item or other.item,
+            self.schema or other.schema,
+        )
+
+
+ANY = Kind(frozenset({"any"}))
+_SCALARS = {"bool": "bool", "int": "int", "float": "float", "str": "str", "list": "list", "dict": "dict"}
+
+
+def _kind(*names: str, **details: Any) -> Kind:
+    return Kind(frozenset(names), **details)
+
+
+def kind_of_hint(hint: Any) -> Kind:
+    """A Python type hint (a component dataclass field) as a Kind."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is type(None):
+        return _kind("none")
+    if isinstance(hint, type) and hint.__name__ in _SCALARS and origin is None:
+        return _kind(_SCALARS[hint.__name__])
+    if origin in (typing.Union, types.UnionType):
+        kinds = [kind_of_hint(arg) for arg in args]
+        merged = kinds[0]
+        for other in kinds[1:]:
+            merged = merged.merge(other)
+        return merged
+    if origin is typing.Literal:
+        if all(isinstance(arg, str) for arg in args):
+            return _kind("str", choices=tuple(args))
+        return _kind(*sorted({type(arg).__name__ for arg in args}))
+    if origin is list:
+        return _kind("list", item=kind_of_hint(args[0]) if args else None)
+    if origin is dict:
+        return _kind("dict", item=kind_of_hint(args[1]) if args else None)
+    if dataclasses.is_dataclass(hint):
+        return _kind("dict", schema=hint)
+    return ANY
+
+
+def kind_of_annotation(node: ast.expr) -> Kind:
+    """An annotation from TRL's or transformers' source (GRPOConfig) as a Kind; `Enum | str` takes the
+    enum's values as its choices."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return kind_of_annotation(node.left).merge(kind_of_annotation(node.right))
+    if isinstance(node, ast.Constant) and node.value is None:
+        return _kind("none")
+    if isinstance(node, ast.Name):
+        if node.id in _SCALARS:
+            return _kind(_SCALARS[node.id])
+        if node.id in transformers_enums():
+            return _kind("str", choices=transformers_enums()[node.id])
+        return ANY
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        outer = node.value.id
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if outer in ("Optional", "Union"):
+            merged = _kind("none") if outer == "Optional" else kind_of_annotation(inner[0])
+            for part in inner:
+                merged = merged.merge(kind_of_annotation(part))
+            return merged
+        if outer in ("list", "List"):
+            return _kind("list", item=kind_of_annotation(inner[0]))
+        if outer in ("dict", "Dict"):
+            return _kind("dict", item=kind_of_annotation(inner[-1]))
+        if outer == "Literal":
+            values = [ast.literal_eval(part) for part in inner]
+            if all(isinstance(value, str) for value in values):
+                return _kind("str", choices=tuple(values))
+            return _kind(*sorted({type(value).__name__ for value in values}))
+    return ANY
+
+
+@cache
+def dataclass_kinds(cls: type) -> dict[str, Kind]:
+    """The init fields of a dataclass as Kinds; a field's `metadata["schema"]` names the dataclass a
+    plain-dict field is checked against (the tiny model's `warm_start`)."""
+    hints = typing.get_type_hints(cls)
+    kinds = {}
+    for item in dataclasses.fields(cls):
+        if not item.init:
+            continue
+        kinds[item.name] = kind_of_hint(hints[item.name])
+        if "schema" in item.metadata:
+            kinds[item.name] = _kind("dict", schema=item.metadata["schema"])
+    return kinds
+
+
+@lru_cache(maxsize=1)
+def trainer_kinds() -> dict[str, Kind]:
+    kinds = {}
+    for name, (annotation, choices) in grpo_field_annotations().items():
+        kind = kind_of_annotation(annotation)
+        if choices and "str" in kind.types:
+            kind = dataclasses.replace(kind, choices=tuple(str(choice) for choice in choices))
+        kinds[name] = kind
+    return kinds
+
+
+def show(value: Any) -> str:
+    """A value as a user would type it on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return value if value.strip() else repr(value)
+    if isinstance(value, list | dict):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return repr(value)
+
+
+def _got(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float" if math.isfinite(value) else "a non-finite number"
+    if isinstance(value, str):
+        return "an empty value" if not value.strip() else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return type(value).__name__
+
+
+def describe(kind: Kind) -> str:
+    parts = []
+    if "bool" in kind.types:
+        parts.append("true or false")
+    if "float" in kind.types:
+        parts.append("a finite number")
+    elif "int" in kind.types:
+        parts.append("an integer")
+    if "str" in kind.types:
+        parts.append(f"one of [{', '.join(kind.choices)}]" if kind.choices else "a non-empty string")
+    if "list" in kind.types:
+        parts.append("a list")
+    if "dict" in kind.types:
+        parts.append("a mapping")
+    text = " or ".join(parts) or "a value"
+    return f"{text} or null" if "none" in kind.types else text
+
+
+def _refuse(key: str, value: Any, expected: str) -> ConfigError:
+    return ConfigError(f"{key}={show(value)}: expected {expected}, got {_got(value)}")
+
+
+def check_value(key: str, value: Any, kind: Kind) -> None:
+    """`value` has the kind `key` accepts, as written (no coercion), and is finite."""
+    accepts = kind.types
+    if "any" in accepts:
+        return
+    if value is None:
+        if "none" not in accepts:
+            raise _refuse(key, value, describe(kind))
+        return
+    if isinstance(value, bool):
+        ok = "bool" in accepts
+    elif isinstance(value, int):
+        ok = bool({"int", "float"} & accepts)
+        if ok and abs(value) >= INT_LIMIT:
+            raise ConfigError(f"{key}={show(value)}: expected a number below 2^63")
+    elif isinstance(value, float):
+        ok = "float" in accepts
+        if ok and not math.isfinite(value):
+            raise _refuse(key, value, "a finite number")
+    elif isinstance(value, str):
+        ok = "str" in accepts and bool(value.strip())
+        if ok and kind.choices and value not in kind.choices:
+            raise ConfigError(f"{key}={show(value)}: expected one of [{', '.join(kind.choices)}]")
+    elif isinstance(value, list):
+        ok = "list" in accepts
+        if ok:
+            for index, item in enumerate(value):
+                check_value(f"{key}[{index}]", item, kind.item or ANY)
+    elif isinstance(value, Mapping):
+        ok = "dict" in accepts
+        if ok and kind.schema is not None:
+            check_fields(key, value, kind.schema)
+        elif ok:
+            for name, item in value.items():
+                check_value(f"{key}.{name}", item, kind.item or ANY)
+    else:
+        ok = False
+    if not ok:
+        raise _refuse(key, value, describe(kind))
+
+
+def check_fields(key: str, node: Mapping, cls: type) -> None:
+    """Every key of `node` is a field of the dataclass `cls`, with a value of the field's kind."""
+    kinds = dataclass_kinds(cls)
+    for name, value in node.items():
+        if name == "_target_":
+            continue
+        path = f"{key}.{name}" if key else name
+        if name not in kinds:
+            where = f"{key} ({cls.__name__})" if key else "the config"
+            raise ConfigError(f"{path} is not a key of {where}; its keys: {', '.join(sorted(kinds))}")
+        check_value(path, value, kinds[name])
+        check_range(path, value, kinds[name])
+
+
+# --------------------------------------------------------------------------------------------- ranges
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    text: str = ""
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high or (self.high_open and value == self.high))
+
+    def describe(self, integer: bool) -> str:
+        if self.text:
+            return self.text
+        if self.low is not None and self.high is not None:
+            brackets = ("(" if self.low_open else "[", ")" if self.high_open else "]")
+            bounds = f"in {brackets[0]}{self.low:g}, {self.high:g}{brackets[1]}"
+        elif self.low is not None:
+            bounds = f"{'>' if self.low_open else '>='} {self.low:g}"
+        else:
+            bounds = f"{'<' if self.high_open else '<='} {self.high:g}"
+        return f"{'an integer' if integer else 'a number'} {bounds}"
+
+
+SEED = Range(0, SEED_LIMIT, high_open=True, text="an integer in [0, 2^32)")
+AT_LEAST_ONE = Range(1)
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1)
+OPEN_PROBABILITY = Range(0, 1, low_open=True)  # (0, 1]: a share that must keep something
+# The tiny models are built in memory on a CPU: a dimension beyond this is a typo, not a model.
+MODEL_DIMENSION = Range(1, 2**16, text="an integer in [1, 65536]")
+
+# Component and top-level keys (`*` matches one key). Integers of component nodes not listed here
+# must be >= 0 (a count, a step, a seed).
+RANGES: dict[str, Range] = {
+    "seed": SEED,
+    "task.seed": SEED,
+    "reward.*.seed": SEED,
+    "model.init_seed": SEED,
+    "model.warm_start.seed": SEED,
+    "model.warm_start.batch_size": AT_LEAST_ONE,
+    "model.warm_start.learning_rate": POSITIVE,
+    "model.warm_start.eval_prompts": AT_LEAST_ONE,
+    **{
+        f"model.{name}": MODEL_DIMENSION
+        for name in (
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "intermediate_size",
+            "num_experts",
+            "experts_per_token",
+            "moe_intermediate_size",
+            "max_position_embeddings",
+        )
+    },
+    "advantage.r_max": POSITIVE,  # the virtual sample's reward: the best attainable total
+    "overlong.punish_weight": NON_NEGATIVE,
+    "format_schedule.start": NON_NEGATIVE,
+    "format_schedule.threshold": PROBABILITY,
+    "rollout.is_cap_min": POSITIVE,
+    "rollout.is_cap_max": POSITIVE,
+    "rollout.tensor_parallel_size": AT_LEAST_ONE,
+    "rollout.max_model_length": AT_LEAST_ONE,
+    "task.num_train": AT_LEAST_ONE,
+    # Health-monitor rules (their windows and fractions are checked by align_kit.monitor.config).
+    "monitor.*.threshold": NON_NEGATIVE,
+    "monitor.*.factor": POSITIVE,
+    "monitor.*.tolerance": NON_NEGATIVE,
+    "monitor.*.gap": NON_NEGATIVE,
+    "monitor.*.floor": NON_NEGATIVE,
+    "monitor.*.deviation": POSITIVE,
+    "monitor.*.min_train_gain": NON_NEGATIVE,  # a max_*_gain may be negative: "only when it falls"
+}
+
+# GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.
+TRAINER_RANGES: dict[str, Range] = {
+    "learning_rate": POSITIVE,
+    "num_train_epochs": POSITIVE,
+    "per_device_train_batch_size": AT_LEAST_ONE,
+    "per_device_eval_batch_size": AT_LEAST_ONE,
+    "gradient_accumulation_steps": AT_LEAST_ONE,
+    "steps_per_generation": AT_LEAST_ONE,
+    "generation_batch_size": AT_LEAST_ONE,
+    "num_iterations": AT_LEAST_ONE,
+    "num_generations": Range(2, text="an integer >= 2 (group normalisation needs 2 completions per prompt)"),
+    "max_completion_length": AT_LEAST_ONE,
+    "warmup_ratio": PROBABILITY,  # transformers before 5 names it; a field TRL lacks is refused by name first
+    "adam_beta1": Range(0, 1, high_open=True),
+    "adam_beta2": Range(0, 1, high_open=True),
+    "adam_epsilon": POSITIVE,
+    "temperature": POSITIVE,
+    "top_p": OPEN_PROBABILITY,
+    "min_p": PROBABILITY,
+    "repetition_penalty": POSITIVE,
+    "epsilon": POSITIVE,
+    "epsilon_high": POSITIVE,
+    "top_entropy_quantile": OPEN_PROBABILITY,
+    "vllm_gpu_memory_utilization": OPEN_PROBABILITY,
+    "vllm_tensor_parallel_size": AT_LEAST_ONE,
+    "save_total_limit": AT_LEAST_ONE,  # null keeps every checkpoint
+}
+# Optional in GRPOConfig, but the batch shape and the length budget are computed from them.
+TRAINER_REQUIRED = ("num_generations", "max_completion_length")
+# transformers reads a value below 1 as a share of the total steps.
+STEP_INTERVALS = ("logging_steps", "save_steps", "eval_steps")
+STEP_INTERVAL_TEXT = "an integer >= 1, or a share of the run in (0, 1)"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _range_for(key: str) -> Range | None:
+    if key in RANGES:
+        return RANGES[key]
+    wildcards = (rule for pattern, rule in RANGES.items() if "*" in pattern and fnmatch.fnmatchcase(key, pattern))
+    return next(wildcards, None)
+
+
+def check_range(key: str, value: Any, kind: Kind) -> None:
+    """The range of a component or top-level number; integers not in RANGES must be >= 0."""
+    if not _is_number(value):
+        return
+    integer = "float" not in kind.types
+    rule = _range_for(key) or (NON_NEGATIVE if integer else None)
+    if rule is not None and not rule.holds(value):
+        raise ConfigError(f"{key}={show(value)}: expected {rule.describe(integer)}")
+    if integer and abs(value) >= INT_LIMIT:
+        raise ConfigError(f"{key}={show(value)}: expected an integer below 2^63")
+
+
+def check_trainer_range(name: str, value: Any, trainer: Mapping) -> None:
+    key = f"trainer.{name}"
+    if value is None and name in TRAINER_REQUIRED:
+        raise ConfigError(f"{key}=null: expected {TRAINER_RANGES[name].describe(True)}; align_kit needs it set")
+    if not _is_number(value):
+        return
+    if isinstance(value, int) and abs(value) >= INT_LIMIT:
+        raise ConfigError(f"{key}={show(value)}: expected a number below 2^63")
+    if name == "max_steps":
+        # transformers' -1 means "train trainer.num_train_epochs epochs"; 0 or below trains nothing.
+        if value >= 1 or (value == -1 and "num_train_epochs" in trainer):
+            return
+        raise ConfigError(f"{key}={show(value)}: expected an integer >= 1 (or -1 with trainer.num_train_epochs set)")
+    if name in STEP_INTERVALS:
+        if (isinstance(value, int) and value >= 1) or (isinstance(value, float) and 0 < value < 1):
+            return
+        raise ConfigError(f"{key}={show(value)}: expected {STEP_INTERVAL_TEXT}")
+    rule = TRAINER_RANGES.get(name)
+    default = grpo_config_fields().get(name, MISSING)
+    if rule is None and _is_number(default) and default >= 0:
+        rule = NON_NEGATIVE
+    integer = "float" not in trainer_kinds()[name].types
+    if rule is not None and not rule.holds(value):
+        raise ConfigError(f"{key}={show(value)}: expected {rule.describe(integer)}")
+
+
+# -------------------------------------------------------------------------------------------- targets
+
+
+def target_allowed(target: str, allowed: list[str]) -> bool:
+    prefixes = [OWN_PACKAGE, *allowed]
+    return any(target == prefix or target.startswith(f"{prefix}.") for prefix in prefixes)
+
+
+def check_targets(key: str, value: Any, allowed: list[str]) -> None:
+    """Every `_target_` anywhere in the tree names align_kit or an allowed prefix (nothing imported)."""
+    if isinstance(value, Mapping):
+        if "_target_" in value:
+            target = value["_target_"]
+            where = f"{key}._target_" if key else "_target_"
+            if not isinstance(target, str) or not target_allowed(target, allowed):
+                raise ConfigError(
+                    f"{where}={show(target)} is outside align_kit; a config builds only align_kit's classes "
+                    "(list your own module in train.allowed_targets=[my_package] to build yours)"
+                )
+        for name, item in value.items():
+            check_targets(f"{key}.{name}" if key else str(name), item, allowed)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_targets(f"{key}[{index}]", item, allowed)
+
+
+def target_class(key: str, target: str) -> type | None:
+    """The class a node's `_target_` names (None for a function or anything that is not a class)."""
+    module_name, _, attribute = target.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"{key}._target_={target} cannot be imported; check the module and class name") from None
+    return found if isinstance(found, type) else None
+
+
+# ---------------------------------------------------------------------------------------------- entry
+
+
+def resolved(cfg: DictConfig) -> dict:
+    """The config as plain data, every interpolation resolved; a broken one names its key."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "config"
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{key}: cannot be resolved ({message})") from None
+
+
+def check_node(key: str, node: Any, allowed: list[str]) -> None:
+    """A group's node: a mapping with a `_target_` whose class's fields it matches."""
+    if not isinstance(node, Mapping) or "_target_" not in node:
+        raise ConfigError(f"{key}={show(node)}: expected a node with a _target_; select one, e.g. {key}=<name>")
+    cls = target_class(key, node["_target_"])
+    if cls is not None and dataclasses.is_dataclass(cls):
+        check_fields(key, node, cls)
+
+
+def check_config(cfg: DictConfig) -> dict:
+    """Targets, types and ranges of the whole composed config (without `hydra`), before anything is
+    instantiated; returns the resolved config."""
+    data = resolved(cfg)
+    check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
+    allowed = (data.get("train") or {}).get("allowed_targets") or []
+    check_targets("", data, allowed)
+    known = {"seed", "train", "paths", "trainer", "reward", *NODE_GROUPS}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{unknown[0]} is not a key of the config; its keys: {', '.join(sorted(known))}")
+    for group in NODE_GROUPS:
+        check_node(group, data.get(group), allowed)
+    rewards = data.get("reward")
+    if not isinstance(rewards, Mapping) or not rewards:
+        raise ConfigError(
+            f"reward={show(rewards)}: expected at least one reward node, e.g. reward=[correctness,format]"
+        )
+    for name, node in rewards.items():
+        check_node(f"reward.{name}", node, allowed)
+    trainer = data.get("trainer")
+    if not isinstance(trainer, Mapping):
+        raise ConfigError(f"trainer={show(trainer)}: expected a mapping of GRPOConfig fields")
+    return data
+
+
+def check_trainer(trainer: Mapping) -> None:
+    """Types, choices and ranges of `trainer.<field>` (names were checked by `align_kit.plan`)."""
+    kinds = trainer_kinds()
+    for name, value in trainer.items():
+        check_value(f"trainer.{name}", value, kinds[name])
+        check_trainer_range(name, value, trainer)
