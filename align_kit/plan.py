@@ -202,12 +202,15 @@ def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
     if best < 1.0 - REWARD_MAX_TOLERANCE and not allow_below_one:
         raise ConfigError(
             f"a perfect completion earns {parts} = {best:g} < 1.0, so group normalisation loses resolution "
-            "and the reward plateaus below 1.0 (seed 000, 16.6.3); raise reward.<name>.weight so the maximum "
-            "is 1.0, or set train.allow_reward_max_below_one=true"
+            "and the reward plateaus below 1.0 (the training-stability chapter, 16.6.3); "
+            "raise reward.<name>.weight so the maximum is 1.0, or set train.allow_reward_max_below_one=true"
         )
     _check_scheduled_reward_max(plan, best, allow_below_one)
     if best > 1.0 + REWARD_MAX_TOLERANCE:
-        plan.notes.append(f"reward maximum is {parts} = {best:g} (above 1.0, as in seed 002's correctness + format)")
+        plan.notes.append(
+            f"reward maximum is {parts} = {best:g} "
+            "(above 1.0, as in the policy-optimization chapter's correctness + format)"
+        )
 
 
 def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:

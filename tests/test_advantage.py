@@ -20,7 +20,8 @@ def column(*values: float) -> torch.Tensor:
 
 
 def test_ngrpo_seed_example():
-    # Seed 000, 16.6.5: four answers at 0.8 plus one virtual 1.0 -> mean 0.84, std > 0, all negative.
+    # The training-stability chapter, 16.6.5: four answers at 0.8 plus one virtual 1.0 -> mean 0.84, std > 0,
+    # all negative.
     augmented = [0.8, 0.8, 0.8, 0.8, 1.0]
     assert statistics.mean(augmented) == pytest.approx(0.84)
     expected = (0.8 - 0.84) / (statistics.stdev(augmented) + EPS)  # stdev: Bessel-corrected, as TRL

@@ -31,7 +31,7 @@ def saved_model_dir(tmp_path_factory) -> str:
 
 def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
     if group == "reward":
-        # A single reward must reach 1.0 on its own (seed 000, 16.6.3).
+        # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3).
         return [f"reward=[{name}]", f"reward.{name}.weight=1.0"]
     extra = {
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],

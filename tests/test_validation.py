@@ -43,8 +43,8 @@ BAD_CONFIGS = [
     (
         ["reward=[correctness]"],
         "a perfect completion earns 0.8*1 (correctness) = 0.8 < 1.0, so group normalisation loses resolution "
-        "and the reward plateaus below 1.0 (seed 000, 16.6.3); raise reward.<name>.weight so the maximum is 1.0, "
-        "or set train.allow_reward_max_below_one=true",
+        "and the reward plateaus below 1.0 (the training-stability chapter, 16.6.3); "
+        "raise reward.<name>.weight so the maximum is 1.0, or set train.allow_reward_max_below_one=true",
     ),
     (
         ["clip=clip_higher", "trainer.epsilon_high=0.3"],
@@ -129,8 +129,8 @@ def test_repeating_a_node_value_under_trainer_is_allowed():
 
 def test_reward_maximum_above_one_is_reported_once():
     plan = plan_for("reward.format.weight=0.5")
-    assert plan.notes == ["reward maximum is 0.8*1 (correctness) + 0.5*1 (format) = 1.3 (above 1.0, as in seed "
-                          "002's correctness + format)"]  # fmt: skip
+    assert plan.notes == ["reward maximum is 0.8*1 (correctness) + 0.5*1 (format) = 1.3 (above 1.0, as in the "
+                          "policy-optimization chapter's correctness + format)"]  # fmt: skip
 
 
 def test_below_one_can_be_allowed_explicitly():

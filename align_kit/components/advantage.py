@@ -10,7 +10,7 @@ grpo    : (r - mean_group) / std_group             DeepSeekMath, arXiv 2402.0330
 batch   : (r - mean_group) / std_batch             TRL scale_rewards="batch" (Lite PPO, arXiv 2508.08221)
 dr_grpo : r - mean_group (loss also changes)       Dr.GRPO, arXiv 2503.20783
 gdpo    : per-reward group normalisation, weighted sum, then TRL normalises the sum over the
-          whole batch (seed 000, 16.6.3 gives the first two steps; the batch step is TRL's)
+          whole batch (the training-stability chapter, 16.6.3 gives the first two steps; the batch step is TRL's)
 ngrpo   : group statistics include virtual samples with the best reward   NGRPO, arXiv 2509.18851
 
 r is the weighted sum of the rewards. The TRL-native nodes leave TRL's computation in place and
@@ -100,7 +100,7 @@ class TRLAdvantage(Component):
 
 @dataclass
 class NGRPOAdvantage(Component):
-    """Virtual-sample injection (seed 000, 16.6.5): each group's mean and std are taken over its
+    """Virtual-sample injection (the training-stability chapter, 16.6.5): each group's mean and std are taken over its
     real rewards plus `n_virtual` virtual samples scoring `r_max`; only real samples get
     advantages. A group that all scored 0.8 is no longer flat: mean 0.84, so each 0.8 is pushed
     down ("there is room to improve"); a group that all reached r_max stays at advantage 0.

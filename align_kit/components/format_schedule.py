@@ -1,4 +1,4 @@
-"""Format-reward weight schedule (seed 002, 18.3.6): start with a high format weight so the model
+"""Format-reward weight schedule (the policy-optimization chapter, 18.3.6): start with a high format weight so the model
 learns the `<think>...</think>` structure quickly, then lower it so correctness dominates.
 
 constant : the `format` reward's configured weight throughout

@@ -1,5 +1,5 @@
-"""Health metrics TRL does not log that the seeds' dashboards use (seed 002, 18.3.1-18.3.4); a hook
-the trainer always attaches, after every component's.
+"""Health metrics TRL does not log that the source chapters' dashboards use (the policy-optimization chapter,
+18.3.1-18.3.4); a hook the trainer always attaches, after every component's.
 
 Per batch that trains (after dynamic sampling's filter; every generation round otherwise):
 adv/mean, adv/std, adv/zero_std_fraction (groups whose advantages are all

@@ -1,4 +1,4 @@
-"""KL regularisation toward the reference model (seed 002, 18.3.5). `beta=0` everywhere means TRL
+"""KL regularisation toward the reference model (the policy-optimization chapter, 18.3.5). `beta=0` everywhere means TRL
 loads no reference model.
 
 none        : beta = 0 (DAPO and Dr.GRPO drop the KL term for rule-verified math and code)
@@ -6,7 +6,7 @@ constant    : one beta with TRL's k3 estimator; `bias_corrected` multiplies it b
               ratio pi_theta / pi_old (the unbiased off-policy estimator, TRL use_bias_correction_kl)
 per_domain  : each sample's KL term uses the beta of its `domain` (DeepSeek-V3.2: math/code 0,
               other domains > 0)
-reweighted  : a different KL strength per token (seed 002's "re-weighted KL"): the bias-corrected
+reweighted  : a different KL strength per token (the policy-optimization chapter's "re-weighted KL"): the bias-corrected
               estimator times a per-token weight (see `entropy_weights`)
 
 TRL adds `self.beta * per_token_kl` to the per-token loss. For per_domain and reweighted, a hook

@@ -1,4 +1,5 @@
-"""Overlong handling (DAPO §3.4, arXiv 2503.14476; seed 000 figure 16-12, seed 002 figure 18-8).
+"""Overlong handling (DAPO §3.4, arXiv 2503.14476; the training-stability chapter, figure 16-12; the
+policy-optimization chapter, figure 18-8).
 
 filter      : truncated completions are masked out of the loss (TRL `mask_truncated_completions`)
 soft_punish : a length penalty reward that ramps from 0 to -1 over the last `cache_length` tokens

@@ -1,4 +1,4 @@
-"""The re-tokenization check (seed 000, 16.6.1 (3)), on every generation round: the share of
+"""The re-tokenization check (the training-stability chapter, 16.6.1 (3)), on every generation round: the share of
 rollouts whose text does not re-encode to the sampled ids (`mismatch/retokenize_rate`), and the
 first such rollout saved to the run folder."""
 

@@ -1,4 +1,4 @@
-"""Rollout engines, and the train/inference mismatch they can introduce (seed 000, 16.6.1).
+"""Rollout engines, and the train/inference mismatch they can introduce (the training-stability chapter, 16.6.1).
 
 `vllm`: TRL's vLLM generation (GPU; colocated or a separate `trl vllm-serve` server). TRL measures the
 vLLM/trainer log-prob gap itself (`sampling/sampling_logp_difference/*`, `sampling/importance_sampling_ratio/*`)
@@ -242,7 +242,7 @@ def independent_copy(model, dtype: str):
 def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: list[tuple[list[int], list[int]]]):
     """Rebuild each rollout as text and re-encode it the way the training side encodes prompts
     (a multi-turn pipeline feeds the history back as text), then compare with the ids that were
-    sampled (seed 000, 16.6.1 (3)). `sampled` holds (prompt ids, completion ids) per rollout,
+    sampled (the training-stability chapter, 16.6.1 (3)). `sampled` holds (prompt ids, completion ids) per rollout,
     unpadded; `encode_prompts` is the trainer's prompt encoder. Returns {index: (sampled ids,
     re-encoded ids, text)} for the rollouts that differ."""
     from trl.data_utils import is_conversational

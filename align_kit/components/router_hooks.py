@@ -2,7 +2,8 @@
 selection in later forwards, and measure how often the current router would have chosen differently.
 
 Why: after a policy update an MoE router can send the same token to other experts, so old and new log-probs come
-from different expert sets and the importance ratio jumps (seed 000 §16.6.1 (1); GSPO, arXiv 2507.18071 §5.3).
+from different expert sets and the importance ratio jumps (the training-stability chapter, 16.6.1 (1); GSPO,
+arXiv 2507.18071 §5.3).
 R2 records the routing of the forward that computes the old log-probs and replays it in the training forwards of the
 same batch. R3 ("Rollout Routing Replay", arXiv 2510.11370) replays the routing the rollout engine chose while
 generating: recorded here during HF `generate`, or vLLM's `routed_experts` laid out by `pad_routing`. Only the expert

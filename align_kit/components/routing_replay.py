@@ -1,4 +1,4 @@
-"""The `routing_replay` node: MoE Routing Replay (seed 000, 16.6.1 (1)).
+"""The `routing_replay` node: MoE Routing Replay (the training-stability chapter, 16.6.1 (1)).
 
 off : the router decides in every forward; routing drift is still measured (`routing/flip_rate`,
       `routing/tokens_any_flip`) against the routing recorded while the completion was sampled

@@ -1,6 +1,6 @@
 """The `rollout` node's trainer code for HF generation (rollout.py holds the node and the pure
 functions): sampling on a low-precision copy of the policy, the sampler/trainer log-prob gap
-(`mismatch/*`) and its importance-sampling correction (seed 000, 16.6.1)."""
+(`mismatch/*`) and its importance-sampling correction (the training-stability chapter, 16.6.1)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which generated groups a training step keeps.
 
 all     : every group (TRL's behaviour)
-dynamic : DAPO dynamic sampling (arXiv 2503.14476 §3.2; seed 002, 18.3.8 ranks it first among
+dynamic : DAPO dynamic sampling (arXiv 2503.14476 §3.2; the policy-optimization chapter, 18.3.8 ranks it first among
           interventions). Groups whose rewards are all equal carry no signal (zero advantage,
           zero gradient); they are dropped and new groups are generated until the batch is full
           or `max_gen_batches` generation rounds were spent. A batch still short after that is

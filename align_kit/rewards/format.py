@@ -1,4 +1,4 @@
-"""Format reward: `<think>` must open before `</think>` closes (seed 002, 18.3.6)."""
+"""Format reward: `<think>` must open before `</think>` closes (the policy-optimization chapter, 18.3.6)."""
 
 from __future__ import annotations
 
