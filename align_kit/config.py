@@ -7,6 +7,19 @@ from omegaconf import DictConfig, OmegaConf, read_write
 from align_kit import CONF_DIR
 
 CONFIG_NAME = "train"
+# Groups in the defaults list that are not one component node each.
+NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
+
+
+def component_groups() -> tuple[str, ...]:
+    """The groups of conf/train.yaml's defaults list that hold one component node, in its order (the
+    order GRPOConfig fields merge and trainer hooks run). A group added there (with its node's YAML)
+    is a component everywhere: plan, schema, run names."""
+    defaults = OmegaConf.load(CONF_DIR / f"{CONFIG_NAME}.yaml").defaults
+    groups = [next(iter(entry)) for entry in defaults if isinstance(entry, DictConfig)]
+    return tuple(group for group in groups if group not in NOT_COMPONENT_GROUPS)
+
+
 _registered = False
 
 
@@ -47,3 +60,14 @@ def compose(overrides: list[str] | None = None, job_num: int | None = None) -> D
     cfg = OmegaConf.masked_copy(with_hydra, [k for k in with_hydra if k != "hydra"])
     OmegaConf.set_struct(cfg, True)
     return cfg
+
+
+def override_parser():
+    """Hydra's override parser with a config loader, so `glob(...)` sweeps can list a group's nodes as
+    Hydra's own sweeper does."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    return OverridesParser.create(config_loader=loader)

@@ -17,25 +17,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.components.base import Component, RewardSpec
+from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
 from align_kit.models.tiny import TinyModel
 from align_kit.schema import check_config, check_trainer
 
-
-def _component_groups() -> tuple[str, ...]:
-    """The groups of conf/train.yaml's defaults list that hold one component node, in its order (the
-    order GRPOConfig fields merge and trainer hooks run)."""
-    from align_kit import CONF_DIR
-
-    defaults = OmegaConf.load(CONF_DIR / "train.yaml").defaults
-    groups = [next(iter(entry)) for entry in defaults if isinstance(entry, DictConfig)]
-    return tuple(group for group in groups if group not in NOT_COMPONENT_GROUPS)
-
-
-# Groups in the defaults list that are not one component node each.
-NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
-COMPONENT_GROUPS = _component_groups()
+COMPONENT_GROUPS = component_groups()
 # The groups whose node choices name a run (W&B tags, summary.json, compare arms).
 TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.

@@ -19,7 +19,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.config import compose
+from align_kit.config import compose, override_parser
 from align_kit.errors import ConfigError
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.schema import resolved
@@ -89,17 +89,10 @@ def validate_job(overrides: list[str], job_index: int | None = None, data_cache:
 def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
     `hydra.sweeper.params` and the command line's overrides."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from align_kit import CONF_DIR
-
-    # The loader lets `glob(...)` sweeps list a group's nodes, as Hydra's own sweeper does.
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
-    parser = OverridesParser.create(config_loader=loader)
+    parser = override_parser()
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}

@@ -284,7 +284,7 @@ def _guard(config: DictConfig, key: str) -> None:
                 if not (overwrite and folder.is_dir()):
                     raise ConfigError(
                         f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
-                        "with train.resume=true, or move it aside with train.overwrite=true"
+                        "with `align-kit sweep --resume <sweep folder>`, or move it aside with train.overwrite=true"
                     )
                 move_aside(folder, key)
             return

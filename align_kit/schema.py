@@ -30,25 +30,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
 
 OWN_PACKAGE = "align_kit"
-# Groups holding one node each (built through `_target_`); `reward` holds a node per selected reward.
-NODE_GROUPS = (
-    "model",
-    "task",
-    "advantage",
-    "clip",
-    "kl",
-    "overlong",
-    "rollout",
-    "sampling",
-    "format_schedule",
-    "routing_replay",
-    "logger",
-    "monitor",
-)
+# Groups holding one node each (built through `_target_`), read from the defaults list like the plan's;
+# `reward` holds a node per selected reward.
+NODE_GROUPS = (*component_groups(), "monitor")
 SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
 INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
 

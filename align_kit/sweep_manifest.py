@@ -28,7 +28,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.errors import ConfigError
-from align_kit.run_folder import HYDRA_RECORD, latest_checkpoint
+from align_kit.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
 
 MANIFEST_FILE = "sweep_manifest.json"
 LOCK_FILE = ".sweep_manifest.lock"
@@ -43,10 +43,11 @@ HYDRA_MAY_CHANGE = ("hydra.sweep.dir", "hydra/launcher", "hydra.launcher.")
 def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
     """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from align_kit.config import override_parser
 
     params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
-    parsed = OverridesParser.create().parse_overrides([*params, *task_overrides])
+    parsed = override_parser().parse_overrides([*params, *task_overrides])
     return BasicSweeper.split_arguments(parsed, None)[0]
 
 
@@ -166,15 +167,31 @@ def _move_attempt(folder: Path, sweep_dir: Path, job: int) -> Path | None:
     leftovers = [p for p in folder.iterdir() if p not in kept]
     if not leftovers:
         return None
+    target = _attempt_folder(sweep_dir, job)
+    for path in leftovers:
+        path.rename(target / path.name)
+    return target
+
+
+def _attempt_folder(sweep_dir: Path, job: int) -> Path:
+    """A new, empty <sweep>/.attempts/<job>-<time>[-n]/."""
     target = sweep_dir / ATTEMPTS / f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"
     number = 1
     while target.exists():
         number += 1
         target = target.with_name(f"{job}-{time.strftime('%Y%m%d-%H%M%S')}-{number}")
     target.mkdir(parents=True)
-    for path in leftovers:
-        path.rename(target / path.name)
     return target
+
+
+def _resumable_checkpoint(folder: Path, sweep_dir: Path, job: int) -> Path | None:
+    """The job's latest checkpoint, after moving aside (never deleting) any a kill left half-written: HF writes
+    trainer_state.json last, and would refuse to resume from a checkpoint without it."""
+    while (checkpoint := latest_checkpoint(folder)) is not None and not (checkpoint / TRAINER_STATE).is_file():
+        target = _attempt_folder(sweep_dir, job)
+        checkpoint.rename(target / checkpoint.name)
+        print(f"align-kit: job {job}: {checkpoint.name} was left half-written; moved to {target}", file=sys.stderr)
+    return checkpoint
 
 
 def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
@@ -185,7 +202,7 @@ def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
     previous = entry.get("status", PENDING)
     if previous != FAILED and (folder / SUMMARY_FILE).is_file():
         action = SKIP
-    elif previous != FAILED and folder.is_dir() and latest_checkpoint(folder) is not None:
+    elif previous != FAILED and folder.is_dir() and _resumable_checkpoint(folder, sweep, job) is not None:
         action = RESUME
     else:
         action = FRESH

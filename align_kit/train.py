@@ -99,9 +99,10 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
         from align_kit.stop_signals import StopOnSignal
         from align_kit.trainer import AlignTrainer
 
-        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer, train_dataset=train_dataset)
         stop = StopOnSignal()
-        trainer.add_callback(stop)
+        trainer = AlignTrainer.from_plan(
+            plan, policy.model, policy.tokenizer, extra_callbacks=(stop,), train_dataset=train_dataset
+        )
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
         if stop.received is not None and trainer.state.global_step < trainer.state.max_steps:  # else it finished
             saved = latest_checkpoint(folder) if plan.effective("save_strategy") != "no" else None

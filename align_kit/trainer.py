@@ -76,7 +76,8 @@ class AlignTrainer(GRPOTrainer):
             train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             processing_class=tokenizer,
-            callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), health, *extra_callbacks],
+            # The health callback last: its veto of a save with non-finite weights must have the final word.
+            callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks, health],
             components=plan.components,
         )
         # The dashboard line replaces HF's raw log dicts on the console.

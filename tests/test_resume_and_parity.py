@@ -35,7 +35,7 @@ class KillAfterStepFive(TrainerCallback):
 build = trainer.AlignTrainer.from_plan.__func__
 trainer.AlignTrainer.from_plan = classmethod(
     lambda cls, plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
-        cls, plan, model, tokenizer, (KillAfterStepFive(),), train_dataset
+        cls, plan, model, tokenizer, (*extra_callbacks, KillAfterStepFive()), train_dataset
     )
 )
 from align_kit.train import main

@@ -166,8 +166,8 @@ def test_nonempty_sweep_folder_is_refused(cache_dir, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"align-kit: config error: hydra.sweep.dir={tmp_path} is not empty; choose a new folder "
-        "(hydra.sweep.dir=<new folder>), resume its jobs with train.resume=true, or move it aside with "
-        "train.overwrite=true"
+        "(hydra.sweep.dir=<new folder>), resume its jobs with `align-kit sweep --resume <sweep folder>`, or move it "
+        "aside with train.overwrite=true"
     )
     assert os.listdir(tmp_path) == ["0"]
 

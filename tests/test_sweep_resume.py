@@ -36,8 +36,10 @@ def stub_run(cfg, choices, run_dir, group=None, name="default"):
     if not os.environ.get("ALIGN_KIT_STUB_CALM"):
         if cfg.seed == 2:
             raise RuntimeError("loss exploded")
-        if cfg.seed == 3:
+        if cfg.seed == 3:  # killed while writing checkpoint-3 (HF writes trainer_state.json last)
             (folder / "checkpoint-2").mkdir()
+            (folder / "checkpoint-2" / "trainer_state.json").write_text("{}")
+            (folder / "checkpoint-3").mkdir()
             os.kill(os.getpid(), signal.SIGKILL)
     (folder / "summary.json").write_text(json.dumps({"seed": cfg.seed}))
     return {}
@@ -94,11 +96,14 @@ def test_a_killed_sweep_resumes_job_by_job(cache_dir, tmp_path):
 
     resumed = stub(["sweep", "--resume", str(sweep)], cache_dir, log, calm=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    # seed 1 not rerun; seed 2 (failed) from scratch; seed 3 from its checkpoint; seed 4 for the first time.
+    # seed 1 not rerun; seed 2 (failed) from scratch; seed 3 from its last whole checkpoint; seed 4 for the first time.
     assert calls(log)[3:] == [{"seed": 2, "resume": False}, {"seed": 3, "resume": True}, {"seed": 4, "resume": False}]
     assert (sweep / "0" / "summary.json").stat().st_mtime_ns == first_summary.st_mtime_ns
-    moved = list((sweep / ".attempts").iterdir())
-    assert [path.name.split("-")[0] for path in moved] == ["1"] and (moved[0] / "error.log").is_file()
+    moved = sorted((sweep / ".attempts").iterdir())
+    assert [path.name.split("-")[0] for path in moved] == ["1", "2"] and (moved[0] / "error.log").is_file()
+    # The half-written checkpoint-3 was moved aside, not deleted; the job resumed from checkpoint-2.
+    assert [p.name for p in moved[1].iterdir()] == ["checkpoint-3"] and (sweep / "2" / "checkpoint-2").is_dir()
+    assert "checkpoint-3 was left half-written" in resumed.stderr
     summary = json.loads((sweep / "sweep_summary.json").read_text())
     assert (summary["jobs"], summary["failed"]) == (4, 0)
     assert [o["status"] for o in summary["outcomes"]] == ["ok"] * 4

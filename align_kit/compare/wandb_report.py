@@ -134,7 +134,7 @@ def publish(target: str, inputs: list[str], comparison: Comparison, group: str |
         url = report.url
     except Exception as error:  # login, network and permission errors come as the library's own types
         raise CompareError(
-            f"cannot save the W&B report to {target} ({type(error).__name__}: {str(error).splitlines()[0]}); "
+            f"cannot save the W&B report to {target} ({type(error).__name__}: {(str(error).splitlines() or [''])[0]}); "
             "run `wandb login` (or set WANDB_API_KEY), check ENTITY/PROJECT, and `wandb sync` offline runs first"
         ) from None
     print(f"align-kit: W&B report: {url}")

@@ -5,7 +5,7 @@ constant : the `format` reward's configured weight throughout
 linear   : start -> end over `steps` optimizer steps, then end
 step     : start until `at_step`, then end
 adaptive : start (1.0) until the format reward's mean has stayed above threshold (0.9, strictly, as
-           the seed says) for `window`
+           the policy-optimization chapter says, 18.3.6) for `window`
            consecutive generation batches, then floor (0.1-0.3) for the rest of the run (one-way:
            a later dip does not raise it again, so the schedule cannot oscillate)
 
@@ -17,7 +17,7 @@ sum_then_normalize and GDPO's normalize_then_sum.
 The reward's attainable maximum follows the weight: with correctness 0.8 and format 1.0 a perfect
 completion earns 1.8, not 1.0. The hook logs the maximum in force as `reward/max_attainable` (the
 monitor's reward-plateau rule reads it; NGRPO's virtual sample follows the weights it is given).
-The seed's rule that a perfect completion must reach 1.0 (16.6.3) is kept by validation: every
+The training-stability chapter's rule that a perfect completion must reach 1.0 (16.6.3) is kept by validation: every
 weight the schedule can reach (its start, and its end or floor) must leave the maximum >= 1.0.
 """
 

@@ -12,7 +12,7 @@ THINK_CLOSE = "</think>"
 
 
 def has_think_format(text: str) -> bool:
-    """The seed's check on the first occurrence of each tag; a missing tag fails."""
+    """The policy-optimization chapter's check (18.3.6) on the first occurrence of each tag; a missing tag fails."""
     opening, closing = text.find(THINK_OPEN), text.find(THINK_CLOSE)
     return opening != -1 and closing != -1 and opening < closing
 

@@ -82,12 +82,12 @@ class HFDatasetTask(Component):
             return None
         raw = self._load(self.split if split == "train" else self.eval_split)
         columns = _columns(raw)
-        wanted = (self.prompt_column, self.answer_column, self.domain_column)
+        wanted = (self.prompt_column, self.answer_column, self.domain_column, self.completion_column)
         missing = [c for c in wanted if c and c not in columns]
         if missing:
             raise ConfigError(
                 f"task.path={self.path} has no column(s) {missing}; its columns are {columns}: "
-                "set task.prompt_column / task.answer_column / task.domain_column"
+                "set task.prompt_column / task.answer_column / task.domain_column / task.completion_column"
             )
         if len(raw) == 0:
             raise ConfigError(f"{self.source} holds no rows")
