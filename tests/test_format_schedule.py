@@ -82,3 +82,17 @@ def test_weight_is_logged_every_step(train_once, tmp_path):
     # A batch keeps the weight of the step it was generated at. Two mini-steps per generation:
     # batches generated at steps 0 and 2 carry 1.0 - 0.8 * step / 4 = 1.0 and 0.6.
     assert [row["schedule/format_weight"] for row in rows] == pytest.approx([1.0, 1.0, 0.6, 0.6])
+
+
+def test_adaptive_schedule_observes_the_batch_that_trains_once_per_step(build_trainer):
+    # Under dynamic sampling a step draws several generation rounds; the window counts training batches,
+    # and every round of one step gets the same weight.
+    trainer = build_trainer("format_schedule=adaptive", "sampling=dynamic", "sampling.max_gen_batches=3")
+    hook = next(h for h in trainer.hooks if h.name == "format_schedule")
+    seen = []
+    observe = hook.schedule.observe
+    hook.schedule.observe = lambda mean: (seen.append(mean), observe(mean))
+    trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    state = trainer.last_state
+    assert len(seen) == 1
+    assert seen[0] == pytest.approx(torch.nanmean(state.rewards_per_func[:, 1]).item())

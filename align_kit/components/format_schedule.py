@@ -116,18 +116,25 @@ class FormatScheduleHook(TrainerHook):
         self.schedule.bind(float(trainer.reward_weights[self.index]))
 
     def on_rewards(self, trainer, state):
-        import torch
 
         from align_kit.components.advantage import attainable_max
 
         if state.mode != "train":
             return None
-        # The weight in force for this batch's advantages; TRL applies the weights after this call.
+        # The weight in force for this batch's advantages; TRL applies the weights after this call. Every
+        # generation round of one step (dynamic sampling draws several) gets the same weight: the schedule
+        # observes only the batch that trains (on_train_batch).
         trainer.reward_weights[self.index] = self.schedule.weight(trainer.state.global_step)
-        self.schedule.observe(torch.nanmean(state.rewards_per_func[:, self.index]).item())
         if self.schedule.reward_maxes is None:
             return None
         return {"reward/max_attainable": attainable_max(trainer.reward_weights, self.schedule.reward_maxes)}
+
+    def on_train_batch(self, trainer, state, batch):
+        import torch
+
+        if state.mode == "train":
+            self.schedule.observe(torch.nanmean(state.rewards_per_func[:, self.index]).item())
+        return None
 
     def on_step_end(self, trainer, seconds: float):
         return {"schedule/format_weight": float(trainer.reward_weights[self.index])}
