@@ -6,12 +6,10 @@ each call; the slow test kills a real sweep with SIGKILL and checks the resumed 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +133,30 @@ def job_metrics(folder: Path) -> dict[int, dict]:
     return rows
 
 
+KILL_IN_JOB_1 = """
+import os, signal, sys
+from transformers import TrainerCallback
+from align_kit import cli, trainer
+
+class KillAtStepThreeOfSeedTwo(TrainerCallback):
+    def __init__(self, seed):
+        self.seed = seed
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.seed == 2 and state.global_step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+build = trainer.AlignTrainer.from_plan.__func__
+trainer.AlignTrainer.from_plan = classmethod(
+    lambda cls, plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
+        cls, plan, model, tokenizer, (*extra_callbacks, KillAtStepThreeOfSeedTwo(plan.grpo_kwargs["seed"])),
+        train_dataset,
+    )
+)
+cli.main(sys.argv[1:])
+"""
+
+
 @pytest.mark.slow
 def test_sigkill_mid_sweep_then_resume_equals_an_uninterrupted_sweep(overrides_for, cache_dir, tmp_path):
     common = [
@@ -149,17 +171,16 @@ def test_sigkill_mid_sweep_then_resume_equals_an_uninterrupted_sweep(overrides_f
     whole = subprocess.run([*cli, f"hydra.sweep.dir={tmp_path / 'whole'}"], capture_output=True, text=True, env=env)
     assert whole.returncode == 0, whole.stderr[-3000:]
 
+    # The launch is killed (SIGKILL: no callback, no cleanup) in job 1 (seed 2) once step 3 has begun, so job 0 is
+    # done and job 1 holds a whole checkpoint-2; a callback does it at that step, so no timing decides it.
     sweep = tmp_path / "killed"
-    process = subprocess.Popen(
-        [*cli, f"hydra.sweep.dir={sweep}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_IN_JOB_1, *cli[3:], f"hydra.sweep.dir={sweep}"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
-    deadline = time.time() + 600
-    while not (sweep / "1" / "checkpoint-2" / "trainer_state.json").exists():  # job 0 done, job 1 mid-way
-        assert process.poll() is None and time.time() < deadline, "the sweep ended before job 1 saved a checkpoint"
-        time.sleep(0.2)
-    time.sleep(0.5)  # let the checkpoint's last file land
-    os.kill(process.pid, signal.SIGKILL)  # the basic launcher runs the job in its own process: both die
-    process.wait()
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     done_before = (sweep / "0" / "summary.json").stat().st_mtime_ns
     assert not (sweep / "1" / "summary.json").exists()
 
