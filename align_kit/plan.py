@@ -21,6 +21,7 @@ from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
 from align_kit.models.tiny import TinyModel
+from align_kit.run_folder import require_checkpoint
 from align_kit.schema import check_config, check_trainer
 
 COMPONENT_GROUPS = component_groups()
@@ -245,14 +246,6 @@ def _check_vllm_rollout(plan: ExperimentPlan) -> None:
         )
 
 
-def _check_resume(run_dir: str) -> None:
-    if not any(Path(run_dir).glob("checkpoint-*/trainer_state.json")):
-        raise ConfigError(
-            f"train.resume=true but {run_dir} holds no checkpoint; pass the killed run's folder as "
-            "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
-        )
-
-
 def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> ExperimentPlan:
     # Types, ranges and `_target_`s of every node first: nothing is imported or built before.
     trainer = check_config(cfg)["trainer"]
@@ -300,7 +293,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     clip_node = OmegaConf.to_container(cfg.clip)
     _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())
     if cfg.train.resume:
-        _check_resume(run_dir)
+        require_checkpoint(Path(run_dir))
     return plan
 
 

@@ -170,14 +170,20 @@ def config_differences(saved: dict, composed: dict) -> list[str]:
     return differing
 
 
-def check_resume(folder: Path, composed: dict) -> Path:
-    """Refuse a resume that would not continue the run in `folder` as it was configured; returns the checkpoint."""
+def require_checkpoint(folder: Path) -> Path:
+    """The checkpoint a resume of `folder` loads; a folder without one is refused."""
     checkpoint = latest_checkpoint(folder) if folder.is_dir() else None
     if checkpoint is None:
         raise ConfigError(
             f"train.resume=true but {folder} holds no checkpoint; pass the killed run's folder as "
             "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
         )
+    return checkpoint
+
+
+def check_resume(folder: Path, composed: dict) -> Path:
+    """Refuse a resume that would not continue the run in `folder` as it was configured; returns the checkpoint."""
+    checkpoint = require_checkpoint(folder)
     saved_path = folder / CONFIG_FILE
     if not saved_path.is_file():
         raise ConfigError(
