@@ -152,7 +152,10 @@ class TinyModel(Component):
         else:
             log.warning("no demonstrations for the warm start of %s: RL starts from random weights", path.name)
         probe = task.probe_pairs(settings.eval_prompts) if reward is not None else []
-        if probe:
+        if hasattr(task, "warm_start_success_rate"):  # a multi-turn task measures its own episodes
+            torch.manual_seed(settings.seed)
+            info.update(task.warm_start_success_rate(model, tokenizer, settings.eval_prompts, max_new_tokens))
+        elif probe:
             torch.manual_seed(settings.seed)
             prompts, answers = zip(*probe, strict=True)
             info["start_success_rate"] = sampled_success_rate(

@@ -1,7 +1,10 @@
 """Warm-start SFT on a task's demonstrations, so RL starts from a policy that sometimes succeeds.
 
 A plain loop (cross-entropy on completion tokens only) is enough for a model of a few hundred
-thousand parameters and keeps the build independent of TRL's SFT defaults.
+thousand parameters and keeps the build independent of TRL's SFT defaults. A demonstration whose
+completion is a list of (text, trained) segments (a tool-use trajectory: model turns, each ended by
+EOS, and the environment's observations) trains with `masked_sft_loss` on the trained segments only
+(the training-stability chapter, 16.6.2).
 """
 
 from __future__ import annotations
@@ -19,14 +22,33 @@ class WarmStartConfig:
     seed: int = 0
 
 
-def encode_demonstrations(tokenizer, pairs: list[tuple[str, str]]):
-    """Token ids of prompt+completion+eos, with labels masked (-100) on the prompt."""
+def encode_demonstrations(tokenizer, pairs: list[tuple[str, str | list[tuple[str, bool]]]]):
+    """Token ids of prompt+completion+eos, with labels masked (-100) on the prompt. A segmented completion
+    gets EOS after each trained segment (a model turn) and labels -100 on the untrained ones."""
     rows = []
     for prompt, completion in pairs:
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append((prompt_ids + completion_ids, [-100] * len(prompt_ids) + completion_ids))
+        ids, labels = list(prompt_ids), [-100] * len(prompt_ids)
+        for text, trained in [(completion, True)] if isinstance(completion, str) else completion:
+            segment = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * trained
+            ids += segment
+            labels += segment if trained else [-100] * len(segment)
+        rows.append((ids, labels))
     return rows
+
+
+def masked_sft_loss(logits, labels, loss_mask):
+    """The seed's masked SFT loss (16.6.2): position t predicts token t+1 (shifted labels), and the
+    cross-entropy is averaged over the positions whose target has loss_mask 1 (at least one)."""
+    import torch
+
+    shift_logits = logits[:, :-1, :]
+    shift_labels = labels[:, 1:]
+    shift_mask = loss_mask[:, 1:].to(logits.dtype)
+    per_token = torch.nn.functional.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1), reduction="none"
+    ).view(shift_labels.shape)
+    return (per_token * shift_mask).sum() / shift_mask.sum().clamp(min=1.0)
 
 
 def _collate(rows, pad_id: int):
@@ -48,6 +70,7 @@ def supervised_warm_start(model, tokenizer, pairs: list[tuple[str, str]], config
     import torch
 
     rows = encode_demonstrations(tokenizer, pairs)
+    segmented = any(not isinstance(completion, str) for _, completion in pairs)
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     model.train()
@@ -55,7 +78,12 @@ def supervised_warm_start(model, tokenizer, pairs: list[tuple[str, str]], config
     for _ in range(config.steps):
         batch = rng.sample(rows, min(config.batch_size, len(rows)))
         input_ids, labels, attention = _collate(batch, tokenizer.pad_token_id)
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        if segmented:
+            logits = model(input_ids=input_ids, attention_mask=attention).logits
+            mask = labels != -100
+            loss = masked_sft_loss(logits, torch.where(mask, labels, 0), mask)
+        else:
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -1,0 +1,199 @@
+"""task=tool_calls: seeded multi-step tool-use episodes (the training-stability chapter, 16.6.2-16.6.3).
+
+An episode is a goal, the tool registry (names and typed parameters) and the ground-truth calls:
+
+    Goal: add 12 7, save as x, check j4
+    -> add {"a":12,"b":7}, save {"key":"x","value":19}, check_status {"job":"j4"}
+
+`save` stores the previous result, so the policy must copy the environment's answer into its next
+call. An episode calls each tool at most once. The policy writes each step as Thought / Plan / JSON call (align_kit/tasks/tool_format.py) and
+the environment answers each call (align_kit/tasks/tool_env.py). Rows carry `prompt`, `calls` (the
+ground truth as JSON) and `domain` (`calls_<n>`, the episode's length).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+from align_kit.tasks.tool_format import render_observation, render_turn
+
+# The built-in registry: tool name -> {parameter: type}.
+TOOLS: dict[str, dict[str, str]] = {
+    "add": {"a": "int", "b": "int"},
+    "mul": {"a": "int", "b": "int"},
+    "save": {"key": "str", "value": "int"},
+    "check_status": {"job": "str"},
+    "code_exec": {"code": "str"},
+}
+ARITHMETIC = ("add", "mul")  # `save` stores the result of one of these
+KEYS = "xyzuvw"
+
+
+@dataclass(frozen=True)
+class Episode:
+    goal: str
+    calls: tuple[dict, ...]
+    results: tuple[str, ...]  # what the environment answers each ground-truth call
+
+    @property
+    def prompt(self) -> str:
+        return f"Goal: {self.goal}\n"
+
+    def thought(self, index: int) -> str:
+        """A connective and the step's tool: `first`, `then`, ..., `finally` on the last of several."""
+        last = index == len(self.calls) - 1 and index > 0
+        connective = "first" if index == 0 else "finally" if last else "then"
+        return f"{connective} {self.calls[index]['tool']}"
+
+    def demonstration(self, observation_chars: int = 40) -> list[tuple[str, bool]]:
+        """(text, trained) segments: each model turn (ended by EOS when encoded) and each observation."""
+        segments = []
+        for index, call in enumerate(self.calls):
+            plan = [c["tool"] for c in self.calls[index:]]
+            segments.append((render_turn(self.thought(index), plan, call), True))
+            segments.append((render_observation(self.results[index], observation_chars), False))
+        segments.append((render_turn("", [], None), True))
+        return segments
+
+
+def _clause(rng: random.Random, tool: str, previous: str | None) -> tuple[str, dict, str]:
+    """(goal text, call, result) for one step; `previous` is the last call's result."""
+    if tool in ARITHMETIC:
+        a, b = rng.randint(2, 99), rng.randint(2, 9 if tool == "mul" else 99)
+        return f"{tool} {a} {b}", {"a": a, "b": b}, str(a + b if tool == "add" else a * b)
+    if tool == "save":
+        key = rng.choice(KEYS)
+        return f"save as {key}", {"key": key, "value": int(previous)}, "saved"
+    if tool == "check_status":
+        job = f"j{rng.randint(1, 9)}"
+        return f"check {job}", {"job": job}, "done"
+    a, op, b = rng.randint(2, 20), rng.choice("+*"), rng.randint(2, 9)
+    code = f"print({a}{op}{b})"
+    return f"run {code}", {"code": code}, str(a + b if op == "+" else a * b)
+
+
+def make_episode(rng: random.Random, tools: list[str], length: int) -> Episode:
+    clauses, calls, results = [], [], []
+    for _ in range(length):
+        used = {call["tool"] for call in calls}  # each tool at most once: a repeated call is the model's error
+        choices = [t for t in tools if t not in used and (t != "save" or (calls and calls[-1]["tool"] in ARITHMETIC))]
+        tool = rng.choice(choices)
+        text, args, result = _clause(rng, tool, results[-1] if results else None)
+        clauses.append(text)
+        calls.append({"tool": tool, "args": args})
+        results.append(result)
+    return Episode(", ".join(clauses), tuple(calls), tuple(results))
+
+
+@dataclass
+class ToolCallsTask(Component):
+    num_train: int = 2000
+    num_eval: int = 0
+    min_calls: int = 1
+    max_calls: int = 3
+    tools: list[str] = field(default_factory=lambda: list(TOOLS))
+    max_turns: int = 5  # model turns per episode: the calls, the final `Done`, and a spare
+    turn_tokens: int = 112  # at most this many tokens per model turn
+    observation_chars: int = 40  # an observation line keeps this many characters of the tool's answer
+    code_timeout_s: float = 2.0  # code_exec's sandbox limits
+    code_memory_mb: int = 256
+    seed: int = 1234
+
+    def validate(self) -> None:
+        unknown = sorted(set(self.tools) - set(TOOLS))
+        if unknown or not set(self.tools) - {"save"}:
+            raise ConfigError(
+                f"task.tools={self.tools} must name built-in tools, at least one besides save; known: {sorted(TOOLS)}"
+            )
+        if not 1 <= self.min_calls <= self.max_calls:
+            raise ConfigError(
+                f"task.min_calls={self.min_calls} and task.max_calls={self.max_calls} must satisfy 1 <= min <= max"
+            )
+        if self.max_turns < self.max_calls + 1:
+            raise ConfigError(
+                f"task.max_turns={self.max_turns} leaves no turn to finish a {self.max_calls}-call episode; "
+                f"set task.max_turns >= task.max_calls + 1 = {self.max_calls + 1}"
+            )
+        if self.code_timeout_s <= 0 or self.code_memory_mb < 1 or self.turn_tokens < 1 or self.num_train < 1:
+            raise ConfigError(
+                "task.code_timeout_s must be > 0 and task.code_memory_mb, task.turn_tokens, task.num_train >= 1"
+            )
+
+    @property
+    def source(self) -> str:
+        return f"task.num_train={self.num_train}"
+
+    def registry(self) -> dict[str, dict[str, str]]:
+        return {name: TOOLS[name] for name in self.tools}
+
+    def episodes(self, split: str, count: int | None = None) -> list[Episode]:
+        rng = random.Random(f"{self.seed}/{split}")  # a stream per split, as the arithmetic task
+        if count is None:
+            count = self.num_eval if split == "eval" else self.num_train
+        return [make_episode(rng, self.tools, rng.randint(self.min_calls, self.max_calls)) for _ in range(count)]
+
+    def dataset(self, split: str = "train"):
+        from datasets import Dataset
+
+        rows = self.episodes(split)
+        return Dataset.from_dict(
+            {
+                "prompt": [e.prompt for e in rows],
+                "calls": [json.dumps(list(e.calls)) for e in rows],
+                "domain": [f"calls_{len(e.calls)}" for e in rows],
+            }
+        )
+
+    def demonstrations(self) -> list[tuple[str, list[tuple[str, bool]]]]:
+        """(prompt, segments) for the warm start's masked SFT: observations are masked out."""
+        return [(e.prompt, e.demonstration(self.observation_chars)) for e in self.episodes("sft")]
+
+    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
+        """(prompt, ground-truth calls as JSON) held out from training, to measure the warm start."""
+        return [(e.prompt, json.dumps(list(e.calls))) for e in self.episodes("warm_start_probe", count)]
+
+    def cache_key(self) -> dict:
+        return {
+            "kind": "tool_calls",
+            "calls": [self.min_calls, self.max_calls],
+            "tools": self.tools,
+            "observation_chars": self.observation_chars,
+        }
+
+    def environment(self, run_code=None):
+        from align_kit.tasks.tool_env import ToolEnvironment
+
+        return ToolEnvironment(self.registry(), self.code_timeout_s, self.code_memory_mb, run_code)
+
+    def rollout_func(self):
+        """TRL's rollout_func for GRPOTrainer: the multi-turn episode loop (align_kit/tasks/tool_env.py)."""
+        from align_kit.tasks.tool_env import trl_rollout_func
+
+        return trl_rollout_func(self)
+
+    def warm_start_success_rate(self, model, tokenizer, count: int, max_new_tokens: int) -> dict:
+        """Episodes sampled at temperature 1.0 on held-out goals: the share whose calls equal the ground truth
+        (`start_success_rate`) and the mean step reward at the default weights (`start_step_reward`)."""
+        from align_kit.rewards.tool_steps import episode_success, score_episode
+        from align_kit.tasks.tool_env import run_episodes, sampling_turn_generator
+
+        prompts, calls = zip(*self.probe_pairs(count), strict=True)
+        prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        rollouts = run_episodes(
+            sampling_turn_generator(model, tokenizer),
+            prompt_ids,
+            tokenizer,
+            self.environment(),
+            self.max_turns,
+            self.turn_tokens,
+            max_new_tokens,
+            self.observation_chars,
+        )
+        truths = [json.loads(c) for c in calls]
+        successes = [episode_success(r.turns, truth) for r, truth in zip(rollouts, truths, strict=True)]
+        scores = [score_episode(r.turns, truth).total for r, truth in zip(rollouts, truths, strict=True)]
+        return {"start_success_rate": sum(successes) / count, "start_step_reward": sum(scores) / count}
