@@ -6,9 +6,9 @@ An episode is a goal, the tool registry (names and typed parameters) and the gro
     -> add {"a":12,"b":7}, save {"key":"x","value":19}, check_status {"job":"j4"}
 
 `save` stores the previous result, so the policy must copy the environment's answer into its next
-call. An episode calls each tool at most once. The policy writes each step as Thought / Plan / JSON call (align_kit/tasks/tool_format.py) and
-the environment answers each call (align_kit/tasks/tool_env.py). Rows carry `prompt`, `calls` (the
-ground truth as JSON) and `domain` (`calls_<n>`, the episode's length).
+call. An episode calls each tool at most once. The policy writes each step as Thought / Plan / JSON
+call (align_kit/tasks/tool_format.py) and the environment answers each call (align_kit/tasks/tool_env.py).
+Rows carry `prompt`, `calls` (the ground truth as JSON) and `domain` (`calls_<n>`, the episode's length).
 """
 
 from __future__ import annotations
