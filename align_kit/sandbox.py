@@ -38,6 +38,7 @@ MODE_ENV = "ALIGN_KIT_SANDBOX"  # auto (default) | bwrap (required) | process (f
 MAX_PROCESSES = 32
 SANDBOX_UID = 65534  # nobody
 WORKDIR = "/sandbox"  # the working directory's path inside bubblewrap
+TOKEN_ENV = "ALIGN_KIT_SANDBOX_TOKEN"  # also in the environment: it survives an exec that drops the command line
 OOM_EXIT = 86  # the runner's exit code for a MemoryError (an exit code no plain crash of Python uses)
 
 # Runs inside the sandbox before the model's code (which it reads from stdin): applies the limits from its
@@ -82,7 +83,7 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
     token = f"align_kit_sandbox-{uuid.uuid4().hex}"
     limit_bytes = memory_mb * 1024 * 1024
     cpu_s = math.ceil(timeout_s) + 1  # a backstop only: the wall clock decides
-    run_uid = SANDBOX_UID if mode == "bwrap" and os.geteuid() == 0 else os.geteuid()
+    run_uid = _run_uid(mode)
     nproc = _enforceable_nproc(run_uid)
     runner_args = [str(token), str(limit_bytes), str(nproc), str(cpu_s), str(limit_bytes)]
     tmp = None
@@ -92,12 +93,18 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
         tmp = tempfile.mkdtemp(prefix="align_kit_sandbox_")
         argv, cwd = [_interpreter(), "-I", "-u", "-c", _RUNNER, *runner_args], tmp
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd or WORKDIR, "TMPDIR": cwd or "/tmp"}
+    env[TOKEN_ENV] = token
     try:
         status, output = _execute(argv, cwd, env, code, timeout_s, output_limit, token)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return SandboxResult(status, output, _describe(mode, run_uid, nproc, memory_mb))
+
+
+def isolation() -> str:
+    """The line `run_python` would report now (without running anything but bwrap's one-time probe)."""
+    return _summary(isolation_mode())
 
 
 def isolation_mode() -> str:
@@ -110,8 +117,7 @@ def isolation_mode() -> str:
         raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
     if mode not in _LOGGED:
         _LOGGED.add(mode)
-        run_uid = SANDBOX_UID if mode == "bwrap" and os.geteuid() == 0 else os.geteuid()
-        line = f"sandbox isolation: {_describe(mode, run_uid, MAX_PROCESSES, None)}"
+        line = f"sandbox isolation: {_summary(mode)}"
         if mode == "bwrap":
             log.info(line)
         else:
@@ -145,6 +151,13 @@ def _bwrap_namespaces() -> list[str]:
     return flags if os.geteuid() == 0 else ["--unshare-user", *flags]
 
 
+def _run_uid(mode: str) -> int:
+    """The host uid the code runs as: bwrap started by root switches to nobody with setpriv (util-linux)."""
+    if mode == "bwrap" and os.geteuid() == 0 and shutil.which("setpriv"):
+        return SANDBOX_UID
+    return os.geteuid()
+
+
 def _interpreter() -> str:
     # The real binary, not a venv's link: inside the sandbox only the base installation is bound.
     return os.path.realpath(sys.executable)
@@ -159,21 +172,23 @@ def _bwrap_argv(runner_args: list[str], limit_bytes: int) -> list[str]:
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    prefix = sys.base_prefix
-    if not Path(prefix).resolve().is_relative_to("/usr"):
-        argv += ["--ro-bind", prefix, prefix]
+    # Folders bwrap makes for a bind copy the host's modes (/root is 0700): make them searchable for uid 65534.
+    argv += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    prefix = Path(sys.base_prefix).resolve()
+    if not prefix.is_relative_to("/usr"):
+        for parent in reversed(prefix.parents[:-1]):
+            argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", str(prefix), str(prefix)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     for path in ("/tmp", WORKDIR):
         argv += ["--perms", "1777", "--size", str(limit_bytes), "--tmpfs", path]
     argv += ["--chdir", WORKDIR]
     command = [python, "-I", "-u", "-c", _RUNNER, *runner_args]
-    if os.geteuid() == 0:
+    if _run_uid("bwrap") != os.geteuid():
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # setpriv's only use of root, then dropped
+        uid = str(SANDBOX_UID)
         setpriv = shutil.which("setpriv")
-        if setpriv:
-            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-            uid = str(SANDBOX_UID)
-            command = [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--no-new-privs", "--", *command]
+        command = [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--no-new-privs", "--", *command]
     return [*argv, "--", *command]
 
 
@@ -190,6 +205,11 @@ def _enforceable_nproc(uid: int) -> int:
             except OSError:
                 pass
     return owned + MAX_PROCESSES
+
+
+def _summary(mode: str) -> str:
+    uid = _run_uid(mode)
+    return _describe(mode, uid, int(uid != 0), None)
 
 
 def _describe(mode: str, run_uid: int, nproc: int, memory_mb: int | None) -> str:
@@ -262,10 +282,9 @@ def _kill_all(proc: subprocess.Popen, token: str) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    needle = b"\0" + token.encode() + b"\0"
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
-        pids = _pids_with(needle)
+        pids = _pids_with(token.encode())
         if not pids:
             return
         for sig in (signal.SIGSTOP, signal.SIGKILL):
@@ -278,14 +297,17 @@ def _kill_all(proc: subprocess.Popen, token: str) -> None:
     raise RuntimeError(f"sandbox: processes of {token} still alive after 5 s of SIGKILL")
 
 
-def _pids_with(needle: bytes) -> list[int]:
+def _pids_with(token: bytes) -> list[int]:
+    """Processes whose command line or environment holds the token (a zombie's are empty: it is dead already)."""
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                    if needle in f.read():
-                        pids.append(int(entry.name))
-            except OSError:
-                pass
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{entry.name}/{part}", "rb") as f:
+                        if token in f.read():
+                            pids.append(int(entry.name))
+                            break
+                except OSError:
+                    pass
     return pids
