@@ -1,0 +1,313 @@
+"""Sandboxed execution of model-written Python (seed 16.6, the `code_exec` tool of task=tool_calls).
+
+`run_python(code)` runs the code in a separate process with a wall-clock timeout, a memory limit, no network, a
+fresh working directory that is gone afterwards, and its output (stdout and stderr together) cut to a limit.
+
+Two isolation modes, chosen once per process and named in `SandboxResult.isolation` and in one log line:
+- bubblewrap (`bwrap` from Debian's `bubblewrap` package, found and working): new pid, network, ipc and uts
+  namespaces; only /usr (and the interpreter's folder) bound read-only, a size-capped tmpfs as working directory
+  and /tmp; run as uid 65534 when started as root so RLIMIT_NPROC caps forks (the kernel never applies it to root).
+- process only (no working bwrap, or ALIGN_KIT_SANDBOX=process): a plain subprocess in its own session with
+  rlimits and a fresh temporary directory as its working directory; it can still read and write whatever its user
+  may and reach the network.
+Either way every process of a call carries a per-call token on its command line, so a sweep of /proc kills all of
+them (even ones that left the process group) before `run_python` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("align_kit")
+
+STATUSES = ("ok", "crash", "timeout", "oom")
+MODE_ENV = "ALIGN_KIT_SANDBOX"  # auto (default) | bwrap (required) | process (force the fallback)
+# Processes one call may add on top of what its uid already runs: room for a pool of workers, not for a fork bomb.
+MAX_PROCESSES = 32
+SANDBOX_UID = 65534  # nobody
+WORKDIR = "/sandbox"  # the working directory's path inside bubblewrap
+TOKEN_ENV = "ALIGN_KIT_SANDBOX_TOKEN"  # also in the environment: it survives an exec that drops the command line
+OOM_EXIT = 86  # the runner's exit code for a MemoryError (an exit code no plain crash of Python uses)
+
+# Runs inside the sandbox before the model's code (which it reads from stdin): applies the limits from its
+# arguments, then executes the code as __main__. Only trusted code runs before the limits are in force.
+_RUNNER = r"""
+import linecache, resource, sys, traceback
+_, token, mem, nproc, cpu, fsize = sys.argv
+for res, value in ((resource.RLIMIT_AS, int(mem)), (resource.RLIMIT_CPU, int(cpu)),
+                   (resource.RLIMIT_FSIZE, int(fsize)), (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(res, (value, value))
+if int(nproc) > 0:
+    resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+source = sys.stdin.read()
+sys.stdin.close()
+sys.argv = ["main.py"]
+linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")  # tracebacks quote the code
+try:
+    exec(compile(source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+except SystemExit:
+    raise
+except BaseException as error:  # the traceback without this runner's frame, as plain `python main.py` prints it
+    traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
+    sys.exit(OOM_EXIT if isinstance(error, MemoryError) else 1)
+""".replace("OOM_EXIT", str(OOM_EXIT))
+
+
+@dataclass
+class SandboxResult:
+    status: str  # "ok" | "crash" | "timeout" | "oom"
+    output: str  # stdout and stderr together, cut to output_limit characters
+    isolation: str  # one line: which isolation was in force
+
+
+def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, output_limit: int = 4096) -> SandboxResult:
+    """Run `code` with `python -I` in a sandbox; nothing it started is alive when this returns."""
+    if timeout_s <= 0 or memory_mb <= 0 or output_limit < 0:
+        raise ValueError(
+            f"run_python: timeout_s={timeout_s}, memory_mb={memory_mb}, output_limit={output_limit}; "
+            "set timeout_s > 0, memory_mb > 0 and output_limit >= 0"
+        )
+    mode = isolation_mode()
+    token = f"align_kit_sandbox-{uuid.uuid4().hex}"
+    limit_bytes = memory_mb * 1024 * 1024
+    cpu_s = math.ceil(timeout_s) + 1  # a backstop only: the wall clock decides
+    run_uid = _run_uid(mode)
+    nproc = _enforceable_nproc(run_uid)
+    runner_args = [str(token), str(limit_bytes), str(nproc), str(cpu_s), str(limit_bytes)]
+    tmp = None
+    if mode == "bwrap":
+        argv, cwd = _bwrap_argv(runner_args, limit_bytes), None
+    else:
+        tmp = tempfile.mkdtemp(prefix="align_kit_sandbox_")
+        argv, cwd = [_interpreter(), "-I", "-u", "-c", _RUNNER, *runner_args], tmp
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd or WORKDIR, "TMPDIR": cwd or "/tmp"}
+    env[TOKEN_ENV] = token
+    try:
+        status, output = _execute(argv, cwd, env, code, timeout_s, output_limit, token)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return SandboxResult(status, output, _describe(mode, run_uid, nproc, memory_mb))
+
+
+def isolation() -> str:
+    """The line `run_python` would report now (without running anything but bwrap's one-time probe)."""
+    return _summary(isolation_mode())
+
+
+def isolation_mode() -> str:
+    """'bwrap' or 'process' for this call; the first call of each mode logs which isolation is in force."""
+    wanted = os.environ.get(MODE_ENV, "auto")
+    if wanted not in ("auto", "bwrap", "process"):
+        raise ValueError(f"{MODE_ENV}={wanted!r}: use auto, bwrap or process")
+    mode = "process" if wanted == "process" else ("bwrap" if _bwrap_works() else "process")
+    if wanted == "bwrap" and mode != "bwrap":
+        raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
+    if mode not in _LOGGED:
+        _LOGGED.add(mode)
+        line = f"sandbox isolation: {_summary(mode)}"
+        if mode == "bwrap":
+            log.info(line)
+        else:
+            log.warning(line + (f" (bubblewrap: {_BWRAP_PROBE['why']})" if wanted == "auto" else ""))
+    return mode
+
+
+_LOGGED: set[str] = set()
+_BWRAP_PROBE: dict = {}
+
+
+def _bwrap_works() -> bool:
+    """Whether bwrap exists and can create the namespaces we ask for (some containers forbid it); probed once."""
+    if "ok" not in _BWRAP_PROBE:
+        exe = shutil.which("bwrap")
+        if exe is None:
+            _BWRAP_PROBE.update(ok=False, why="no bwrap on PATH (install Debian's bubblewrap: make install-sandbox)")
+        else:
+            probe = subprocess.run(
+                [exe, *_bwrap_namespaces(), "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=30
+            )
+            why = probe.stderr.strip().splitlines()[-1:] or [f"exit {probe.returncode}"]
+            _BWRAP_PROBE.update(ok=probe.returncode == 0, why=f"bwrap probe failed: {why[0]}")
+    return _BWRAP_PROBE["ok"]
+
+
+def _bwrap_namespaces() -> list[str]:
+    flags = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    # As root bwrap needs no user namespace, and we leave it out so the sandbox can drop to a uid that
+    # RLIMIT_NPROC binds; as any other user it is what lets bwrap create the others.
+    return flags if os.geteuid() == 0 else ["--unshare-user", *flags]
+
+
+def _run_uid(mode: str) -> int:
+    """The host uid the code runs as: bwrap started by root switches to nobody with setpriv (util-linux)."""
+    if mode == "bwrap" and os.geteuid() == 0 and shutil.which("setpriv"):
+        return SANDBOX_UID
+    return os.geteuid()
+
+
+def _interpreter() -> str:
+    # The real binary, not a venv's link: inside the sandbox only the base installation is bound.
+    return os.path.realpath(sys.executable)
+
+
+def _bwrap_argv(runner_args: list[str], limit_bytes: int) -> list[str]:
+    python = _interpreter()
+    argv = [shutil.which("bwrap"), *_bwrap_namespaces(), "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    # Folders bwrap makes for a bind copy the host's modes (/root is 0700): make them searchable for uid 65534.
+    argv += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    prefix = Path(sys.base_prefix).resolve()
+    if not prefix.is_relative_to("/usr"):
+        for parent in reversed(prefix.parents[:-1]):
+            argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", str(prefix), str(prefix)]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for path in ("/tmp", WORKDIR):
+        argv += ["--perms", "1777", "--size", str(limit_bytes), "--tmpfs", path]
+    argv += ["--chdir", WORKDIR]
+    command = [python, "-I", "-u", "-c", _RUNNER, *runner_args]
+    if _run_uid("bwrap") != os.geteuid():
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # setpriv's only use of root, then dropped
+        uid = str(SANDBOX_UID)
+        setpriv = shutil.which("setpriv")
+        command = [setpriv, "--reuid", uid, "--regid", uid, "--clear-groups", "--no-new-privs", "--", *command]
+    return [*argv, "--", *command]
+
+
+def _enforceable_nproc(uid: int) -> int:
+    """RLIMIT_NPROC counts every process of the uid, so the cap is what it already runs plus MAX_PROCESSES;
+    0 (no limit) for root, which the kernel exempts anyway."""
+    if uid == 0:
+        return 0
+    owned = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                owned += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return owned + MAX_PROCESSES
+
+
+def _summary(mode: str) -> str:
+    uid = _run_uid(mode)
+    return _describe(mode, uid, int(uid != 0), None)
+
+
+def _describe(mode: str, run_uid: int, nproc: int, memory_mb: int | None) -> str:
+    memory = f"RLIMIT_AS {memory_mb} MiB" if memory_mb else "RLIMIT_AS"
+    forks = f"RLIMIT_NPROC +{MAX_PROCESSES} processes" if nproc else "no process cap (root: RLIMIT_NPROC not applied)"
+    if mode == "bwrap":
+        who = "uid 65534" if run_uid == SANDBOX_UID else f"uid {run_uid} in a user namespace"
+        if run_uid == 0:
+            who = "uid 0 without capabilities (no setpriv)"
+        return (
+            f"bubblewrap: new pid/net/ipc/uts namespaces, read-only /usr, tmpfs {WORKDIR} and /tmp, {who}, "
+            f"{memory}, {forks}, wall-clock kill of every process"
+        )
+    return (
+        f"process only: same user (uid {run_uid}), own session, fresh temp working directory, {memory}, {forks}, "
+        "wall-clock kill of every process; NO filesystem or network isolation"
+    )
+
+
+def _execute(
+    argv: list[str], cwd: str | None, env: dict, code: str, timeout_s: float, output_limit: int, token: str
+) -> tuple[str, str]:
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    kept = bytearray()
+    keep = output_limit * 4  # enough bytes for output_limit UTF-8 characters
+
+    def drain() -> None:  # read everything so the code never blocks on a full pipe; keep only the head
+        while chunk := proc.stdout.read1(65536):
+            if len(kept) < keep:
+                kept.extend(chunk[: keep - len(kept)])
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write(code.encode())
+        proc.stdin.close()
+    except BrokenPipeError:  # it died before reading its code; the exit status says why
+        pass
+    try:
+        returncode = proc.wait(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_all(proc, token)
+    if timed_out:
+        returncode = proc.wait()
+    reader.join(timeout=5)
+    output = kept.decode("utf-8", errors="replace")[:output_limit]
+    if timed_out or returncode == -signal.SIGXCPU:
+        return "timeout", output
+    if returncode == 0:
+        return "ok", output
+    if returncode == OOM_EXIT or returncode == -signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
+        return "oom", output
+    return "crash", output
+
+
+def _kill_all(proc: subprocess.Popen, token: str) -> None:
+    """Kill the call's process group, then every process carrying its token (those that left the group or live in
+    bwrap's pid namespace); stop them all before killing so a fork bomb cannot outrun the sweep."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        pids = _pids_with(token.encode())
+        if not pids:
+            return
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.01)
+    raise RuntimeError(f"sandbox: processes of {token} still alive after 5 s of SIGKILL")
+
+
+def _pids_with(token: bytes) -> list[int]:
+    """Processes whose command line or environment holds the token (a zombie's are empty: it is dead already)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{entry.name}/{part}", "rb") as f:
+                        if token in f.read():
+                            pids.append(int(entry.name))
+                            break
+                except OSError:
+                    pass
+    return pids

@@ -1,0 +1,289 @@
+"""Sandboxed code execution (issue 13 section 5): each status, truncation, the working directory, processes that
+try to outlive their timeout, and what bubblewrap keeps the code from (files outside, a loopback server)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+from align_kit import sandbox
+from align_kit.sandbox import SandboxResult, run_python
+
+HAS_BWRAP = sandbox._bwrap_works()
+needs_bwrap = pytest.mark.skipif(
+    not HAS_BWRAP, reason=f"bubblewrap unusable here ({sandbox._BWRAP_PROBE.get('why')}); run make install-sandbox"
+)
+MODES = [pytest.param("bwrap", marks=needs_bwrap), "process"]
+# The code under test prints its call's token (from its own environment), so a test can look for survivors itself.
+PRINT_TOKEN = "import os\nprint(os.environ['ALIGN_KIT_SANDBOX_TOKEN'], flush=True)\n"
+
+
+@pytest.fixture(params=MODES)
+def mode(request, monkeypatch):
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", request.param)
+    return request.param
+
+
+def survivors(token: str) -> list[int]:
+    """Live processes that hold `token` anywhere in their command line or environment (read from /proc here)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # a zombie has exited; only its parent's wait is missing
+            blobs = [open(f"/proc/{pid}/{part}", "rb").read() for part in ("cmdline", "environ")]
+        except OSError:
+            continue
+        if any(token.encode() in blob for blob in blobs):
+            found.append(int(pid))
+    return found
+
+
+def test_ok_returns_the_output_and_names_the_isolation(mode):
+    result = run_python("print(6 * 7)\nimport sys\nprint('err', file=sys.stderr)")
+    assert isinstance(result, SandboxResult)
+    assert (result.status, result.output) == ("ok", "42\nerr\n")
+    expected = "bubblewrap: " if mode == "bwrap" else "process only: "
+    assert result.isolation.startswith(expected) and "\n" not in result.isolation
+
+
+def test_code_runs_on_the_callers_python_and_standard_library(mode):
+    # The interpreter's own installation is what the sandbox binds, not whatever python3 the system has.
+    result = run_python("import json, sys\nprint(sys.version)\nprint(json.__file__)")
+    version, json_file = result.output.splitlines()
+    assert version == sys.version
+    assert json_file.startswith(os.path.realpath(sys.base_prefix))
+
+
+def test_crash_on_an_exception_or_a_non_zero_exit(mode):
+    result = run_python("print('before')\nraise ValueError('boom')")
+    assert result.status == "crash"
+    assert result.output.startswith("before\nTraceback (most recent call last):\n")
+    assert result.output.endswith("ValueError: boom\n")
+    assert 'File "main.py", line 2' in result.output  # the model's own line, not the runner's
+    assert run_python("import sys\nsys.exit(3)").status == "crash"
+    assert run_python("import sys\nsys.exit(0)").status == "ok"
+
+
+def test_timeout_kills_an_infinite_loop_on_time(mode):
+    start = time.monotonic()
+    result = run_python(PRINT_TOKEN + "while True:\n    pass", timeout_s=0.5)
+    elapsed = time.monotonic() - start
+    assert result.status == "timeout"
+    assert 0.5 <= elapsed < 2.5
+    assert survivors(result.output.strip()) == []
+
+
+def test_oom_when_the_memory_limit_is_hit(mode):
+    result = run_python("x = bytearray(512 * 2**20)", memory_mb=64)
+    assert result.status == "oom"
+    assert result.output.endswith("MemoryError\n")
+    # 16 MiB fits under 64 MiB: the limit is the one asked for, not something far smaller.
+    assert run_python("x = bytearray(16 * 2**20)\nprint(len(x))", memory_mb=64).output == f"{16 * 2**20}\n"
+
+
+def test_output_is_cut_to_the_limit(mode):
+    assert run_python("print('a' * 10000)", output_limit=100).output == "a" * 100
+    assert run_python("print('é' * 1000)", output_limit=10).output == "é" * 10  # characters, not bytes
+    # A flood far beyond any pipe buffer neither blocks the code nor fills memory: it finishes ok.
+    result = run_python("import sys\nfor _ in range(2000):\n    sys.stdout.write('x' * 10000)", output_limit=5)
+    assert (result.status, result.output) == ("ok", "xxxxx")
+
+
+def test_working_directory_is_fresh_and_gone_afterwards(mode, tmp_path, monkeypatch):
+    tmp_root = tmp_path / "tmp"
+    tmp_root.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_root))
+    first = run_python("import os\nopen('left.txt', 'w').write('x')\nprint(os.getcwd())\nprint(os.listdir('.'))")
+    assert first.status == "ok", first.output
+    cwd, listing = first.output.splitlines()
+    assert listing == "['left.txt']"
+    second = run_python("import os\nprint(os.listdir('.'))")
+    assert second.output == "[]\n"
+    assert list(tmp_root.iterdir()) == []  # nothing left in the temp folder either way
+    if mode == "process":
+        assert cwd.startswith(str(tmp_root)) and not os.path.exists(cwd)
+    else:
+        assert cwd == "/sandbox"
+
+
+def test_children_that_leave_the_session_do_not_outlive_the_timeout(mode):
+    # Children that call setsid escape a process-group kill; the token sweep still finds them.
+    code = PRINT_TOKEN + (
+        "import subprocess, time\n"
+        "for _ in range(3):\n"
+        "    subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    while True:\n"
+        "        pass\n"
+        "time.sleep(60)\n"
+    )
+    result = run_python(code, timeout_s=1.0)
+    assert result.status == "timeout"
+    assert survivors(result.output.strip()) == []
+
+
+def test_background_process_is_killed_when_the_code_exits_ok(mode):
+    result = run_python(PRINT_TOKEN + "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)")
+    assert result.status == "ok"
+    assert survivors(result.output.strip()) == []
+
+
+FORK_BOMB = PRINT_TOKEN + (
+    "while True:\n"
+    "    try:\n"
+    "        os.fork()\n"
+    "    except OSError:\n"
+    "        pass\n"  # RLIMIT_NPROC said no: keep trying, as a bomb would
+)
+
+
+@pytest.mark.parametrize(
+    "bomb_mode",
+    [
+        pytest.param("bwrap", marks=needs_bwrap),
+        pytest.param(
+            "process",
+            marks=pytest.mark.skipif(
+                os.geteuid() == 0,
+                reason="the kernel never applies RLIMIT_NPROC to root: an uncapped fork bomb would swamp the machine "
+                "(the process-only mode's kill of every process is tested with a session-leaving process tree)",
+            ),
+        ),
+    ],
+)
+def test_fork_bomb_is_capped_and_does_not_outlive_the_timeout(bomb_mode, monkeypatch):
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", bomb_mode)
+    start = time.monotonic()
+    result = run_python(FORK_BOMB, timeout_s=1.0)
+    assert result.status == "timeout"
+    assert time.monotonic() - start < 3.5
+    token = result.output.splitlines()[0]
+    assert survivors(token) == []
+
+
+@needs_bwrap
+def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "bwrap")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read")
+    outside = tmp_path / "out"
+    outside.mkdir()
+    outside.chmod(0o777)  # even a folder anyone may write to stays out of reach
+    code = (
+        "import os\n"
+        "def attempt(what, action):\n"
+        "    try:\n"
+        "        action()\n"
+        "        print(what, 'allowed')\n"
+        "    except OSError as error:\n"
+        "        print(what, 'refused', type(error).__name__)\n"
+        f"attempt('read', lambda: open({str(secret)!r}).read())\n"
+        f"attempt('write', lambda: open({str(outside / 'x.txt')!r}, 'w').write('x'))\n"
+        "attempt('usr', lambda: open('/usr/x.txt', 'w').write('x'))\n"
+        "attempt('home', lambda: os.listdir('/root/.ssh'))\n"
+        "attempt('own', lambda: open('mine.txt', 'w').write('x'))\n"
+    )
+    result = run_python(code)
+    assert result.status == "ok", result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "read refused FileNotFoundError"  # tmp_path is not even mounted inside
+    assert lines[1] == "write refused FileNotFoundError"
+    assert lines[2].startswith("usr refused")  # read-only bind
+    assert lines[3] == "home refused FileNotFoundError"
+    assert lines[4] == "own allowed"
+    assert list(outside.iterdir()) == [] and secret.read_text() == "do not read"
+
+
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            conn.sendall(b"hello")
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def server():
+    srv = LoopbackServer()
+    yield srv
+    srv.close()
+
+
+def connect_code(port: int) -> str:
+    return (
+        "import socket\n"
+        "try:\n"
+        f"    s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        "    print('reached', s.recv(5).decode())\n"
+        "except OSError as error:\n"
+        "    print('unreachable', type(error).__name__)\n"
+    )
+
+
+@needs_bwrap
+def test_bwrap_code_cannot_reach_a_loopback_server_outside(server, monkeypatch):
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "bwrap")
+    result = run_python(connect_code(server.port))
+    assert result.output == "unreachable ConnectionRefusedError\n"  # its own loopback, where nothing listens
+    assert server.accepted == 0
+
+
+def test_process_mode_is_not_network_isolated_and_says_so(server, monkeypatch):
+    # The control for the test above: the same code does reach the server without bubblewrap.
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "process")
+    result = run_python(connect_code(server.port))
+    assert result.output == "reached hello\n"
+    assert server.accepted == 1
+    assert "NO filesystem or network isolation" in result.isolation
+
+
+def test_missing_bwrap_falls_back_with_one_log_line(monkeypatch, caplog):
+    monkeypatch.delenv("ALIGN_KIT_SANDBOX", raising=False)
+    monkeypatch.setattr(sandbox, "_BWRAP_PROBE", {"ok": False, "why": "no bwrap on PATH"})
+    monkeypatch.setattr(sandbox, "_LOGGED", set())
+    with caplog.at_level(logging.INFO, logger="align_kit"):
+        results = [run_python("print(1)") for _ in range(2)]
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert results[0].isolation.startswith("process only: ")
+    lines = [r.getMessage() for r in caplog.records if "sandbox isolation" in r.getMessage()]
+    assert len(lines) == 1 and "process only" in lines[0] and "no bwrap on PATH" in lines[0]
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "bwrap")
+    with pytest.raises(RuntimeError, match="ALIGN_KIT_SANDBOX=bwrap but bubblewrap does not run here"):
+        run_python("print(1)")
+
+
+def test_bad_arguments_are_refused(monkeypatch):
+    with pytest.raises(ValueError, match="timeout_s=0"):
+        run_python("print(1)", timeout_s=0)
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "docker")
+    with pytest.raises(ValueError, match="use auto, bwrap or process"):
+        run_python("print(1)")
