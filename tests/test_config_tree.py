@@ -30,6 +30,8 @@ def saved_model_dir(tmp_path_factory) -> str:
 
 
 def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
+    if group == "reward" and name == "tool_penalty":  # a penalty's best is 0: it rides beside a reward
+        return ["reward=[tool_choice,tool_penalty]", "reward.tool_choice.weight=1.0"]
     if group == "reward":
         # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3).
         return [f"reward=[{name}]", f"reward.{name}.weight=1.0"]
