@@ -95,18 +95,33 @@ def test_one_episode_by_hand():
 
 
 def test_demonstration_segments():
-    episode = Episode(
-        "add 2 3, save as x",
-        ({"tool": "add", "args": {"a": 2, "b": 3}}, {"tool": "save", "args": {"key": "x", "value": 5}}),
-        ("5", "saved"),
-    )
+    add, save = {"tool": "add", "args": {"a": 2, "b": 3}}, {"tool": "save", "args": {"key": "x", "value": 5}}
+    episode = Episode("add 2 3, save as x", (add, save), ("5", "saved"))
+    first = 'Thought: first add\nPlan: add,save\nCall: {"tool":"add","args":{"a":2,"b":3}}'
+    second = 'Thought: finally save\nPlan: save\nCall: {"tool":"save","args":{"key":"x","value":5}}'
     assert episode.demonstration() == [
-        ('Thought: first add\nPlan: add,save\nCall: {"tool":"add","args":{"a":2,"b":3}}', True),
-        ("\nObs: 5\n", False),
-        ('Thought: finally save\nPlan: save\nCall: {"tool":"save","args":{"key":"x","value":5}}', True),
-        ("\nObs: saved\n", False),
-        ("Done", True),
+        (first, True, True),
+        ("\nObs: 5\n", False, False),
+        (second, True, True),
+        ("\nObs: saved\n", False, False),
+        ("Done", True, True),
     ]
+    # A slip at step 2: the bad attempt and its error are masked, the retry trains.
+    slipped = episode.demonstration(slip=(1, "bad_params"))
+    bad = 'Thought: finally save\nPlan: save\nCall: {"tool":"save","args":{"key":0,"value":5}}'
+    assert slipped[2:5] == [(bad, False, True), ("\nObs: error: bad_params\n", False, False), (second, True, True)]
+    assert check_call(parse_turn(bad).call_text, TOOLS)[0] == "bad_params"
+    cut = episode.demonstration(slip=(0, "bad_json"))[0][0]
+    assert cut == first[:-1] and check_call(parse_turn(cut).call_text, TOOLS)[0] == "bad_json"
+    renamed = episode.demonstration(slip=(0, "unknown_tool"))[0][0]
+    assert '"tool":"ad"' in renamed and check_call(parse_turn(renamed).call_text, TOOLS)[0] == "unknown_tool"
+
+
+def test_slip_share_decides_how_many_demonstrations_hold_a_bad_attempt():
+    none = ToolCallsTask(num_train=200, slip_share=0.0).demonstrations()
+    every = ToolCallsTask(num_train=200, slip_share=1.0).demonstrations()
+    assert all(trained for _, segments in none for _, trained, ends in segments if ends)
+    assert all(sum(1 for _, trained, ends in segments if ends and not trained) == 1 for _, segments in every)
 
 
 def test_task_validation():

@@ -56,8 +56,10 @@ class Chars:
 
 
 def test_trajectory_demonstrations_train_only_the_model_turns():
-    rows = encode_demonstrations(Chars(), [("P", [("ab", True), ("xy", False), ("c", True)]), ("Q", "d")])
-    assert rows[0] == ([80, 97, 98, 0, 120, 121, 99, 0], [-100, 97, 98, 0, -100, -100, 99, 0])
+    segments = [("ab", True, True), ("xy", False, False), ("z", False, True), ("c", True, True)]
+    rows = encode_demonstrations(Chars(), [("P", segments), ("Q", "d")])
+    # A model turn ends with EOS (0); an observation has none; a masked turn's EOS is masked with it.
+    assert rows[0] == ([80, 97, 98, 0, 120, 121, 122, 0, 99, 0], [-100, 97, 98, 0, -100, -100, -100, -100, 99, 0])
     assert rows[1] == ([81, 100, 0], [-100, 100, 0])  # a plain completion: as before
 
 

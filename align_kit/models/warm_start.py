@@ -2,8 +2,8 @@
 
 A plain loop (cross-entropy on completion tokens only) is enough for a model of a few hundred
 thousand parameters and keeps the build independent of TRL's SFT defaults. A demonstration whose
-completion is a list of (text, trained) segments (a tool-use trajectory: model turns, each ended by
-EOS, and the environment's observations) trains with `masked_sft_loss` on the trained segments only
+completion is a list of segments (a tool-use trajectory: model turns, each ended by EOS, the
+environment's observations, and bad steps) trains with `masked_sft_loss` on the trained segments only
 (the training-stability chapter, 16.6.2).
 """
 
@@ -22,15 +22,16 @@ class WarmStartConfig:
     seed: int = 0
 
 
-def encode_demonstrations(tokenizer, pairs: list[tuple[str, str | list[tuple[str, bool]]]]):
+def encode_demonstrations(tokenizer, pairs: list[tuple[str, str | list[tuple[str, bool, bool]]]]):
     """Token ids of prompt+completion+eos, with labels masked (-100) on the prompt. A segmented completion
-    gets EOS after each trained segment (a model turn) and labels -100 on the untrained ones."""
+    is (text, trained, ends_turn) segments: EOS follows a segment that ends a model turn, and an untrained
+    segment (an observation, a bad step) gets labels -100, its EOS included."""
     rows = []
     for prompt, completion in pairs:
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         ids, labels = list(prompt_ids), [-100] * len(prompt_ids)
-        for text, trained in [(completion, True)] if isinstance(completion, str) else completion:
-            segment = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * trained
+        for text, trained, ends_turn in [(completion, True, True)] if isinstance(completion, str) else completion:
+            segment = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] * ends_turn
             ids += segment
             labels += segment if trained else [-100] * len(segment)
         rows.append((ids, labels))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
-from align_kit.tasks.tool_format import render_observation, render_turn
+from align_kit.tasks.tool_format import call_text, render_observation, render_turn
 
 # The built-in registry: tool name -> {parameter: type}.
 TOOLS: dict[str, dict[str, str]] = {
@@ -31,6 +31,7 @@ TOOLS: dict[str, dict[str, str]] = {
 }
 ARITHMETIC = ("add", "mul")  # `save` stores the result of one of these
 KEYS = "xyzuvw"
+SLIP_KINDS = ("bad_json", "unknown_tool", "bad_params")  # the bad attempts a demonstration may hold
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,31 @@ class Episode:
         connective = "first" if index == 0 else "finally" if last else "then"
         return f"{connective} {self.calls[index]['tool']}"
 
-    def demonstration(self, observation_chars: int = 40) -> list[tuple[str, bool]]:
-        """(text, trained) segments: each model turn (ended by EOS when encoded) and each observation."""
+    def demonstration(self, observation_chars: int = 40, slip: tuple[int, str] | None = None) -> list[tuple]:
+        """(text, trained, ends_turn) segments: each model turn (EOS-ended), each observation, and with
+        `slip` = (step, kind) a bad attempt at that step (masked out, as 16.6.2 asks of SFT data), the
+        environment's error and the retry, so the policy learns to recover without learning the error."""
         segments = []
         for index, call in enumerate(self.calls):
             plan = [c["tool"] for c in self.calls[index:]]
-            segments.append((render_turn(self.thought(index), plan, call), True))
-            segments.append((render_observation(self.results[index], observation_chars), False))
-        segments.append((render_turn("", [], None), True))
+            if slip is not None and slip[0] == index:
+                segments.append((render_turn(self.thought(index), plan, corrupted(call, slip[1])), False, True))
+                segments.append((render_observation(f"error: {slip[1]}", observation_chars), False, False))
+            segments.append((render_turn(self.thought(index), plan, call), True, True))
+            segments.append((render_observation(self.results[index], observation_chars), False, False))
+        segments.append((render_turn("", [], None), True, True))
         return segments
+
+
+def corrupted(call: dict, kind: str) -> dict | str:
+    """A bad version of a call: its JSON cut short (bad_json, as raw text), its tool name cut short
+    (unknown_tool) or its first argument of the wrong type (bad_params)."""
+    if kind == "bad_json":
+        return call_text(call["tool"], call["args"])[:-1]
+    if kind == "unknown_tool":
+        return {"tool": call["tool"][:-1], "args": call["args"]}
+    name, value = next(iter(call["args"].items()))
+    return {"tool": call["tool"], "args": {**call["args"], name: str(value) if isinstance(value, int) else 0}}
 
 
 def _clause(rng: random.Random, tool: str, previous: str | None) -> tuple[str, dict, str]:
@@ -99,6 +116,7 @@ class ToolCallsTask(Component):
     max_turns: int = 5  # model turns per episode: the calls, the final `Done`, and a spare
     turn_tokens: int = 112  # at most this many tokens per model turn
     observation_chars: int = 40  # an observation line keeps this many characters of the tool's answer
+    slip_share: float = 0.1  # warm-start demonstrations with one bad, masked attempt before a step
     code_timeout_s: float = 2.0  # code_exec's sandbox limits
     code_memory_mb: int = 256
     seed: int = 1234
@@ -118,6 +136,8 @@ class ToolCallsTask(Component):
                 f"task.max_turns={self.max_turns} leaves no turn to finish a {self.max_calls}-call episode; "
                 f"set task.max_turns >= task.max_calls + 1 = {self.max_calls + 1}"
             )
+        if not 0.0 <= self.slip_share <= 1.0:
+            raise ConfigError(f"task.slip_share={self.slip_share} must lie in [0, 1]")
         if self.code_timeout_s <= 0 or self.code_memory_mb < 1 or self.turn_tokens < 1 or self.num_train < 1:
             raise ConfigError(
                 "task.code_timeout_s must be > 0 and task.code_memory_mb, task.turn_tokens, task.num_train >= 1"
@@ -148,9 +168,16 @@ class ToolCallsTask(Component):
             }
         )
 
-    def demonstrations(self) -> list[tuple[str, list[tuple[str, bool]]]]:
-        """(prompt, segments) for the warm start's masked SFT: observations are masked out."""
-        return [(e.prompt, e.demonstration(self.observation_chars)) for e in self.episodes("sft")]
+    def demonstrations(self) -> list[tuple[str, list[tuple]]]:
+        """(prompt, segments) for the warm start's masked SFT: observations and bad attempts are masked out."""
+        rng = random.Random(f"{self.seed}/slips")
+        pairs = []
+        for episode in self.episodes("sft"):
+            slip = None
+            if rng.random() < self.slip_share:
+                slip = (rng.randrange(len(episode.calls)), rng.choice(SLIP_KINDS))
+            pairs.append((episode.prompt, episode.demonstration(self.observation_chars, slip)))
+        return pairs
 
     def probe_pairs(self, count: int) -> list[tuple[str, str]]:
         """(prompt, ground-truth calls as JSON) held out from training, to measure the warm start."""
@@ -162,6 +189,7 @@ class ToolCallsTask(Component):
             "calls": [self.min_calls, self.max_calls],
             "tools": self.tools,
             "observation_chars": self.observation_chars,
+            "slip_share": self.slip_share,
         }
 
     def environment(self, run_code=None):

@@ -93,11 +93,13 @@ def call_text(tool: str, args: dict[str, Any]) -> str:
     return json.dumps({"tool": tool, "args": args}, separators=(",", ":"))
 
 
-def render_turn(thought: str, plan: list[str], call: dict | None) -> str:
-    """A model turn in the step format (without its end-of-sequence token); `call=None` is the final `Done`."""
+def render_turn(thought: str, plan: list[str], call: dict | str | None) -> str:
+    """A model turn in the step format (without its end-of-sequence token); `call=None` is the final `Done`,
+    a string is written as it is (a malformed call)."""
     if call is None:
         return DONE
-    return f"{THOUGHT} {thought}\n{PLAN} {','.join(plan)}\n{CALL} {call_text(call['tool'], call['args'])}"
+    text = call if isinstance(call, str) else call_text(call["tool"], call["args"])
+    return f"{THOUGHT} {thought}\n{PLAN} {','.join(plan)}\n{CALL} {text}"
 
 
 def render_observation(result: str, limit: int = 40) -> str:
