@@ -13,14 +13,15 @@ from align_kit.tasks.tool_format import check_call, parse_turn
 # A small warm start and batch: the loop and the masks are exercised, not the learning.
 TOOL_RUN = [
     "recipe=tool_calls",
-    "model.warm_start.steps=40",
-    "model.warm_start.batch_size=16",
-    "model.warm_start.eval_prompts=8",
+    "model.warm_start.steps=20",
+    "model.warm_start.batch_size=8",
+    "model.warm_start.eval_prompts=4",
     "task.num_train=64",
+    "task.turn_tokens=64",
     "trainer.per_device_train_batch_size=8",
     "trainer.steps_per_generation=1",
     "trainer.num_generations=4",
-    "trainer.max_completion_length=200",
+    "trainer.max_completion_length=160",
 ]
 
 

@@ -223,5 +223,5 @@ class ToolCallsTask(Component):
         )
         truths = [json.loads(c) for c in calls]
         successes = [episode_success(r.turns, truth) for r, truth in zip(rollouts, truths, strict=True)]
-        scores = [score_episode(r.turns, truth).total for r, truth in zip(rollouts, truths, strict=True)]
+        scores = [score_episode(r.turns, truth).total() for r, truth in zip(rollouts, truths, strict=True)]
         return {"start_success_rate": sum(successes) / count, "start_step_reward": sum(scores) / count}
