@@ -474,19 +474,27 @@ def test_a_metric_without_finite_values_in_one_run_is_named_when_its_table_goes(
     assert f"entropy: left out, not logged with a finite value by 1 run(s): {sweep / '2'}" in result.notes
 
 
-def test_failed_sweep_jobs_are_left_out_and_named(sweep, tmp_path):
-    # Job 4 (clip_higher, seed 2) failed after logging; job 6 failed before logging anything.
-    outcomes = [
-        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "ok", "error": None, "folder": f"/x/{n}"}
+def test_sweep_jobs_that_did_not_finish_ok_are_left_out_and_named(sweep, tmp_path):
+    # From the sweep's manifest: job 4 (clip_higher, seed 2) failed after logging; job 5 (clip_higher, seed 3) was
+    # running when its process died; job 6 failed before logging anything.
+    entries = [
+        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "done", "outcome": "ok", "error": None}
         for n, node, seed in jobs()
     ]
-    outcomes[4] |= {"status": "failed", "error": "RuntimeError: at step 3"}
-    outcomes.append({"job": 6, "overrides": ["seed=9"], "status": "config error", "error": "bad row", "folder": "/x/6"})
-    (sweep / "sweep_summary.json").write_text(json.dumps({"jobs": 7, "failed": 2, "outcomes": outcomes}))
+    for entry in entries:
+        entry["folder"] = f"/elsewhere/{entry['job']}"  # found by name: the sweep folder may have moved
+    entries[4] |= {"status": "failed", "outcome": "failed", "error": "RuntimeError: at step 3"}
+    entries[5] |= {"status": "running", "outcome": None, "pid": None}
+    entries.append(
+        {"job": 6, "overrides": ["seed=9"], "status": "failed", "outcome": "config error", "error": "bad row"}
+        | {"folder": "/elsewhere/6"}
+    )
+    (sweep / "sweep_manifest.json").write_text(json.dumps({"task_overrides": [], "jobs": entries}))
     result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
-    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1, 3]]
+    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1]]
     expected = [
         f"left out sweep job 4 (clip=clip_higher seed=2) in {sweep / '4'}: failed: RuntimeError: at step 3",
+        f"left out sweep job 5 (clip=clip_higher seed=3) in {sweep / '5'}: interrupted",
         f"left out sweep job 6 (seed=9) in {sweep / '6'}: config error: bad row",
     ]
     assert [note for note in result.notes if note.startswith("left out sweep")] == expected
