@@ -111,10 +111,10 @@ class ToolCallsTask(Component):
     num_train: int = 2000
     num_eval: int = 0
     min_calls: int = 1
-    max_calls: int = 3
+    max_calls: int = 2  # 3-call episodes take up to ~340 tokens: costly for the 2-core default
     tools: list[str] = field(default_factory=lambda: list(TOOLS))
     max_turns: int = 5  # model turns per episode: the calls, the final `Done`, and a spare
-    turn_tokens: int = 112  # at most this many tokens per model turn
+    turn_tokens: int = 128  # at most this many tokens per model turn
     observation_chars: int = 40  # an observation line keeps this many characters of the tool's answer
     slip_share: float = 0.1  # warm-start demonstrations with one bad, masked attempt before a step
     code_timeout_s: float = 2.0  # code_exec's sandbox limits
