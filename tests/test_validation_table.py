@@ -225,7 +225,19 @@ DATA = [
     (["train", "task=hf_dataset", "task.path={data}/empty_dir"], "task.path={data}/empty_dir"),
     (["train", "task=hf_dataset", "task.path={data}/null_domain.jsonl", "task.domain_column=topic"], "row 5: topic"),
 ]
-CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA
+# task=tool_calls, its step rewards and the step mask (the training-stability chapter, 16.6.2-16.6.3).
+TOOLS = [
+    (["train", "step_mask=on"], "use task=tool_calls or step_mask=off"),
+    (["train", "task=tool_calls", "task.max_turns=2"], "task.max_turns=2 leaves no turn"),
+    (["train", "recipe=tool_calls", "reward.tool_steps.weights.plan=-0.1"], "weights.plan=-0.1 is negative"),
+    (["train", "recipe=tool_calls", "reward.tool_steps.weights.plan=0.0"], "= 0.9 < 1.0"),
+    (["train", "recipe=tool_calls", "reward=[tool_choice,tool_params,tool_reasoning]"], "= 0.9 < 1.0"),
+    (
+        ["train", "recipe=tool_calls", "reward.tool_steps.penalties=[{tool:check_status,max_calls:1,value:0.3}]"],
+        "penalties[0].value=0.3 is positive",
+    ),
+]
+CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS
 
 
 def _row(i: int) -> dict:
