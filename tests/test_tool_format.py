@@ -11,7 +11,7 @@ import pytest
 
 from align_kit.errors import ConfigError
 from align_kit.tasks.tool_calls import TOOLS, Episode, ToolCallsTask, make_episode
-from align_kit.tasks.tool_env import ToolEnvironment, run_episodes
+from align_kit.tasks.tool_env import ToolEnvironment, run_episodes, trainer_turn_generator
 from align_kit.tasks.tool_format import check_call, parse_turn, render_observation, render_turn, split_turns
 
 REGISTRY = {"add": {"a": "int", "b": "int"}, "save": {"key": "str", "value": "int"}, "code_exec": {"code": "str"}}
@@ -230,3 +230,19 @@ def test_a_turn_without_call_or_done_is_a_bad_step_and_ends_the_episode():
     rollouts = run_episodes(generate, prompts, tokenizer, ToolEnvironment(REGISTRY), 5, 100, 200)
     assert rollouts[0].steps == [[0, 29, "bad_json"]]  # 28 characters and EOS
     assert len(rollouts[0].turns) == 1
+
+
+def test_each_turn_samples_through_the_trainer_with_its_own_cap():
+    seen = []
+
+    class Trainer:
+        generation_config = SimpleNamespace(max_new_tokens=240)
+
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations):
+            seen.append((prompt_ids, self.generation_config.max_new_tokens, num_generations))
+            return [[1, 0]], None
+
+    trainer = Trainer()
+    assert trainer_turn_generator(trainer)([[5, 6]], 17) == ([[1, 0]], None)
+    assert seen == [([[5, 6]], 17, 1)]
+    assert trainer.generation_config.max_new_tokens == 240  # restored for TRL's own use
