@@ -48,7 +48,8 @@ def main() -> None:
         curve = [line["tools/success_rate"] for line in lines if "tools/success_rate" in line]
         print(
             f"{run}: held-out success {start['start_success_rate']:.3f} -> {end['start_success_rate']:.3f} "
-            f"({checkpoint.name}), step reward {start['start_step_reward']:.3f} -> {end['start_step_reward']:.3f}; "
+            f"({checkpoint.name}), step reward {start['start_step_reward']:.3f} -> {end['start_step_reward']:.3f}, "
+            f"failed steps {start['start_failed_step_share']:.3f} -> {end['start_failed_step_share']:.3f}; "
             f"training tools/success_rate first 10 {statistics.mean(curve[:10]):.3f}, "
             f"last 10 {statistics.mean(curve[-10:]):.3f} ({len(curve)} generations)",
             flush=True,

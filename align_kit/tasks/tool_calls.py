@@ -205,7 +205,8 @@ class ToolCallsTask(Component):
 
     def warm_start_success_rate(self, model, tokenizer, count: int, max_new_tokens: int) -> dict:
         """Episodes sampled at temperature 1.0 on held-out goals: the share whose calls equal the ground truth
-        (`start_success_rate`) and the mean step reward at the default weights (`start_step_reward`)."""
+        (`start_success_rate`), the mean step reward at the default weights (`start_step_reward`) and the
+        share of call steps that failed (`start_failed_step_share`: what the step mask would mask)."""
         from align_kit.rewards.tool_steps import episode_success, score_episode
         from align_kit.tasks.tool_env import run_episodes, sampling_turn_generator
 
@@ -224,4 +225,7 @@ class ToolCallsTask(Component):
         truths = [json.loads(c) for c in calls]
         successes = [episode_success(r.turns, truth) for r, truth in zip(rollouts, truths, strict=True)]
         scores = [score_episode(r.turns, truth).total() for r, truth in zip(rollouts, truths, strict=True)]
-        return {"start_success_rate": sum(successes) / count, "start_step_reward": sum(scores) / count}
+        steps = [kind for r in rollouts for _, _, kind in r.steps]
+        failed = sum(kind != "ok" for kind in steps) / len(steps) if steps else 0.0
+        return {"start_success_rate": sum(successes) / count, "start_step_reward": sum(scores) / count,
+                "start_failed_step_share": failed}  # fmt: skip
