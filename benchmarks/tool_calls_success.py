@@ -2,7 +2,7 @@
 
 Both are sampled the same way as the warm start's own measurement (temperature 1.0, the task's
 held-out probe goals, torch seeded the same): the share of episodes whose calls equal the ground
-truth, and the mean step reward at the default weights. The training curve's own
+truth, the mean step reward at the default weights and the share of call steps that failed. The training curve's own
 `tools/success_rate` (first and last 10 generations) is printed beside them.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/tool_calls_success.py outputs/runs/<time> [--prompts 256]
