@@ -44,7 +44,7 @@ OOM_EXIT = 86  # the runner's exit code for a MemoryError (an exit code no plain
 # Runs inside the sandbox before the model's code (which it reads from stdin): applies the limits from its
 # arguments, then executes the code as __main__. Only trusted code runs before the limits are in force.
 _RUNNER = r"""
-import linecache, resource, sys, traceback
+import resource, sys
 _, token, mem, nproc, cpu, fsize = sys.argv
 for res, value in ((resource.RLIMIT_AS, int(mem)), (resource.RLIMIT_CPU, int(cpu)),
                    (resource.RLIMIT_FSIZE, int(fsize)), (resource.RLIMIT_CORE, 0)):
@@ -54,14 +54,18 @@ if int(nproc) > 0:
 source = sys.stdin.read()
 sys.stdin.close()
 sys.argv = ["main.py"]
-linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")  # tracebacks quote the code
 try:
     exec(compile(source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 except SystemExit:
     raise
 except BaseException as error:  # the traceback without this runner's frame, as plain `python main.py` prints it
-    traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
-    sys.exit(OOM_EXIT if isinstance(error, MemoryError) else 1)
+    status = OOM_EXIT if isinstance(error, MemoryError) else 1
+    try:  # printing may itself run out of memory: the exit status stands regardless
+        import linecache, traceback  # only here: together they are most of the runner's start-up time
+        linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")  # quote the code
+        traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
+    finally:
+        sys.exit(status)
 """.replace("OOM_EXIT", str(OOM_EXIT))
 
 
@@ -73,7 +77,8 @@ class SandboxResult:
 
 
 def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, output_limit: int = 4096) -> SandboxResult:
-    """Run `code` with `python -I` in a sandbox; nothing it started is alive when this returns."""
+    """Run `code` as `python -I -S` (the caller's interpreter, standard library only: no site-packages, whose .pth
+    imports tripled the start-up time) in a sandbox; nothing it started is alive when this returns."""
     if timeout_s <= 0 or memory_mb <= 0 or output_limit < 0:
         raise ValueError(
             f"run_python: timeout_s={timeout_s}, memory_mb={memory_mb}, output_limit={output_limit}; "
@@ -91,7 +96,7 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
         argv, cwd = _bwrap_argv(runner_args, limit_bytes), None
     else:
         tmp = tempfile.mkdtemp(prefix="align_kit_sandbox_")
-        argv, cwd = [_interpreter(), "-I", "-u", "-c", _RUNNER, *runner_args], tmp
+        argv, cwd = [_interpreter(), "-I", "-S", "-u", "-c", _RUNNER, *runner_args], tmp
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd or WORKDIR, "TMPDIR": cwd or "/tmp"}
     env[TOKEN_ENV] = token
     try:
@@ -104,17 +109,12 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
 
 def isolation() -> str:
     """The line `run_python` would report now (without running anything but bwrap's one-time probe)."""
-    return _summary(isolation_mode())
+    return _summary(_select_mode()[0])
 
 
 def isolation_mode() -> str:
     """'bwrap' or 'process' for this call; the first call of each mode logs which isolation is in force."""
-    wanted = os.environ.get(MODE_ENV, "auto")
-    if wanted not in ("auto", "bwrap", "process"):
-        raise ValueError(f"{MODE_ENV}={wanted!r}: use auto, bwrap or process")
-    mode = "process" if wanted == "process" else ("bwrap" if _bwrap_works() else "process")
-    if wanted == "bwrap" and mode != "bwrap":
-        raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
+    mode, wanted = _select_mode()
     if mode not in _LOGGED:
         _LOGGED.add(mode)
         line = f"sandbox isolation: {_summary(mode)}"
@@ -123,6 +123,16 @@ def isolation_mode() -> str:
         else:
             log.warning(line + (f" (bubblewrap: {_BWRAP_PROBE['why']})" if wanted == "auto" else ""))
     return mode
+
+
+def _select_mode() -> tuple[str, str]:
+    wanted = os.environ.get(MODE_ENV, "auto")
+    if wanted not in ("auto", "bwrap", "process"):
+        raise ValueError(f"{MODE_ENV}={wanted!r}: use auto, bwrap or process")
+    mode = "process" if wanted == "process" else ("bwrap" if _bwrap_works() else "process")
+    if wanted == "bwrap" and mode != "bwrap":
+        raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
+    return mode, wanted
 
 
 _LOGGED: set[str] = set()
@@ -183,7 +193,7 @@ def _bwrap_argv(runner_args: list[str], limit_bytes: int) -> list[str]:
     for path in ("/tmp", WORKDIR):
         argv += ["--perms", "1777", "--size", str(limit_bytes), "--tmpfs", path]
     argv += ["--chdir", WORKDIR]
-    command = [python, "-I", "-u", "-c", _RUNNER, *runner_args]
+    command = [python, "-I", "-S", "-u", "-c", _RUNNER, *runner_args]
     if _run_uid("bwrap") != os.geteuid():
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # setpriv's only use of root, then dropped
         uid = str(SANDBOX_UID)
@@ -256,14 +266,13 @@ def _execute(
         proc.stdin.close()
     except BrokenPipeError:  # it died before reading its code; the exit status says why
         pass
-    try:
-        returncode = proc.wait(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    # A blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps of up to 50 ms, most of a call's time.
+    waiter = threading.Thread(target=proc.wait, daemon=True)
+    waiter.start()
+    waiter.join(timeout=timeout_s)
+    timed_out = waiter.is_alive()
     _kill_all(proc, token)
-    if timed_out:
-        returncode = proc.wait()
+    returncode = proc.wait()
     reader.join(timeout=5)
     output = kept.decode("utf-8", errors="replace")[:output_limit]
     if timed_out or returncode == -signal.SIGXCPU:

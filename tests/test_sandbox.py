@@ -85,6 +85,8 @@ def test_oom_when_the_memory_limit_is_hit(mode):
     result = run_python("x = bytearray(512 * 2**20)", memory_mb=64)
     assert result.status == "oom"
     assert result.output.endswith("MemoryError\n")
+    # Memory filled bit by bit and still held when the error surfaces: still oom, whatever printing manages.
+    assert run_python("hoard = []\nwhile True:\n    hoard.append(' ' * 4096)", memory_mb=64).status == "oom"
     # 16 MiB fits under 64 MiB: the limit is the one asked for, not something far smaller.
     assert run_python("x = bytearray(16 * 2**20)\nprint(len(x))", memory_mb=64).output == f"{16 * 2**20}\n"
 
