@@ -41,6 +41,7 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/trainer_overhead.py && $(BIN)/python benchmarks/component_overhead.py
+	$(BIN)/python benchmarks/sandbox_overhead.py
 
 clean:
 	rm -rf $(VENV) outputs

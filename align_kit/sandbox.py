@@ -3,15 +3,15 @@
 `run_python(code)` runs the code in a separate process with a wall-clock timeout, a memory limit, no network, a
 fresh working directory that is gone afterwards, and its output (stdout and stderr together) cut to a limit.
 
-Two isolation modes, chosen once per process and named in `SandboxResult.isolation` and in one log line:
+Two isolation modes (bwrap is probed once per process), named in `SandboxResult.isolation` and in one log line:
 - bubblewrap (`bwrap` from Debian's `bubblewrap` package, found and working): new pid, network, ipc and uts
   namespaces; only /usr (and the interpreter's folder) bound read-only, a size-capped tmpfs as working directory
   and /tmp; run as uid 65534 when started as root so RLIMIT_NPROC caps forks (the kernel never applies it to root).
 - process only (no working bwrap, or ALIGN_KIT_SANDBOX=process): a plain subprocess in its own session with
   rlimits and a fresh temporary directory as its working directory; it can still read and write whatever its user
   may and reach the network.
-Either way every process of a call carries a per-call token on its command line, so a sweep of /proc kills all of
-them (even ones that left the process group) before `run_python` returns.
+Either way every process of a call carries a per-call token in its command line and environment, so a sweep of
+/proc kills all of them (even ones that left the process group) before `run_python` returns.
 """
 
 from __future__ import annotations
@@ -242,6 +242,7 @@ def _describe(mode: str, run_uid: int, nproc: int, memory_mb: int | None) -> str
 def _execute(
     argv: list[str], cwd: str | None, env: dict, code: str, timeout_s: float, output_limit: int, token: str
 ) -> tuple[str, str]:
+    source = code.encode("utf-8", "surrogatepass")  # before the process exists: nothing may raise in between
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -260,37 +261,43 @@ def _execute(
                 kept.extend(chunk[: keep - len(kept)])
 
     reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    timed_out = True
     try:
-        proc.stdin.write(code.encode())
-        proc.stdin.close()
-    except BrokenPipeError:  # it died before reading its code; the exit status says why
-        pass
-    # A blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps of up to 50 ms, most of a call's time.
-    waiter = threading.Thread(target=proc.wait, daemon=True)
-    waiter.start()
-    waiter.join(timeout=timeout_s)
-    timed_out = waiter.is_alive()
-    _kill_all(proc, token)
-    returncode = proc.wait()
+        reader.start()
+        try:
+            proc.stdin.write(source)
+            proc.stdin.close()
+        except BrokenPipeError:  # it died before reading its code; the exit status says why
+            pass
+        # A blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps of up to 50 ms, most of a call's time.
+        waiter = threading.Thread(target=proc.wait, daemon=True)
+        waiter.start()
+        waiter.join(timeout=timeout_s)
+        timed_out = waiter.is_alive()
+    finally:
+        if timed_out:  # the group's leader is not reaped yet, so its id cannot belong to anyone else
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _kill_all(token)
+        returncode = proc.wait()
     reader.join(timeout=5)
     output = kept.decode("utf-8", errors="replace")[:output_limit]
-    if timed_out or returncode == -signal.SIGXCPU:
+    # A signal's death reads -N from Popen, and 128 + N when bwrap passes on its child's.
+    died_of = -returncode if returncode < 0 else returncode - 128 if argv[0].endswith("bwrap") else 0
+    if timed_out or died_of == signal.SIGXCPU:
         return "timeout", output
     if returncode == 0:
         return "ok", output
-    if returncode == OOM_EXIT or returncode == -signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
+    if returncode == OOM_EXIT or died_of == signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
         return "oom", output
     return "crash", output
 
 
-def _kill_all(proc: subprocess.Popen, token: str) -> None:
-    """Kill the call's process group, then every process carrying its token (those that left the group or live in
-    bwrap's pid namespace); stop them all before killing so a fork bomb cannot outrun the sweep."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill_all(token: str) -> None:
+    """Kill every process carrying the call's token (also those that left its process group, or live in bwrap's pid
+    namespace); stop them all before killing so a fork bomb cannot outrun the sweep."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         pids = _pids_with(token.encode())
@@ -300,10 +307,10 @@ def _kill_all(proc: subprocess.Popen, token: str) -> None:
             for pid in pids:
                 try:
                     os.kill(pid, sig)
-                except ProcessLookupError:
+                except (ProcessLookupError, PermissionError):
                     pass
         time.sleep(0.01)
-    raise RuntimeError(f"sandbox: processes of {token} still alive after 5 s of SIGKILL")
+    log.warning(f"sandbox: processes {_pids_with(token.encode())} of {token} still alive after 5 s of SIGKILL")
 
 
 def _pids_with(token: bytes) -> list[int]:

@@ -69,6 +69,7 @@ def test_crash_on_an_exception_or_a_non_zero_exit(mode):
     assert result.output.endswith("ValueError: boom\n")
     assert 'File "main.py", line 2' in result.output  # the model's own line, not the runner's
     assert run_python("import sys\nsys.exit(3)").status == "crash"
+    assert run_python("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)").status == "crash"
     assert run_python("import sys\nsys.exit(0)").status == "ok"
 
 
