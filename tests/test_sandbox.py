@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -110,7 +111,9 @@ def test_working_directory_is_fresh_and_gone_afterwards(mode, tmp_path, monkeypa
     assert listing == "['left.txt']"
     second = run_python("import os\nprint(os.listdir('.'))")
     assert second.output == "[]\n"
-    assert list(tmp_root.iterdir()) == []  # nothing left in the temp folder either way
+    stuck = run_python("open('big.txt', 'w').write('x' * 1000)\nwhile True:\n    pass", timeout_s=0.3)
+    assert stuck.status == "timeout"
+    assert list(tmp_root.iterdir()) == []  # nothing left in the temp folder either way, a timeout included
     if mode == "process":
         assert cwd.startswith(str(tmp_root)) and not os.path.exists(cwd)
     else:
@@ -181,6 +184,7 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
     outside = tmp_path / "out"
     outside.mkdir()
     outside.chmod(0o777)  # even a folder anyone may write to stays out of reach
+    host_tmp = Path("/tmp", f"align_kit_sandbox_probe_{os.getpid()}_{time.monotonic_ns()}")
     code = (
         "import os\n"
         "def attempt(what, action):\n"
@@ -194,6 +198,7 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
         "attempt('usr', lambda: open('/usr/x.txt', 'w').write('x'))\n"
         "attempt('home', lambda: os.listdir('/root/.ssh'))\n"
         "attempt('own', lambda: open('mine.txt', 'w').write('x'))\n"
+        f"attempt('tmp', lambda: open({str(host_tmp)!r}, 'w').write('x'))\n"
     )
     result = run_python(code)
     assert result.status == "ok", result.output
@@ -203,6 +208,8 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
     assert lines[2].startswith("usr refused")  # read-only bind
     assert lines[3] == "home refused FileNotFoundError"
     assert lines[4] == "own allowed"
+    assert lines[5] == "tmp allowed"  # its own /tmp, a tmpfs: the host's /tmp does not get the file
+    assert not host_tmp.exists()
     assert list(outside.iterdir()) == [] and secret.read_text() == "do not read"
 
 
