@@ -39,7 +39,7 @@ def survivors(token: str) -> list[int]:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     continue  # a zombie has exited; only its parent's wait is missing
-            blobs = [open(f"/proc/{pid}/{part}", "rb").read() for part in ("cmdline", "environ")]
+            blobs = [Path(f"/proc/{pid}/{part}").read_bytes() for part in ("cmdline", "environ")]
         except OSError:
             continue
         if any(token.encode() in blob for blob in blobs):
