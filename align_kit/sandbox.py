@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -252,47 +252,63 @@ def _execute(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    kept = bytearray()
-    keep = output_limit * 4  # enough bytes for output_limit UTF-8 characters
-
-    def drain() -> None:  # read everything so the code never blocks on a full pipe; keep only the head
-        while chunk := proc.stdout.read1(65536):
-            if len(kept) < keep:
-                kept.extend(chunk[: keep - len(kept)])
-
-    reader = threading.Thread(target=drain, daemon=True)
-    timed_out = True
+    output = _Output(proc.stdout.fileno(), keep=output_limit * 4)  # bytes enough for output_limit characters
+    exited = False
     try:
-        reader.start()
         try:
             proc.stdin.write(source)
             proc.stdin.close()
         except BrokenPipeError:  # it died before reading its code; the exit status says why
             pass
-        # A blocking waitpid in a thread: Popen.wait(timeout) polls with sleeps of up to 50 ms, most of a call's time.
-        waiter = threading.Thread(target=proc.wait, daemon=True)
-        waiter.start()
-        waiter.join(timeout=timeout_s)
-        timed_out = waiter.is_alive()
+        # One thread, no polling: a pidfd turns readable when the process exits (Popen.wait(timeout) sleeps up to
+        # 50 ms a turn), and the pipe is drained meanwhile so the code never blocks on a full one.
+        with os.fdopen(os.pidfd_open(proc.pid), "rb", buffering=0) as pidfd:
+            exited = output.read_until(pidfd.fileno(), time.monotonic() + timeout_s)
     finally:
-        if timed_out:  # the group's leader is not reaped yet, so its id cannot belong to anyone else
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # Not reaped before proc.wait() below, so the group's id cannot belong to anyone else yet.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         _kill_all(token)
         returncode = proc.wait()
-    reader.join(timeout=5)
-    output = kept.decode("utf-8", errors="replace")[:output_limit]
+    output.read_until(None, time.monotonic() + 1.0)  # what is left in the pipe; every writer is gone
+    proc.stdout.close()
+    text = output.kept.decode("utf-8", errors="replace")[:output_limit]
     # A signal's death reads -N from Popen, and 128 + N when bwrap passes on its child's.
     died_of = -returncode if returncode < 0 else returncode - 128 if argv[0].endswith("bwrap") else 0
-    if timed_out or died_of == signal.SIGXCPU:
-        return "timeout", output
+    if not exited or died_of == signal.SIGXCPU:
+        return "timeout", text
     if returncode == 0:
-        return "ok", output
+        return "ok", text
     if returncode == OOM_EXIT or died_of == signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
-        return "oom", output
-    return "crash", output
+        return "oom", text
+    return "crash", text
+
+
+class _Output:
+    """The head of a pipe's bytes (up to `keep`); the rest is read and dropped."""
+
+    def __init__(self, fd: int, keep: int):
+        self.fd, self.keep, self.kept, self.eof = fd, keep, bytearray(), False
+
+    def read_until(self, exit_fd: int | None, deadline: float) -> bool:
+        """Read until `exit_fd` is readable (True), or end of file with no `exit_fd`, or the deadline (False)."""
+        with selectors.DefaultSelector() as selector:
+            if not self.eof:
+                selector.register(self.fd, selectors.EVENT_READ)
+            if exit_fd is not None:
+                selector.register(exit_fd, selectors.EVENT_READ)
+            while (remaining := deadline - time.monotonic()) > 0 and selector.get_map():
+                for key, _ in selector.select(remaining):
+                    if key.fd == exit_fd:
+                        return True
+                    chunk = os.read(self.fd, 65536)
+                    self.kept.extend(chunk[: max(0, self.keep - len(self.kept))])
+                    if not chunk:
+                        self.eof = True
+                        selector.unregister(self.fd)
+        return False
 
 
 def _kill_all(token: str) -> None:
