@@ -76,9 +76,7 @@ def round_robin(prompt: str, completions: Sequence[str], judge: Judge) -> list[f
     return standings.rewards()
 
 
-def swiss(
-    prompt: str, completions: Sequence[str], judge: Judge, rounds: int, seed: int | str = 0
-) -> list[float]:
+def swiss(prompt: str, completions: Sequence[str], judge: Judge, rounds: int, seed: int | str = 0) -> list[float]:
     """`rounds` Swiss rounds; reward = total win probability / matches actually played.
 
     Players are ranked by running reward, ties broken by a seeded random order (so round 1 pairs at

@@ -117,7 +117,9 @@ class ArithmeticJudge(Component):
     def __call__(self, prompt: str, a: str, b: str) -> float:
         match = _ARITHMETIC.match(prompt)
         if match is None:
-            raise ValueError(f"prompt {prompt[:40]!r} is not 'x+y=' or 'x-y='; the arithmetic judge fits task=arithmetic")
+            raise ValueError(
+                f"prompt {prompt[:40]!r} is not 'x+y=' or 'x-y=' (the arithmetic judge fits task=arithmetic)"
+            )
         left, op, right = int(match.group(1)), match.group(2), int(match.group(3))
         truth = left + right if op == "+" else left - right
         distances = []
