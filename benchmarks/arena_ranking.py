@@ -86,8 +86,9 @@ def measure(trials: int, sharpness: float, noise: float, hard: bool, swiss_round
         arms = [("round_robin", 0)] + [("swiss", rounds) for rounds in round_counts]
         reference = None
         for scheme, rounds in arms:
-            taus, calls = zip(*(trial(size, scheme, rounds, s, sharpness, noise, hard) for s in range(trials)))
-            tau, tau_se = mean_se(list(taus))
+            outcomes = [trial(size, scheme, rounds, s, sharpness, noise, hard) for s in range(trials)]
+            taus, calls = [o[0] for o in outcomes], [o[1] for o in outcomes]
+            tau, tau_se = mean_se(taus)
             row = {"G": size, "scheme": scheme, "rounds": rounds or None, "tau": tau, "tau_se": tau_se}
             row["calls"], row["calls_se"] = mean_se([float(c) for c in calls])
             if reference is None:
