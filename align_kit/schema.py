@@ -472,6 +472,8 @@ def check_targets(key: str, value: Any, allowed: list[str]) -> None:
         if "_target_" in value:
             target = value["_target_"]
             where = f"{key}._target_" if key else "_target_"
+            if target == "???":  # a node that asks for its target (reward/judge=callable)
+                raise ConfigError(f"{where} is not set; name what to build: {where}=my_module.my_function")
             if not isinstance(target, str) or not target_allowed(target, allowed):
                 raise ConfigError(
                     f"{where}={show(target)} is outside align_kit; a config builds only align_kit's classes "

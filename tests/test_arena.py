@@ -310,3 +310,83 @@ def test_arena_swiss_node_makes_fewer_calls_and_is_seeded():
     assert calls <= 12  # 3 rounds x 4 matches (identical answers tie without a call)
     assert run(0) == (rewards, calls)
     assert all(0.0 <= r <= 1.0 for r in rewards)
+
+
+# ------------------------------------------------------------------------------ config and training
+
+
+def preflight_error(*overrides: str) -> str:
+    """The one line `align-kit train <overrides>` would answer with (its pre-flight)."""
+    from align_kit.errors import ConfigError
+    from align_kit.preflight import check_command
+
+    with pytest.raises(ConfigError) as error:
+        check_command(list(overrides), multirun=False)
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "start"),
+    [
+        (["reward.arena.scheme=elimination"], "reward.arena.scheme=elimination: expected one of [round_robin, swiss]"),
+        (["reward.arena.rounds=0"], "reward.arena.rounds=0: expected an integer >= 1"),
+        (["reward.arena.rounds=-2"], "reward.arena.rounds=-2"),
+        (["reward.arena.both_orders=maybe"], "reward.arena.both_orders=maybe"),
+        (["reward.arena.timeout_s=0"], "reward.arena.timeout_s=0"),
+        (["reward/judge=http", "reward.arena.judge.base_url=localhost"], "reward.arena.judge.base_url=localhost"),
+        (["reward/judge=http", "reward.arena.judge.retries=abc"], "reward.arena.judge.retries=abc"),
+        (["reward/judge=http", "reward.arena.judge.endpoint=embeddings"], "reward.arena.judge.endpoint=embeddings"),
+        (["reward/judge=http", "reward.arena.judge.template='{a} vs {b}'"], "reward.arena.judge.template"),
+        (["reward/judge=callable"], "reward.arena.judge._target_ is not set"),
+        (["reward/judge=hf"], "reward.arena.judge.name_or_path is not set"),
+        (["reward.arena.judge={_target_: os.system}"], "reward.arena.judge._target_=os.system is outside align_kit"),
+    ],
+)
+def test_bad_arena_values_get_one_line_naming_the_key(overrides, start, overrides_for):
+    message = preflight_error(*overrides_for("reward=[correctness,arena]", *overrides, fast_training=False))
+    assert message.startswith(start) and "\n" not in message
+
+
+def prefer_shorter(prompt, a, b):
+    """A user's judge function (built through `_partial_: true`)."""
+    return 0.5 if len(a) == len(b) else float(len(a) < len(b))
+
+
+def test_judge_nodes_compose_and_build(overrides_for, tmp_path):
+    from align_kit.config import compose
+    from align_kit.plan import build_plan
+    from align_kit.rewards.judges import HttpJudge
+    from align_kit.train import component_choices
+
+    def arena(*extra):
+        cfg = compose(overrides_for("reward=[correctness,arena]", *extra))
+        plan = build_plan(cfg, component_choices(), str(tmp_path / "run"))
+        return plan.rewards[1].func
+
+    node = arena("reward/judge=http", "reward.arena.judge.max_concurrency=3", "reward.arena.scheme=swiss")
+    assert isinstance(node.judge, HttpJudge) and node.judge.max_concurrency == 3 and node.group_size == 8
+    assert node.referee.workers == 3
+    custom = arena(
+        "train.allowed_targets=[tests]",
+        "reward/judge=callable",
+        "reward.arena.judge._target_=tests.test_arena.prefer_shorter",
+    )
+    assert custom.judge("p", "ab", "abc") == 1.0
+
+
+def test_short_training_with_correctness_and_arena(train_once, tmp_path):
+    """Four steps on the embedded default with reward=[correctness,arena] and the arithmetic judge.
+    With every match played, a group's rewards hand out one point per match over G - 1 matches
+    per player, so the arena reward's batch mean is exactly 0.5; at most 28 judge calls per group of
+    8 (identical completions tie without a call), none failed."""
+    import json
+
+    run_dir = tmp_path / "run"
+    train_once(run_dir, "logger=none", "reward=[correctness,arena]", "reward.arena.weight=0.5")
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    judged = [row for row in rows if "gar/judge_calls" in row]
+    assert len(judged) >= 2  # one per generation batch (2 steps each)
+    for row in judged:
+        assert 0 < row["gar/judge_calls"] <= 28
+        assert row["gar/judge_failures"] == 0 and row["gar/skipped_matches"] == 0
+        assert row["rewards/arena/mean"] == pytest.approx(0.5, abs=1e-6)

@@ -198,8 +198,8 @@ class Arena(RewardNode):
             raise ConfigError(f"{key}.timeout_s={self.timeout_s}: expected a number of seconds > 0, or null")
         if not callable(self.judge):
             raise ConfigError(
-                f"{key}.judge={self.judge!r}: expected a judge node, e.g. reward/judge=arithmetic|hf|http, or "
-                "{_target_: my_module.my_judge, _partial_: true} for a function judge(prompt, a, b)"
+                f"{key}.judge={self.judge!r}: expected a judge node: reward/judge=arithmetic|hf|http, or "
+                f"reward/judge=callable {key}.judge._target_=my_module.my_judge for a function judge(prompt, a, b)"
             )
         if isinstance(self.judge, Component):
             self.judge.group = f"{key}.judge"
