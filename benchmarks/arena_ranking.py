@@ -6,8 +6,9 @@ probability itself, as a judge reading log-probs returns it) or a 0/1 verdict dr
 probability (`hard`: a judge that only names a winner). Rank agreement is Kendall's tau-b between
 the rewards and the true qualities (1 = the true order; ties in the rewards count as in tau-b).
 Reported: mean ± standard error over trials of tau and of judge calls per group, for round robin
-and for Swiss at several round counts. The goal (issue 13): Swiss within 0.05 tau of round robin
-at half the calls or fewer.
+and for Swiss at several round counts, scored by win rate (win probability / matches played, the
+default) and by Colley's schedule-adjusted rating (`reward.arena.swiss_score=colley`).
+The goal (issue 13): Swiss within 0.05 tau of round robin at half the calls or fewer.
 
 Run: PYTHONPATH=. python benchmarks/arena_ranking.py [--trials 2000] [--json out.json]
 """
@@ -57,8 +58,9 @@ class NoisyJudge:
         return float(self.rng.random() < probability) if self.hard else probability
 
 
-def trial(size: int, scheme: str, rounds: int, seed: int, sharpness: float, noise: float, hard: bool):
+def trial(size: int, arm: tuple[str, int, str], seed: int, sharpness: float, noise: float, hard: bool):
     """(tau, judge calls) of one tournament over `size` completions of known quality."""
+    scheme, rounds, score = arm
     rng = random.Random(f"qualities:{seed}:{size}")
     qualities = [rng.gauss(0.0, 1.0) for _ in range(size)]
     names = [f"completion {index}" for index in range(size)]
@@ -72,7 +74,7 @@ def trial(size: int, scheme: str, rounds: int, seed: int, sharpness: float, nois
     if scheme == "round_robin":
         rewards = round_robin("prompt", names, judge)
     else:
-        rewards = swiss("prompt", names, judge, rounds, seed=seed)
+        rewards = swiss("prompt", names, judge, rounds, seed=seed, score=score)
     return kendall_tau_b(rewards, qualities), judge.calls
 
 
@@ -83,13 +85,15 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 def measure(trials: int, sharpness: float, noise: float, hard: bool, swiss_rounds: dict[int, list[int]]) -> list[dict]:
     rows = []
     for size, round_counts in swiss_rounds.items():
-        arms = [("round_robin", 0)] + [("swiss", rounds) for rounds in round_counts]
+        arms = [("round_robin", 0, "win_rate")]
+        arms += [("swiss", rounds, score) for score in ("win_rate", "colley") for rounds in round_counts]
         reference = None
-        for scheme, rounds in arms:
-            outcomes = [trial(size, scheme, rounds, s, sharpness, noise, hard) for s in range(trials)]
+        for arm in arms:
+            scheme, rounds, score = arm
+            outcomes = [trial(size, arm, s, sharpness, noise, hard) for s in range(trials)]
             taus, calls = [o[0] for o in outcomes], [o[1] for o in outcomes]
             tau, tau_se = mean_se(taus)
-            row = {"G": size, "scheme": scheme, "rounds": rounds or None, "tau": tau, "tau_se": tau_se}
+            row = {"G": size, "scheme": scheme, "rounds": rounds or None, "score": score, "tau": tau, "tau_se": tau_se}
             row["calls"], row["calls_se"] = mean_se([float(c) for c in calls])
             if reference is None:
                 reference = row
@@ -104,14 +108,15 @@ def table(rows: list[dict], title: str) -> str:
     lines = [
         f"### {title}",
         "",
-        "| G | scheme | judge calls / group | share of RR calls | Kendall tau | gap to RR | goal |",
-        "|---|---|---|---|---|---|---|",
+        "| G | scheme | score | judge calls / group | share of RR calls | Kendall tau | gap to RR | goal |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         name = row["scheme"] if row["rounds"] is None else f"swiss, {row['rounds']} rounds"
         goal = "" if row["rounds"] is None else ("met" if row["meets_goal"] else "missed")
         lines.append(
-            f"| {row['G']} | {name} | {row['calls']:.1f} ± {row['calls_se']:.1f} | {row['call_share']:.2f} | "
+            f"| {row['G']} | {name} | {row['score']} | {row['calls']:.1f} ± {row['calls_se']:.1f} | "
+            f"{row['call_share']:.2f} | "
             f"{row['tau']:.3f} ± {row['tau_se']:.3f} | {row['tau_gap']:+.3f} | {goal} |"
         )
     return "\n".join(lines)

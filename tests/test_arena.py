@@ -390,3 +390,34 @@ def test_short_training_with_correctness_and_arena(train_once, tmp_path):
         assert 0 < row["gar/judge_calls"] <= 28
         assert row["gar/judge_failures"] == 0 and row["gar/skipped_matches"] == 0
         assert row["rewards/arena/mean"] == pytest.approx(0.5, abs=1e-6)
+
+
+# Colley's ratings after two strict Swiss rounds of four (the better one always wins), by hand.
+# Solve (2I + C) r = 1 + (W - L) / 2 with C the Laplacian of the 4 matches (each player played 2):
+#  round 1 {A-D, B-C} -> A-B, C-D: B beat C and lost to A, C lost to B and beat D. Equations
+#  4a - b - d = 2, 4b - a - c = 1, 4c - b - d = 1, 4d - a - c = 0 give d = 7/24, b = d + 1/4 = 13/24,
+#  c = (5/4 + 2d) / 4 = 11/24, a = 4d - c = 17/24 (sum 2 = G/2): B above C, where the win rate ties them.
+#  rounds {A-B, C-D} -> A-C, B-D and {A-C, B-D} -> A-B, C-D: B and C each met A and D, so b = c;
+#  4a - 2b = 2, 4b - a - d = 1, 4d - 2b = 0 give b = 1/2, a = 3/4, d = 1/4.
+COLLEY_TWO_ROUNDS = {
+    frozenset({frozenset("AD"), frozenset("BC")}): [17 / 24, 13 / 24, 11 / 24, 7 / 24],
+    frozenset({frozenset("AB"), frozenset("CD")}): [0.75, 0.5, 0.5, 0.25],
+    frozenset({frozenset("AC"), frozenset("BD")}): [0.75, 0.5, 0.5, 0.25],
+}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_swiss_colley_score_by_hand(seed):
+    judge = TableJudge({pair: 1.0 for pair in FOUR})
+    rewards = swiss("p", list("ABCD"), judge, rounds=2, seed=seed, score="colley")
+    first = frozenset(frozenset(call) for call in judge.calls[:2])
+    assert rewards == approx(COLLEY_TWO_ROUNDS[first])
+
+
+def test_colley_of_one_match_and_of_a_round_robin():
+    """One match won outright: 3 r1 - r2 = 1.5, -r1 + 3 r2 = 0.5 -> 5/8 and 3/8. After a full round
+    robin of G players every row reads (G + 1) r_i - (G/2 - r_i) = 1 + (W_i - L_i) / 2, so
+    r_i = (1 + G/2 + (W_i - L_i) / 2) / (G + 2): for THREE (W x 1.6, y 0.7, z 0.7; L = 2 - W),
+    x = (2.5 + 0.6) / 5 = 0.62, y = z = (2.5 - 0.3) / 5 = 0.44."""
+    assert swiss("p", ["x", "y"], TableJudge({("x", "y"): 1.0}), rounds=1, score="colley") == approx([5 / 8, 3 / 8])
+    assert swiss("p", ["x", "y", "z"], TableJudge(THREE), rounds=5, score="colley") == approx([0.62, 0.44, 0.44])

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Judge = Callable[[str, str, str], float | None]
 SCHEMES = ("round_robin", "swiss")
+SWISS_SCORES = ("win_rate", "colley")
 NO_EVIDENCE = 0.5  # the reward of a completion whose every match was skipped
 # A pairing search explores at most this many partial pairings before settling for a greedy one.
 PAIRING_BUDGET = 20_000
@@ -54,6 +55,7 @@ class Standings:
     def __init__(self, size: int):
         self.points = [0.0] * size
         self.played = [0] * size
+        self.matches: list[tuple[int, int]] = []  # the pairs that played
 
     def record(self, pairs: Sequence[tuple[int, int]], results: Sequence[float | None]) -> None:
         for (i, j), win in zip(pairs, results, strict=True):
@@ -63,9 +65,38 @@ class Standings:
             self.points[j] += 1.0 - win
             self.played[i] += 1
             self.played[j] += 1
+            self.matches.append((i, j))
 
     def rewards(self) -> list[float]:
         return [p / n if n else NO_EVIDENCE for p, n in zip(self.points, self.played, strict=True)]
+
+    def colley(self) -> list[float]:
+        """Colley's ratings (Colley 2002): solve (2I + C) r = 1 + (W - L) / 2, C the Laplacian of the
+        matches played (C_ii = matches of i, C_ij = -matches between i and j), W and L the win
+        probability won and lost. A win rate adjusted for the opponents met (a Swiss player who met
+        strong opponents is not ranked below one who met weak ones); its mean is 0.5, it is clipped to
+        [0, 1], and after a full round robin it orders players exactly as the win rate does."""
+        size = len(self.points)
+        matrix = [[2.0 * (row == col) for col in range(size)] for row in range(size)]
+        target = [1.0 + (p - (n - p)) / 2.0 for p, n in zip(self.points, self.played, strict=True)]
+        for i, j in self.matches:
+            matrix[i][i] += 1.0
+            matrix[j][j] += 1.0
+            matrix[i][j] -= 1.0
+            matrix[j][i] -= 1.0
+        # Gaussian elimination; the matrix is symmetric and strictly diagonally dominant, so no pivoting.
+        for col in range(size):
+            for row in range(col + 1, size):
+                factor = matrix[row][col] / matrix[col][col]
+                if factor:
+                    for k in range(col, size):
+                        matrix[row][k] -= factor * matrix[col][k]
+                    target[row] -= factor * target[col]
+        ratings = [0.0] * size
+        for row in reversed(range(size)):
+            rest = sum(matrix[row][k] * ratings[k] for k in range(row + 1, size))
+            ratings[row] = (target[row] - rest) / matrix[row][row]
+        return [min(1.0, max(0.0, rating)) for rating in ratings]
 
 
 def round_robin(prompt: str, completions: Sequence[str], judge: Judge) -> list[float]:
@@ -76,8 +107,17 @@ def round_robin(prompt: str, completions: Sequence[str], judge: Judge) -> list[f
     return standings.rewards()
 
 
-def swiss(prompt: str, completions: Sequence[str], judge: Judge, rounds: int, seed: int | str = 0) -> list[float]:
-    """`rounds` Swiss rounds; reward = total win probability / matches actually played.
+def swiss(
+    prompt: str,
+    completions: Sequence[str],
+    judge: Judge,
+    rounds: int,
+    seed: int | str = 0,
+    score: str = "win_rate",
+) -> list[float]:
+    """`rounds` Swiss rounds; reward = total win probability / matches actually played
+    (`score="colley"`: Colley's schedule-adjusted rating of the same matches instead, see
+    `Standings.colley`).
 
     Players are ranked by running reward, ties broken by a seeded random order (so round 1 pairs at
     random), and each round pairs neighbours in that ranking without a rematch: a backtracking search
@@ -87,6 +127,8 @@ def swiss(prompt: str, completions: Sequence[str], judge: Judge, rounds: int, se
     size = len(completions)
     if rounds < 1:
         raise ValueError(f"rounds={rounds}: expected at least 1")
+    if score not in SWISS_SCORES:
+        raise ValueError(f"score={score!r}: expected one of {list(SWISS_SCORES)}")
     order = list(range(size))
     random.Random(seed).shuffle(order)
     tiebreak = {player: position for position, player in enumerate(order)}
@@ -103,7 +145,7 @@ def swiss(prompt: str, completions: Sequence[str], judge: Judge, rounds: int, se
             byes[bye] += 1
         met.update(frozenset(pair) for pair in pairs)
         standings.record(pairs, play(prompt, completions, pairs, judge))
-    return standings.rewards()
+    return standings.colley() if score == "colley" else standings.rewards()
 
 
 def swiss_pairing(
@@ -184,6 +226,7 @@ class Arena(RewardNode):
 
     scheme: Literal["round_robin", "swiss"] = "round_robin"
     rounds: int = 3  # Swiss rounds (at most G/2 judge calls each, times 2 with both_orders)
+    swiss_score: Literal["win_rate", "colley"] = "win_rate"
     both_orders: bool = False
     timeout_s: float | None = None  # wall-clock limit per judge call, any judge (null: none)
     seed: int = 0
@@ -220,7 +263,7 @@ class Arena(RewardNode):
 
     def tournament(self, prompt: str, completions: list[str], seed: str) -> list[float]:
         if self.scheme == "swiss":
-            return swiss(prompt, completions, self.referee, self.rounds, seed=seed)
+            return swiss(prompt, completions, self.referee, self.rounds, seed=seed, score=self.swiss_score)
         return round_robin(prompt, completions, self.referee)
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
