@@ -330,6 +330,7 @@ def preflight_error(*overrides: str) -> str:
     [
         (["reward.arena.scheme=elimination"], "reward.arena.scheme=elimination: expected one of [round_robin, swiss]"),
         (["reward.arena.rounds=0"], "reward.arena.rounds=0: expected an integer >= 1"),
+        (["reward.arena.swiss_score=elo"], "reward.arena.swiss_score=elo: expected one of [win_rate, colley]"),
         (["reward.arena.rounds=-2"], "reward.arena.rounds=-2"),
         (["reward.arena.both_orders=maybe"], "reward.arena.both_orders=maybe"),
         (["reward.arena.timeout_s=0"], "reward.arena.timeout_s=0"),
@@ -421,3 +422,13 @@ def test_colley_of_one_match_and_of_a_round_robin():
     x = (2.5 + 0.6) / 5 = 0.62, y = z = (2.5 - 0.3) / 5 = 0.44."""
     assert swiss("p", ["x", "y"], TableJudge({("x", "y"): 1.0}), rounds=1, score="colley") == approx([5 / 8, 3 / 8])
     assert swiss("p", ["x", "y", "z"], TableJudge(THREE), rounds=5, score="colley") == approx([0.62, 0.44, 0.44])
+
+
+def test_benchmark_kendall_tau_b_by_hand():
+    from benchmarks.arena_ranking import kendall_tau_b
+
+    assert kendall_tau_b([1, 2, 3], [10, 20, 30]) == 1.0
+    assert kendall_tau_b([3, 2, 1], [10, 20, 30]) == -1.0
+    assert kendall_tau_b([1, 3, 2], [10, 20, 30]) == pytest.approx(1 / 3)  # 2 concordant, 1 discordant
+    # A tie in x: 2 concordant, 0 discordant over sqrt((3 - 1) x (3 - 0)) = sqrt(6).
+    assert kendall_tau_b([1, 1, 2], [10, 20, 30]) == pytest.approx(2 / 6**0.5)
