@@ -10,6 +10,8 @@ thing when every match is played.
 - `round_robin`: every one of the G(G-1)/2 pairs (28 judge calls at G = 8).
 - `swiss`: `rounds` rounds of at most G/2 matches; each round pairs players of similar running
   score and never repeats a pair (the chapter's suggestion for cutting the cost of round robin).
+  `score="colley"` ranks the same matches by Colley's rating, which accounts for the opponents met
+  (benchmarks/arena_ranking.py measures both against round robin).
 
 `Arena` is the reward node (`reward=[...,arena]`): it splits TRL's flat batch into groups, runs the
 chosen tournament through a `Referee` (judges.py: caching, both orders, failures skipped and
@@ -18,7 +20,6 @@ counted) and logs `gar/*` through TRL's `log_metric`.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,6 @@ from align_kit.components.base import Component, RewardSpec
 from align_kit.errors import ConfigError
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.judges import Counts, Referee, win_probability
-
-log = logging.getLogger(__name__)
 
 Judge = Callable[[str, str, str], float | None]
 SCHEMES = ("round_robin", "swiss")
@@ -222,7 +221,12 @@ def groups(prompts: Sequence[str], group_size: int | None) -> list[tuple[int, in
 
 @dataclass
 class Arena(RewardNode):
-    """The GAR reward node: each group of completions plays a tournament judged by `judge`."""
+    """The GAR reward node: each group of completions plays a tournament judged by `judge`.
+
+    Groups are formed from the completions this process scores (TRL splits a generation batch over
+    processes; with several, keep each process's share a multiple of num_generations so no group is
+    split). Swiss pairings are seeded by `seed`, the step and the group's index, so a resumed run
+    pairs as an uninterrupted one."""
 
     scheme: Literal["round_robin", "swiss"] = "round_robin"
     rounds: int = 3  # Swiss rounds (at most G/2 judge calls each, times 2 with both_orders)
