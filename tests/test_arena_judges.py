@@ -225,12 +225,13 @@ def http_judge(url, **kwargs) -> HttpJudge:
 def test_http_chat_judge_reads_the_label_log_probs(serve):
     # P(A) = 0.3, P(B) = 0.1 -> 0.75.
     server = serve(lambda path, body: (200, chat_answer("A", {"A": math.log(0.3), "B": math.log(0.1)})))
-    judge = http_judge(server.url, template="Q:{prompt} A:{a} B:{b}", model="judge-model")
+    judge = http_judge(server.url, template="Q:{prompt} A:{a} B:{b}", model="judge-model", extra_body={"seed": 3})
     assert judge("2+2=", "4", "5") == pytest.approx(0.75)
     path, body = server.requests[0]
     assert path == "/v1/chat/completions"
     assert body["messages"] == [{"role": "user", "content": "Q:2+2= A:4 B:5"}]
     assert body["model"] == "judge-model" and body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["seed"] == 3 and body["max_tokens"] == 1 and body["temperature"] == 0.0
 
 
 def test_http_completions_judge_falls_back_to_the_text(serve):

@@ -244,6 +244,8 @@ class HttpJudge(Component):
     backoff_s: float = 0.5
     max_concurrency: int = 8
     api_key_env: str | None = None  # the name of an environment variable holding a bearer token
+    # Merged into every request, e.g. {chat_template_kwargs: {enable_thinking: false}} for a Qwen3 judge on vLLM.
+    extra_body: dict = field(default_factory=dict)
 
     def validate(self) -> None:
         key = self.group or "judge"
@@ -274,7 +276,12 @@ class HttpJudge(Component):
 
     def request_body(self, prompt: str, a: str, b: str) -> tuple[str, dict]:
         text = self.template.format(prompt=prompt, a=a, b=b)
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "temperature": self.temperature}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            **self.extra_body,
+        }
         if self.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": text}]
             if self.top_logprobs:
