@@ -94,6 +94,13 @@ def test_referee_caches_a_pair_in_either_order_until_the_next_step():
     assert len(judge.calls) == 3
 
 
+def test_referee_judges_the_same_texts_once_per_round_in_either_order():
+    judge = Recorder(lambda a, b: 0.75)
+    referee = Referee(judge)
+    assert referee.many("p", [("x", "y"), ("y", "x"), ("x", "y")]) == [0.75, 0.25, 0.75]
+    assert judge.calls == [("x", "y")]
+
+
 def test_referee_both_orders_averages_out_a_position_bias():
     """A judge that favours the first slot by 0.2: p(x, y) = 0.6 + 0.2 = 0.8, p(y, x) = 0.4 + 0.2 =
     0.6. Both orders: (0.8 + (1 - 0.6)) / 2 = 0.6, the unbiased value; two calls per match."""

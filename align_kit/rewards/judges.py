@@ -406,18 +406,24 @@ class Referee:
                 self.counts.cache_hits += 1
                 continue
             pending.append(index)
-            calls.setdefault((a, b), None)
             if self.both_orders:
+                calls.setdefault((a, b), None)
                 calls.setdefault((b, a), None)
+            elif (b, a) not in calls:  # the same texts may meet twice in a round, in either order
+                calls.setdefault((a, b), None)
         verdicts = dict(zip(calls, self._judge_all(prompt, list(calls)), strict=True))
+
+        def first_wins(x: str, y: str) -> float | None:
+            if (x, y) in verdicts:
+                return verdicts[(x, y)]
+            return None if verdicts[(y, x)] is None else 1.0 - verdicts[(y, x)]
+
         for index in pending:
             a, b = pairs[index]
-            if (cached := self._cached(prompt, a, b)) is not None:  # the same texts twice in this round
-                results[index] = cached
-                continue
-            estimates = [verdicts[(a, b)]]
+            estimates = [first_wins(a, b)]
             if self.both_orders:
-                estimates.append(None if verdicts[(b, a)] is None else 1.0 - verdicts[(b, a)])
+                reverse = verdicts[(b, a)]
+                estimates.append(None if reverse is None else 1.0 - reverse)
             estimates = [value for value in estimates if value is not None]
             if not estimates:
                 self.counts.skipped += 1
