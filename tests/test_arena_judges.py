@@ -18,6 +18,7 @@ from align_kit.rewards.judges import (
     HFJudge,
     HttpJudge,
     Referee,
+    label_token_ids,
     parse_verdict,
     probability_from_logprobs,
 )
@@ -376,6 +377,18 @@ def test_hf_judge_in_the_referee_with_both_orders(tiny_judge_model):
     forward, backward = judge("1+1=", "2", "3"), judge("1+1=", "3", "2")
     assert referee("1+1=", "2", "3") == pytest.approx((forward + 1 - backward) / 2, abs=1e-6)
     assert referee.counts.calls == 2
+
+
+def test_label_token_ids_keep_the_single_token_variants():
+    class Tokenizer:
+        table = {"A": [5], " A": [9], "AB": [5, 6], " AB": [9, 6]}
+
+        def encode(self, text, add_special_tokens=False):
+            return self.table[text]
+
+    assert label_token_ids(Tokenizer(), "A") == [5, 9]
+    assert label_token_ids(Tokenizer(), " A") == [9, 5]
+    assert label_token_ids(Tokenizer(), "AB") == []
 
 
 def test_hf_judge_labels_must_be_single_tokens(tiny_judge_model):

@@ -131,11 +131,23 @@ class ArithmeticJudge(Component):
         return 1.0 if distances[0] < distances[1] else 0.0
 
 
+def label_token_ids(tokenizer, label: str) -> list[int]:
+    """The single-token encodings of a label, as written and with a leading space ("A" and " A" are
+    different tokens to a BPE tokenizer; after "Answer:" a model usually writes the spaced one)."""
+    found = []
+    for variant in dict.fromkeys([label, label.strip(), " " + label.strip()]):
+        token_ids = tokenizer.encode(variant, add_special_tokens=False)
+        if len(token_ids) == 1 and token_ids[0] not in found:
+            found.append(token_ids[0])
+    return found
+
+
 @dataclass
 class HFJudge(Component):
     """A local causal LM as judge: `template` filled with the prompt and both responses; the win
-    probability of A is softmax over the next-token logits of the two `choices` labels (each must be
-    one token). Loaded on the first call, never at validation."""
+    probability of A is the model's next-token probability of the first label over that of both
+    labels (each label one token, with or without a leading space; both variants count). Loaded on
+    the first call, never at validation."""
 
     name_or_path: str | None = None
     template: str = DEFAULT_TEMPLATE
@@ -171,15 +183,15 @@ class HFJudge(Component):
             tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left", truncation_side="left")
             model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)).to(self.device)
             model.eval()
-            ids = [tokenizer.encode(str(choice), add_special_tokens=False) for choice in self.choices]
-            if any(len(token_ids) != 1 for token_ids in ids):
+            ids = [label_token_ids(tokenizer, str(choice)) for choice in self.choices]
+            if not all(ids):
                 raise ConfigError(
                     f"{self.group or 'judge'}.choices={self.choices}: each label must be one token of "
-                    f"{self.name_or_path}'s tokenizer (got {ids}); choose single-token labels"
+                    f"{self.name_or_path}'s tokenizer, with or without a leading space; choose single-token labels"
                 )
             if tokenizer.pad_token_id is None:
                 tokenizer.pad_token = tokenizer.eos_token
-            self._model, self._tokenizer, self._choice_ids = model, tokenizer, [i[0] for i in ids]
+            self._model, self._tokenizer, self._choice_ids = model, tokenizer, ids
         return self._model, self._tokenizer, self._choice_ids
 
     def render(self, prompt: str, a: str, b: str) -> str:
@@ -201,15 +213,21 @@ class HFJudge(Component):
         for start in range(0, len(matches), self.batch_size):
             texts = [self.render(*match) for match in matches[start : start + self.batch_size]]
             encoded = tokenizer(
-                texts, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
+                texts,
+                return_tensors="pt",
+                padding=True,
+                truncation=limit is not None,
+                max_length=limit,
+                add_special_tokens=not self.use_chat_template,  # a chat template writes its own
             ).to(self.device)
             mask = encoded["attention_mask"]
             # Left padding: positions count real tokens only, so a padded row scores as it would alone.
             positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
             with torch.inference_mode():
                 logits = model(input_ids=encoded["input_ids"], attention_mask=mask, position_ids=positions).logits
-            pair = logits[:, -1, choice_ids].float().softmax(dim=-1)
-            results += pair[:, 0].tolist()
+            probabilities = logits[:, -1].float().softmax(dim=-1)
+            first, second = (probabilities[:, ids].sum(dim=-1) for ids in choice_ids)
+            results += (first / (first + second)).tolist()
         return results
 
     def __call__(self, prompt: str, a: str, b: str) -> float:
