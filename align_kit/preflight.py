@@ -79,7 +79,10 @@ def validate_job(overrides: list[str], job_index: int | None = None, data_cache:
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
-        from align_kit.run_folder import check_resume
+        from align_kit.run_folder import SWEEP_RESUME_REFUSED, check_resume
+
+        if job_index is not None:
+            raise ConfigError(SWEEP_RESUME_REFUSED)
 
         # The run's saved config and the checkpoint it would load (read-only; named precisely there).
         check_resume(Path(run_dir), resolved(cfg))

@@ -42,6 +42,11 @@ TRAINER_STATE = "trainer_state.json"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
 OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
 
+# One way to resume a sweep, the manifest's: job by job, each from its own folder's state.
+SWEEP_RESUME_REFUSED = (
+    "train.resume=true resumes one run, not a sweep; resume a sweep with `align-kit sweep --resume <sweep folder>` "
+    "(or the same sweep command with hydra.sweep.dir=<sweep folder>): finished jobs are skipped, stopped ones resume"
+)
 # Keys a resume may change: they say how long to train, how to log and where files live, not what is trained.
 RESUME_MAY_CHANGE = (
     "train.resume",
@@ -283,8 +288,10 @@ def _guard(config: DictConfig, key: str) -> None:
         train = config.get("train") or {}
         resume, overwrite = bool(train.get("resume", False)), bool(train.get("overwrite", False))
         if key == "hydra.sweep.dir":
-            # Each job checks its own folder; the sweep folder must be new or empty unless its jobs resume.
-            if folder.exists() and (not folder.is_dir() or os.listdir(folder)) and not resume:
+            if resume:
+                raise ConfigError(SWEEP_RESUME_REFUSED)
+            # Each job checks its own folder; the sweep folder must be new or empty, or hold a sweep's manifest.
+            if folder.exists() and (not folder.is_dir() or os.listdir(folder)):
                 if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
                     return  # a sweep launched before: align_kit.sweep_manifest resumes it, job by job
                 if not (overwrite and folder.is_dir()):

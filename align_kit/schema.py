@@ -373,6 +373,12 @@ RANGES: dict[str, Range] = {
     "monitor.*.floor": NON_NEGATIVE,
     "monitor.*.deviation": POSITIVE,
     "monitor.*.min_train_gain": NON_NEGATIVE,  # a max_*_gain may be negative: "only when it falls"
+    "monitor.*.min_format_gain": NON_NEGATIVE,
+    "monitor.*.min_before": NON_NEGATIVE,
+    "monitor.*.rise": NON_NEGATIVE,
+    "overlong.probe_every": NON_NEGATIVE,
+    "overlong.probe_samples": AT_LEAST_ONE,
+    "overlong.probe_tokens": NON_NEGATIVE,
 }
 
 # GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.

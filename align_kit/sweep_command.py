@@ -56,15 +56,23 @@ def folder_command(flag: str, rest: list[str]) -> None:
     from align_kit.launchers import THREADS_ENV, given, plan
 
     arguments = resume_command(folder, manifest)
+    if given(rest[1:], "hydra/launcher") is not None:  # a launcher named now replaces the first launch's settings
+        arguments = [arg for arg in arguments if not is_launcher_setting(arg)]
     launch = [*arguments, *rest[1:]]
     if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
         launch.append("hydra/launcher=basic")
-    _, threads, line = plan(launch, len(manifest["jobs"]))
+    added, threads, line = plan(launch, len(manifest["jobs"]))
     if threads > 0:
         os.environ[THREADS_ENV] = str(threads)
     print(line, file=sys.stderr)
-    sys.argv = ["align-kit train", *arguments, *rest[1:]]
+    sys.argv = ["align-kit train", *launch, *added]
     train.main()
+
+
+def is_launcher_setting(override: str) -> bool:
+    """An override that says how jobs are launched (not what they train): replaced when a resume names a launcher."""
+    key = override.split("=", 1)[0].lstrip("+~")
+    return key == "hydra/launcher" or key.startswith(("hydra.launcher.", "hydra.sweeper.max_batch_size"))
 
 
 def main(rest: list[str]) -> None:

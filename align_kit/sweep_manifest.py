@@ -2,7 +2,8 @@
 
 It records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher), every job's overrides
 as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id), done or
-failed (with its outcome and last error line, as `sweep_summary.json` names them). Jobs update their own entry
+failed (with its outcome and last error line). It is the one record of the sweep's outcomes: the table at the end
+of a sweep, `align-kit sweep --status` and `align-kit compare` all read it. Jobs update their own entry
 under a file lock, so jobs in other processes (the joblib and submitit launchers) are recorded as well.
 
 Hydra does not resume a multirun; this makes it resumable. Launching a sweep into a folder that holds a manifest
@@ -36,8 +37,6 @@ ATTEMPTS = ".attempts"
 SUMMARY_FILE = "summary.json"
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 SKIP, RESUME, FRESH = "skip", "resume", "fresh"
-# Hydra overrides that may differ when a sweep is resumed: where it runs and how it is launched.
-HYDRA_MAY_CHANGE = ("hydra.sweep.dir", "hydra/launcher", "hydra.launcher.")
 
 
 def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
@@ -215,7 +214,9 @@ def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
     elif action == RESUME:
         print(f"align-kit: job {job}: resumes from {latest_checkpoint(folder).name}", file=sys.stderr)
     if manifest is not None:
-        update_job(sweep, job, status=RUNNING, pid=os.getpid(), folder=str(folder), action=action)
+        # An earlier launch's outcome no longer holds: until this launch ends, the job is running (or interrupted).
+        update_job(sweep, job, status=RUNNING, pid=os.getpid(), folder=str(folder), action=action, outcome=None,
+                   error=None)  # fmt: skip
     return action
 
 
@@ -225,11 +226,14 @@ def end_job(sweep_dir: str, job: int, outcome: str, error: str | None, folder: s
 
 
 def shown_status(entry: dict) -> str:
-    if entry.get("status") == RUNNING and not pid_alive(entry.get("pid")):
+    """A job's status in every table (--status, the end of a sweep, compare's notes): its outcome when it ended
+    (ok, failed, config error, training halted), else pending, running, or interrupted (its process is gone)."""
+    status = entry.get("status")
+    if status in (DONE, FAILED):
+        return str(entry.get("outcome") or ("ok" if status == DONE else FAILED))
+    if status == RUNNING and not pid_alive(entry.get("pid")):
         return "interrupted"
-    if entry.get("status") == FAILED and entry.get("outcome") not in (None, FAILED):
-        return str(entry["outcome"])
-    return str(entry.get("status"))
+    return str(status)
 
 
 def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
@@ -238,12 +242,9 @@ def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
 
 
 def status_table(sweep_dir: Path, manifest: dict) -> str:
-    from align_kit.sweep_summary import JobOutcome, format_table
+    from align_kit.sweep_summary import format_table, manifest_outcomes
 
-    rows = [
-        JobOutcome(job["job"], job["overrides"], shown_status(job), job.get("error"), job.get("folder") or "")
-        for job in manifest["jobs"]
-    ]
+    rows = manifest_outcomes(manifest)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1

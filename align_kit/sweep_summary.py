@@ -1,8 +1,9 @@
-"""Sweeps never hide failures: every job's outcome in one table and in `sweep_summary.json`.
+"""Sweeps never hide failures: every job's outcome in one table, read from the sweep's manifest.
 
 A job that fails at run time (a config error found inside the job, a halt by the health monitor, an exception)
 does not stop the sweep: the task function returns its outcome and the next job runs. When the sweep ends,
-`SweepSummary` (a Hydra callback) prints the table, writes it to `<sweep folder>/sweep_summary.json` and exits
+`SweepSummary` (a Hydra callback) prints the table of every job (from `<sweep folder>/sweep_manifest.json`, the one
+record of the sweep's outcomes, which `align-kit sweep --status` and `align-kit compare` read too) and exits
 with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. Each job records
 its outcome in the sweep's manifest (`align_kit.sweep_manifest`) from its own process, so the table covers jobs that
 other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
@@ -10,10 +11,9 @@ other launchers ran in other processes, and jobs finished in an earlier launch o
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-SWEEP_SUMMARY_FILE = "sweep_summary.json"
 ERROR_LOG = "error.log"
 OK = "ok"
 FAILED_EXIT_CODE = 1
@@ -99,7 +98,7 @@ def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
         JobOutcome(
             job=entry["job"],
             overrides=list(entry["overrides"]),
-            status=entry.get("outcome") or shown_status(entry),  # pending / interrupted: not ok
+            status=shown_status(entry),  # pending / running / interrupted: not ok
             error=entry.get("error"),
             folder=entry.get("folder") or "",
         )
@@ -134,27 +133,21 @@ class SweepSummary(Callback):
             end_job(str(config.hydra.sweep.dir), outcome.job, outcome.status, outcome.error, outcome.folder)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from align_kit.sweep_manifest import read
+        from align_kit.sweep_manifest import MANIFEST_FILE, read
 
-        manifest = read(Path(str(config.hydra.sweep.dir)))
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        manifest = read(sweep_dir)
         if manifest is not None:
             self.outcomes = manifest_outcomes(manifest)
         failed = [o for o in self.outcomes if o.status != OK]
-        path = Path(str(config.hydra.sweep.dir)) / SWEEP_SUMMARY_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps(
-                {"jobs": len(self.outcomes), "failed": len(failed), "outcomes": [asdict(o) for o in self.outcomes]},
-                indent=2,
-            )
-        )
         print(f"\nalign-kit: sweep finished: {len(self.outcomes) - len(failed)} of {len(self.outcomes)} jobs ok")
         print(format_table(self.outcomes))
-        print(f"align-kit: table in {path}")
+        where = f"{sweep_dir / MANIFEST_FILE} (align-kit sweep --status {sweep_dir})"
+        print(f"align-kit: every job's status in {where}")
         if failed:
             print(
                 f"align-kit: sweep failed: {len(failed)} of {len(self.outcomes)} jobs failed "
-                f"(jobs {', '.join(str(o.job) for o in failed)}); see {path}",
+                f"(jobs {', '.join(str(o.job) for o in failed)}); see {where}",
                 file=sys.stderr,
             )
             sys.exit(FAILED_EXIT_CODE)

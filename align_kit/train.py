@@ -142,7 +142,7 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
-    if multirun and not cfg.train.resume:  # a relaunched sweep skips finished jobs, resumes stopped ones
+    if multirun:  # a relaunched sweep skips finished jobs, resumes stopped ones (RunFolderGuard refused train.resume)
         from align_kit.sweep_manifest import RESUME, SKIP, begin_job
 
         action = begin_job(run_dir, HydraConfig.get().job.num, HydraConfig.get().sweep.dir)
@@ -155,11 +155,12 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
         with isolated_job():  # its own threads; no W&B run or accelerate state left for the next job
             run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
-        how = (
-            f"resume with: {resume_command(run_dir)}"
-            if stop.checkpoint
-            else "start a new run (or train.overwrite=true to reuse this folder)"
-        )
+        if multirun:  # the sweep resumes as a whole: finished jobs skipped, this one from its checkpoint if any
+            how = f"resume the sweep with: align-kit sweep --resume {HydraConfig.get().sweep.dir}"
+        elif stop.checkpoint:
+            how = f"resume with: {resume_command(run_dir)}"
+        else:
+            how = "start a new run (or train.overwrite=true to reuse this folder)"
         print(f"align-kit: {stop}; {how}", file=sys.stderr)
         sys.exit(stop.exit_code)  # a Ctrl-C also ends a sweep
     except KeyboardInterrupt:

@@ -41,9 +41,10 @@ def run_sweep(sweep: str, folder: Path, launcher: list[str], common: list[str], 
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         sys.exit(f"sweep failed ({' '.join(launcher)}):\n{result.stderr[-3000:]}")
-    summary = json.loads((folder / "sweep_summary.json").read_text())
-    if summary["failed"]:
-        sys.exit(f"{summary['failed']} jobs failed in {folder}")
+    jobs = json.loads((folder / "sweep_manifest.json").read_text())["jobs"]
+    failed = [job["job"] for job in jobs if job.get("outcome") != "ok"]
+    if failed:
+        sys.exit(f"jobs {failed} did not finish ok in {folder}")
     return elapsed
 
 

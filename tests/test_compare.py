@@ -474,19 +474,27 @@ def test_a_metric_without_finite_values_in_one_run_is_named_when_its_table_goes(
     assert f"entropy: left out, not logged with a finite value by 1 run(s): {sweep / '2'}" in result.notes
 
 
-def test_failed_sweep_jobs_are_left_out_and_named(sweep, tmp_path):
-    # Job 4 (clip_higher, seed 2) failed after logging; job 6 failed before logging anything.
-    outcomes = [
-        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "ok", "error": None, "folder": f"/x/{n}"}
+def test_sweep_jobs_that_did_not_finish_ok_are_left_out_and_named(sweep, tmp_path):
+    # From the sweep's manifest: job 4 (clip_higher, seed 2) failed after logging; job 5 (clip_higher, seed 3) was
+    # running when its process died; job 6 failed before logging anything.
+    entries = [
+        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "done", "outcome": "ok", "error": None}
         for n, node, seed in jobs()
     ]
-    outcomes[4] |= {"status": "failed", "error": "RuntimeError: at step 3"}
-    outcomes.append({"job": 6, "overrides": ["seed=9"], "status": "config error", "error": "bad row", "folder": "/x/6"})
-    (sweep / "sweep_summary.json").write_text(json.dumps({"jobs": 7, "failed": 2, "outcomes": outcomes}))
+    for entry in entries:
+        entry["folder"] = f"/elsewhere/{entry['job']}"  # found by name: the sweep folder may have moved
+    entries[4] |= {"status": "failed", "outcome": "failed", "error": "RuntimeError: at step 3"}
+    entries[5] |= {"status": "running", "outcome": None, "pid": None}
+    entries.append(
+        {"job": 6, "overrides": ["seed=9"], "status": "failed", "outcome": "config error", "error": "bad row"}
+        | {"folder": "/elsewhere/6"}
+    )
+    (sweep / "sweep_manifest.json").write_text(json.dumps({"task_overrides": [], "jobs": entries}))
     result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
-    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1, 3]]
+    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1]]
     expected = [
         f"left out sweep job 4 (clip=clip_higher seed=2) in {sweep / '4'}: failed: RuntimeError: at step 3",
+        f"left out sweep job 5 (clip=clip_higher seed=3) in {sweep / '5'}: interrupted",
         f"left out sweep job 6 (seed=9) in {sweep / '6'}: config error: bad row",
     ]
     assert [note for note in result.notes if note.startswith("left out sweep")] == expected
@@ -524,3 +532,63 @@ def test_out_pointing_at_a_file_is_a_one_line_error(sweep, tmp_path, capsys):
         f"align-kit: compare error: --out {target} is a file; pass a folder (created if missing)"
     )
     assert target.read_text() == "keep me"
+
+
+# --- verdicts on a predicted direction ------------------------------------------------------------------------------
+
+
+def test_verdicts_on_the_fixture_sweep_by_hand(sweep, tmp_path):
+    # reward: Δ AUC 0.3 with SE sqrt(0.05/3) = 0.129 (2.3 SE); clip_higher's AUC beats symmetric's in 3 of 3 seeds.
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out", predictions=["reward:higher", "entropy:lower"])
+    assert [(v.prediction.metric, v.label, v.agreeing, v.paired) for v in result.verdicts] == [
+        ("reward", "reproduced", 3, 3),
+        ("entropy", "not reproduced", 0, 3),  # entropy rose by 0.45
+    ]
+    report = result.report.read_text()
+    assert "Rule: reproduced = Δ AUC/span in the predicted direction with |Δ| >= 2 SE" in report
+    assert (
+        "- clip=clip_higher vs clip=symmetric, reward higher: **reproduced** (Δ AUC/span +0.3 ± 0.129 (2.3 SE); "
+        "higher in 3 of 3 paired seeds)" in report
+    )
+
+
+def constant_runs(root: Path, arm_values: dict[str, list[float]]) -> Path:
+    """Run folders whose reward is one constant per run (so its AUC/span is that constant), seeds 1..n per arm."""
+    number = 0
+    for node, values in arm_values.items():
+        for seed, value in enumerate(values, start=1):
+            folder = root / str(number)
+            folder.mkdir(parents=True)
+            (folder / "config.yaml").write_text(json.dumps(run_config(node, seed)))
+            (folder / "summary.json").write_text(json.dumps({"choices": choices(node, seed), "seed": seed}))
+            rows = [{"step": step, "reward": value} for step in (1, 2, 3)]
+            (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+            number += 1
+    return root
+
+
+@pytest.mark.parametrize(
+    ("baseline", "arm", "label"),
+    [
+        # 8 of 10 seeds up by 1, 2 down by 0.1: Δ +0.78, sample std 0.464, SE 0.147 (5.3 SE), 8 of 10 paired.
+        ([0.0] * 10, [1.0] * 8 + [-0.1] * 2, "reproduced"),
+        # 7 of 10 up: Δ +0.67, std 0.531, SE 0.168 (4.0 SE), but only 7 of 10 paired seeds: weak.
+        ([0.0] * 10, [1.0] * 7 + [-0.1] * 3, "weak"),
+        # 10 of 10 up, but the baseline's one -1.0 makes it noisy: Δ 0.055 - (-0.1) = 0.155, SE sqrt(0.1/10 +
+        # 0.000917/10) = 0.100 (1.5 SE): weak.
+        ([0.0] * 9 + [-1.0], [0.01 * k for k in range(1, 11)], "weak"),
+        ([0.0] * 10, [-0.1] * 10, "not reproduced"),
+    ],
+)
+def test_the_verdict_rule_on_made_up_runs(tmp_path, baseline, arm, label):
+    root = constant_runs(tmp_path / "sweep", {"symmetric": baseline, "clip_higher": arm})
+    result = compare([str(root)], metrics=["reward"], last_k=1, out=tmp_path / "out", predictions=["reward:higher"])
+    (verdict,) = result.verdicts
+    assert verdict.label == label
+
+
+def test_a_bad_prediction_is_a_one_line_error(sweep, tmp_path):
+    with pytest.raises(CompareError, match=r"--predict 'entropy:up': write METRIC:higher or METRIC:lower"):
+        compare([str(sweep)], out=tmp_path / "out", predictions=["entropy:up"])
+    with pytest.raises(CompareError, match="kl is not among the compared metrics"):
+        compare([str(sweep)], out=tmp_path / "out", predictions=["kl:higher"])

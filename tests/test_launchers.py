@@ -72,11 +72,11 @@ def test_each_local_launcher_runs_jobs_in_their_own_processes(launcher, extra, s
     assert f"2 at once (hydra/launcher={launcher}, " in announced
     for call in calls:
         assert call["threads"] == int(call["env_threads"]) and f"{call['threads']} thread(s) each" in announced
-    summary = json.loads((sweep / "sweep_summary.json").read_text())
-    assert [(o["job"], o["status"], o["error"]) for o in summary["outcomes"]] == [
-        (0, "ok", None),
-        (1, "failed", "RuntimeError: loss exploded"),
-        (2, "ok", None),
+    manifest = json.loads((sweep / "sweep_manifest.json").read_text())
+    assert [(job["job"], job["status"], job["outcome"], job["error"]) for job in manifest["jobs"]] == [
+        (0, "done", "ok", None),
+        (1, "failed", "failed", "RuntimeError: loss exploded"),
+        (2, "done", "ok", None),
     ]
 
 

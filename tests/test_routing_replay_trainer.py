@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
+from align_kit.components.routing_replay import RouteReplay
 from align_kit.config import compose
 from align_kit.errors import ConfigError
 from align_kit.plan import build_plan
@@ -114,3 +117,46 @@ def test_replay_on_a_dense_model_that_validation_could_not_see_fails_at_load(ove
     policy = plan.model.load(plan.task, cfg.paths.cache_dir)
     with pytest.raises(ConfigError, match=r"routing_replay=r3: routing replay found no MoE router in Qwen3ForCausalLM"):
         AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+
+
+def routers_raw_choices(model, record: list):
+    """Prepended forward hooks on every MoE router: each router's own top-k choice, before any replay swaps it."""
+    routers = [module for module in model.modules() if type(module).__name__.endswith("TopKRouter")]
+    return [
+        router.register_forward_hook(lambda module, args, output: record.append(output[2].clone()), prepend=True)
+        for router in routers
+    ]
+
+
+@pytest.mark.parametrize("mode", ["off", "r2", "r3"])
+def test_the_sampler_trainer_routing_gap_before_any_update(mode, build_trainer):
+    # A bfloat16 sampler copy routes some tokens differently from the float32 policy it was copied from.
+    trainer = build_trainer(*MOE, f"routing_replay={mode}", "rollout.dtype=bfloat16")
+    generation_hooks = trainer.hook(RouteReplay).generation_hooks
+    take_generated, captured = generation_hooks.take_generated, []
+    generation_hooks.take_generated = lambda: captured.append(take_generated()) or captured[-1]
+    batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
+    ((sampled, valid),) = captured  # what the sampler chose while generating
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    width = ids.size(1)
+    sampled, valid = sampled[:, :width], valid[:, :width]
+    completion = torch.zeros_like(attention, dtype=torch.bool)
+    completion[:, batch["prompt_ids"].size(1) :] = batch["completion_mask"].bool()
+    # The trainer's own choice per layer: free-running (off, r2), or on R3's path, where every layer below was
+    # routed as the sampler routed (the choices R3 overrides).
+    raw: list = []
+    handles = routers_raw_choices(trainer.model, raw)
+    routed = trainer.router_hooks.replay(sampled, valid=valid) if mode == "r3" else contextlib.nullcontext()
+    with torch.no_grad(), routed:
+        trainer.model(input_ids=ids, attention_mask=attention)
+    for handle in handles:
+        handle.remove()
+    trainer.router_hooks.pop_metrics()
+    choices = torch.stack([layer.view(ids.size(0), width, -1) for layer in raw], dim=2)
+    counted = completion & valid
+    differ = (choices.sort(-1).values != sampled.sort(-1).values.long()).any(-1)
+    assert trainer._metrics["train"]["routing/sampler_gap"][-1] == pytest.approx(differ[counted].float().mean().item())
+    assert trainer._metrics["train"]["routing/sampler_gap_tokens"][-1] == pytest.approx(
+        differ.any(-1)[counted].float().mean().item()
+    )

@@ -1,4 +1,4 @@
-"""A sweep never hides a failed job: the others finish, the table and sweep_summary.json name it, the exit status
+"""A sweep never hides a failed job: the others finish, the table and the sweep's manifest name it, the exit status
 is 1. The jobs go through the real multirun path with `align_kit.train.run` replaced by a stub that fails by seed
 (a traceback-worthy exception, a config error found inside the job, a monitor halt), so no model loads."""
 
@@ -15,7 +15,7 @@ STUB_SWEEP = """
 import sys
 from types import SimpleNamespace
 from align_kit import cli, train
-from align_kit.errors import ConfigError, TrainingHalted
+from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 
 def stub_run(cfg, choices, run_dir, group=None, name="default"):
     if cfg.seed == 2:
@@ -24,6 +24,8 @@ def stub_run(cfg, choices, run_dir, group=None, name="default"):
         raise ConfigError("task.path=x.jsonl: row 4 has an empty prompt; fix the file")
     if cfg.seed == 4:
         raise TrainingHalted(SimpleNamespace(step=6, rule="non_finite", message="loss is nan", advice="lower lr"))
+    if cfg.seed == 6:
+        raise TrainingInterrupted("SIGTERM", 143, 4, run_dir + "/checkpoint-4")
     return {}
 
 train.run = stub_run
@@ -50,9 +52,18 @@ def stub_sweep(cache_dir: str, sweep_dir: Path, seeds: str) -> subprocess.Comple
     )
 
 
-def outcome(job: int, seed: int, status: str, error: str | None, sweep_dir: Path) -> dict:
+def outcome(job: int, seed: int, outcome: str, error: str | None, sweep_dir: Path) -> dict:
     overrides = ["clip.eps_high=0.28", f"seed={seed}", "sweep=clip_higher"]  # in the order Hydra lists them
-    return {"job": job, "overrides": overrides, "status": status, "error": error, "folder": str(sweep_dir / str(job))}
+    status = "done" if outcome == "ok" else "failed"
+    folder = str(sweep_dir / str(job))
+    return {"job": job, "overrides": overrides, "status": status, "outcome": outcome, "error": error, "folder": folder}
+
+
+def recorded(sweep_dir: Path) -> list[dict]:
+    """Each job's entry in the sweep's manifest, reduced to the fields a reader of outcomes needs."""
+    jobs = json.loads((sweep_dir / "sweep_manifest.json").read_text())["jobs"]
+    fields = ("job", "overrides", "status", "outcome", "error", "folder")
+    return [{key: job[key] for key in fields} for job in jobs]
 
 
 def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path):
@@ -68,8 +79,7 @@ def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path)
         outcome(3, 4, "training halted", halt, tmp_path),
         outcome(4, 5, "ok", None, tmp_path),  # ran after the failures
     ]
-    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
-    assert summary == {"jobs": 5, "failed": 3, "outcomes": expected}
+    assert recorded(tmp_path) == expected
 
     # The overrides all jobs share are said once; each row shows the job's own.
     table = [
@@ -86,7 +96,8 @@ def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path)
     assert printed[start : start + len(table)] == table
     assert printed[start - 1] == "align-kit: sweep finished: 2 of 5 jobs ok"
     assert result.stderr.strip().splitlines()[-1] == (
-        f"align-kit: sweep failed: 3 of 5 jobs failed (jobs 1, 2, 3); see {tmp_path}/sweep_summary.json"
+        f"align-kit: sweep failed: 3 of 5 jobs failed (jobs 1, 2, 3); see {tmp_path}/sweep_manifest.json "
+        f"(align-kit sweep --status {tmp_path})"
     )
     assert "Traceback" not in result.stderr
     # The unexpected exception's traceback is kept in its job's folder.
@@ -96,9 +107,23 @@ def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path)
 def test_a_sweep_without_failures_exits_zero_with_its_summary(cache_dir, tmp_path):
     result = stub_sweep(cache_dir, tmp_path, "1,5")
     assert result.returncode == 0, result.stderr[-2000:]
-    summary = json.loads((tmp_path / "sweep_summary.json").read_text())
-    assert summary == {
-        "jobs": 2,
-        "failed": 0,
-        "outcomes": [outcome(0, 1, "ok", None, tmp_path), outcome(1, 5, "ok", None, tmp_path)],
-    }
+    assert recorded(tmp_path) == [outcome(0, 1, "ok", None, tmp_path), outcome(1, 5, "ok", None, tmp_path)]
+
+
+def test_an_interrupted_job_ends_the_sweep_with_the_sweep_resume_command(cache_dir, tmp_path):
+    result = stub_sweep(cache_dir, tmp_path, "1,6,5")
+    assert result.returncode == 143, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"align-kit: interrupted by SIGTERM at step 4; saved {tmp_path}/1/checkpoint-4; "
+        f"resume the sweep with: align-kit sweep --resume {tmp_path}"
+    )
+    # Job 1 stopped there (a signal stops the whole sweep): job 2 never ran, and the manifest says so.
+    assert [(job["status"], job["outcome"]) for job in recorded_raw(tmp_path)] == [
+        ("done", "ok"),
+        ("running", None),
+        ("pending", None),
+    ]
+
+
+def recorded_raw(sweep_dir: Path) -> list[dict]:
+    return json.loads((sweep_dir / "sweep_manifest.json").read_text())["jobs"]

@@ -5,11 +5,14 @@ each call; the slow test kills a real sweep with SIGKILL and checks the resumed 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,103 +22,148 @@ from tests.conftest import cli_env
 ROOT = Path(__file__).resolve().parent.parent
 TIMING = re.compile(r"runtime|per_sec|step_time")  # wall-clock measurements differ between any two runs
 
-# seed 1 finishes; seed 2 fails; seed 3 saves a checkpoint and then the whole process is killed (SIGKILL: no
-# callback, no cleanup), so seed 4 never starts. With ALIGN_KIT_STUB_CALM set, every call finishes.
-STUB_SWEEP = """
-import json, os, signal, sys
-from pathlib import Path
-from align_kit import cli, train
+# Loaded by every Python process of the sweep (the launcher's and each job's, whatever the launcher), so the jobs
+# run this stub instead of training. Seed 1 finishes; seed 2 fails; seed 3 saves checkpoint-2, starts checkpoint-3
+# and then SIGKILLs the whole process group (launcher and every job: no callback, no cleanup), as a pre-empted
+# machine would. Under a parallel launcher it first waits until seed 4 has started, so seed 4 dies mid-run; one
+# at a time, seed 4 never starts. With ALIGN_KIT_STUB_CALM set, every call finishes.
+SITECUSTOMIZE = """
+import json, os, signal, time
+if os.environ.get("STUB_LOG"):
+    from pathlib import Path
+    import align_kit.train as train
 
-def stub_run(cfg, choices, run_dir, group=None, name="default"):
-    folder = Path(run_dir)
-    with open(os.environ["STUB_LOG"], "a") as log:
-        log.write(json.dumps({"seed": cfg.seed, "resume": bool(cfg.train.resume)}) + "\\n")
-    (folder / "metrics.jsonl").write_text("{}\\n")
-    if not os.environ.get("ALIGN_KIT_STUB_CALM"):
-        if cfg.seed == 2:
-            raise RuntimeError("loss exploded")
-        if cfg.seed == 3:  # killed while writing checkpoint-3 (HF writes trainer_state.json last)
-            (folder / "checkpoint-2").mkdir()
-            (folder / "checkpoint-2" / "trainer_state.json").write_text("{}")
-            (folder / "checkpoint-3").mkdir()
-            os.kill(os.getpid(), signal.SIGKILL)
-    (folder / "summary.json").write_text(json.dumps({"seed": cfg.seed}))
-    return {}
+    def stub_run(cfg, choices, run_dir, group=None, name="default"):
+        folder = Path(run_dir)
+        log = Path(os.environ["STUB_LOG"])
+        with open(log, "a") as handle:
+            handle.write(json.dumps({"seed": cfg.seed, "resume": bool(cfg.train.resume)}) + "\\n")
+        (folder / "metrics.jsonl").write_text("{}\\n")
+        if not os.environ.get("ALIGN_KIT_STUB_CALM"):
+            if cfg.seed == 2:
+                raise RuntimeError("loss exploded")
+            if cfg.seed == 3:  # killed while writing checkpoint-3 (HF writes trainer_state.json last)
+                (folder / "checkpoint-2").mkdir()
+                (folder / "checkpoint-2" / "trainer_state.json").write_text("{}")
+                (folder / "checkpoint-3").mkdir()
+                deadline = time.time() + 30
+                while os.environ.get("STUB_WAIT_FOR_SEED_4") and time.time() < deadline:
+                    if any(json.loads(line)["seed"] == 4 for line in log.read_text().splitlines()):
+                        break
+                    time.sleep(0.05)
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            if cfg.seed == 4:
+                time.sleep(60)  # still running when seed 3 kills the group
+        (folder / "summary.json").write_text(json.dumps({"seed": cfg.seed}))
+        return {}
 
-train.run = stub_run
-cli.main(sys.argv[1:])
+    train.run = stub_run
 """
 
 
-def stub(args: list[str], cache_dir: str, log: Path, calm: bool = False) -> subprocess.CompletedProcess:
-    env = dict(cli_env(cache_dir), PYTHONPATH=str(ROOT), STUB_LOG=str(log))
-    if calm:
-        env["ALIGN_KIT_STUB_CALM"] = "1"
-    return subprocess.run([sys.executable, "-c", STUB_SWEEP, *args], capture_output=True, text=True, env=env)
+def stub(args: list[str], env: dict, calm: bool = False) -> subprocess.CompletedProcess:
+    """`align-kit ARGS` in a session of its own (its process group is its pid), with the stub in every process."""
+    env = dict(env, ALIGN_KIT_STUB_CALM="1") if calm else env
+    command = [sys.executable, "-m", "align_kit.cli", *args]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    stdout, stderr = process.communicate(timeout=120)
+    if process.returncode == -signal.SIGKILL:  # killed by the stub: no job of the sweep may outlive it
+        deadline = time.time() + 10
+        with contextlib.suppress(ProcessLookupError):
+            while time.time() < deadline:
+                os.killpg(process.pid, 0)
+                time.sleep(0.05)
+            os.killpg(process.pid, signal.SIGKILL)
+            raise AssertionError(f"processes of the killed sweep outlived it: {stderr[-2000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+@pytest.fixture
+def stub_env(cache_dir, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    log = tmp_path / "calls.jsonl"
+    log.touch()
+    return dict(cli_env(cache_dir), PYTHONPATH=f"{site}{os.pathsep}{ROOT}", STUB_LOG=str(log)), log
 
 
 def calls(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def test_a_killed_sweep_resumes_job_by_job(cache_dir, tmp_path):
-    sweep, log = tmp_path / "sweep", tmp_path / "calls.jsonl"
-    launch = [
-        "sweep",
-        "clip_higher",
-        "clip.eps_high=0.28",
-        "seed=1,2,3,4",
-        f"hydra.sweep.dir={sweep}",
-        "hydra/launcher=basic",
-    ]
-    killed = stub(launch, cache_dir, log)
-    assert killed.returncode == -signal.SIGKILL
-    assert calls(log) == [{"seed": s, "resume": False} for s in (1, 2, 3)]
+@pytest.mark.parametrize(
+    ("first", "then", "seed_4_after_kill"),
+    [
+        # Killed one at a time; resumed with a parallel launcher named on the resume command (a launcher change).
+        (["hydra/launcher=basic"], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], "pending"),
+        # Killed with two jobs running at once; `--resume` alone replays the first launch's launcher.
+        (["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], [], "interrupted"),
+    ],
+    ids=["basic-then-joblib", "joblib"],
+)
+def test_a_killed_sweep_resumes_job_by_job(first, then, seed_4_after_kill, stub_env, tmp_path):
+    env, log = stub_env
+    if "hydra/launcher=joblib" in first:
+        env = dict(env, STUB_WAIT_FOR_SEED_4="1")
+    sweep = tmp_path / "sweep"
+    launch = ["sweep", "clip_higher", "clip.eps_high=0.28", "seed=1,2,3,4", f"hydra.sweep.dir={sweep}", *first]
+    killed = stub(launch, env)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    started = sorted(call["seed"] for call in calls(log))
+    assert started == ([1, 2, 3] if seed_4_after_kill == "pending" else [1, 2, 3, 4])
     first_summary = (sweep / "0" / "summary.json").stat()
 
-    status = stub(["sweep", "--status", str(sweep)], cache_dir, log)
+    status = stub(["sweep", "--status", str(sweep)], env)
     assert status.returncode == 0, status.stderr[-2000:]
     lines = status.stdout.splitlines()
-    assert lines[0] == f"sweep {sweep}: 4 jobs, 1 done, 1 failed, 1 interrupted, 1 pending"
+    counts = {"ok": 1, "failed": 1, "interrupted": 1 + (seed_4_after_kill == "interrupted")}
+    counts["pending"] = int(seed_4_after_kill == "pending")
+    shown = ", ".join(f"{n} {name}" for name, n in sorted(counts.items()) if n)
+    assert lines[0] == f"sweep {sweep}: 4 jobs, {shown}"
     rows = [line.split() for line in lines[3:7]]
     assert [row[:3] for row in rows] == [
-        ["0", "seed=1", "done"],
+        ["0", "seed=1", "ok"],
         ["1", "seed=2", "failed"],
         ["2", "seed=3", "interrupted"],
-        ["3", "seed=4", "pending"],
+        ["3", "seed=4", seed_4_after_kill],
     ]
     assert "RuntimeError: loss exploded" in lines[4]
 
     # A changed definition is refused, naming the difference, and leaves the folder as it was.
-    changed = stub([*launch[:3], "seed=1,2,3,4,5", launch[4]], cache_dir, log)
+    changed = stub([*launch[:3], "seed=1,2,3,4,5", *launch[4:]], env)
     assert changed.returncode == 2
     assert "job 4: (none) -> clip.eps_high=0.28 seed=5 sweep=clip_higher" in changed.stderr
-    assert len(calls(log)) == 3
+    assert len(calls(log)) == len(started)
 
-    resumed = stub(["sweep", "--resume", str(sweep)], cache_dir, log, calm=True)
+    resumed = stub(["sweep", "--resume", str(sweep), *then], env, calm=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    # seed 1 not rerun; seed 2 (failed) from scratch; seed 3 from its last whole checkpoint; seed 4 for the first time.
-    assert calls(log)[3:] == [{"seed": 2, "resume": False}, {"seed": 3, "resume": True}, {"seed": 4, "resume": False}]
+    assert "2 at once (hydra/launcher=joblib" in resumed.stderr
+    # seed 1 not rerun; seed 2 (failed) from scratch; seed 3 from its last whole checkpoint; seed 4 from scratch.
+    again = sorted(calls(log)[len(started) :], key=lambda call: call["seed"])
+    assert again == [{"seed": 2, "resume": False}, {"seed": 3, "resume": True}, {"seed": 4, "resume": False}]
     assert (sweep / "0" / "summary.json").stat().st_mtime_ns == first_summary.st_mtime_ns
-    moved = sorted((sweep / ".attempts").iterdir())
-    assert [path.name.split("-")[0] for path in moved] == ["1", "2"] and (moved[0] / "error.log").is_file()
+    moved = {path.name.split("-")[0]: path for path in (sweep / ".attempts").iterdir()}
+    assert sorted(moved) == (["1", "2"] if seed_4_after_kill == "pending" else ["1", "2", "3"])
+    assert (moved["1"] / "error.log").is_file()
     # The half-written checkpoint-3 was moved aside, not deleted; the job resumed from checkpoint-2.
-    assert [p.name for p in moved[1].iterdir()] == ["checkpoint-3"] and (sweep / "2" / "checkpoint-2").is_dir()
+    assert [p.name for p in moved["2"].iterdir()] == ["checkpoint-3"] and (sweep / "2" / "checkpoint-2").is_dir()
     assert "checkpoint-3 was left half-written" in resumed.stderr
-    summary = json.loads((sweep / "sweep_summary.json").read_text())
-    assert (summary["jobs"], summary["failed"]) == (4, 0)
-    assert [o["status"] for o in summary["outcomes"]] == ["ok"] * 4
     manifest = json.loads((sweep / "sweep_manifest.json").read_text())
-    assert manifest["launches"] == 2 and [job["status"] for job in manifest["jobs"]] == ["done"] * 4
+    assert manifest["launches"] == 2
+    assert [(job["status"], job["outcome"]) for job in manifest["jobs"]] == [("done", "ok")] * 4
+    assert "hydra/launcher=joblib" in manifest["hydra_overrides"]  # the launcher of the latest launch
 
     # The same command again: nothing left to do, nothing rerun.
-    again = stub(launch, cache_dir, log, calm=True)
+    again = stub(launch, env, calm=True)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert len(calls(log)) == 6
+    assert len(calls(log)) == len(started) + 3
 
 
-def test_status_of_a_folder_without_a_manifest_names_the_fix(cache_dir, tmp_path):
-    result = stub(["sweep", "--status", str(tmp_path)], cache_dir, tmp_path / "log")
+def test_status_of_a_folder_without_a_manifest_names_the_fix(stub_env, tmp_path):
+    result = stub(["sweep", "--status", str(tmp_path)], stub_env[0])
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"align-kit sweep --status: {tmp_path} holds no sweep_manifest.json; pass a folder that `align-kit sweep` "

@@ -192,6 +192,8 @@ TOP_LEVEL = [
     (["train", "-m", "seed=1,2", "trainer.max_steps=0"], "sweep job 0 of 2 (seed=1): trainer.max_steps=0"),
     (["sweep", "clip_higher", "seed=1", "clip.eps_low=0.5"], "sweep job 0 of 3 (clip.eps_high=0.2)"),
     (["sweep", "overlong", "seed=1", "overlong.cache_length=30"], "overlong.cache_length=30"),
+    (["train", "-m", "seed=1,2", "train.resume=true"], "train.resume=true resumes one run, not a sweep"),
+    (["sweep", "clip_higher", "train.resume=true"], "align-kit sweep --resume <sweep folder>"),
 ]
 DATA = [
     (["train", "task=hf_dataset", "task.path={data}/empty.jsonl"], "{data}/empty.jsonl is empty"),

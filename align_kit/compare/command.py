@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         "mean and standard-error band, these tables); prints its URL; needs wandb-workspaces and `wandb login`",
     )
     parser.add_argument("--wandb-group", help="the W&B group of the runs (default: read from the run folders)")
+    parser.add_argument(
+        "--predict",
+        action="append",
+        default=[],
+        metavar="METRIC:higher|lower",
+        help="a pre-stated prediction (repeatable): each arm moves METRIC this way relative to the baseline; "
+        "report.md and the console then give each arm a verdict (reproduced, weak, not reproduced; rule stated)",
+    )
     return parser
 
 
@@ -84,6 +92,7 @@ class Comparison:
     figures: list[FigureFile]
     report: Path
     notes: list[str]
+    verdicts: list = field(default_factory=list)  # compare.verdict.Verdict, one per (prediction, arm)
 
 
 def default_out(first_input: str) -> Path:
@@ -140,37 +149,43 @@ def compare(
     smoothing: float = 0.0,
     last_k: int = 10,
     out: Path | None = None,
+    predictions: list[str] | None = None,
 ) -> Comparison:
     from align_kit.compare.arms import drop_duplicate_seeds, group_into_arms
     from align_kit.compare.plots import write_figures
     from align_kit.compare.report import print_tables, write_report
     from align_kit.compare.runs import load_inputs
     from align_kit.compare.statistics import summarise_metric
+    from align_kit.compare.verdict import Prediction, verdicts
 
     if last_k < 1:
         raise CompareError(f"--last-k {last_k}: average at least one point (--last-k 10 is the default)")
+    stated = [Prediction.parse(text) for text in predictions or []]  # a bad one fails before any run loads
     runs, notes = load_inputs(inputs)
     chosen = choose_metrics(runs, metrics, notes)
     arms = group_into_arms(runs)
     notes += drop_duplicate_seeds(arms)
     tables = {metric: summarise_metric(arms, metric, last_k) for metric in chosen}
+    judged = verdicts(arms, tables, stated)
     out_dir = out or default_out(inputs[0])
     prepare_out(out_dir)
     figures = write_figures(arms, chosen, out_dir, smoothing)
     report = out_dir / "report.md"
-    write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing)
+    write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing, judged)
     print_tables(arms, tables, last_k)
+    for verdict in judged:
+        print(f"verdict: {verdict.line(arms[0].name)}".replace("**", ""))
     for note in notes:
         print(f"align-kit: {note if note.startswith('warning: ') else 'note: ' + note}", file=sys.stderr)
     print(f"align-kit: {len(runs)} runs in {len(arms)} arms; report in {report}")
-    return Comparison(arms, tables, figures, report, notes)
+    return Comparison(arms, tables, figures, report, notes, judged)
 
 
 def main(argv: list[str]) -> None:
     args = build_parser().parse_args(argv)
     metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()] if args.metrics else None
     try:
-        comparison = compare(args.inputs, metrics, args.smooth, args.last_k, args.out)
+        comparison = compare(args.inputs, metrics, args.smooth, args.last_k, args.out, args.predict)
         if args.wandb_report:
             from align_kit.compare.wandb_report import publish
 

@@ -104,6 +104,7 @@ def write_report(
     notes: list[str],
     last_k: int,
     smoothing: float,
+    verdicts: list | None = None,
 ) -> None:
     run_count = sum(len(arm.runs) for arm in arms)
     lines = [
@@ -129,6 +130,11 @@ def write_report(
     lines += ["## Tables", ""]
     for metric, summaries in tables.items():
         lines += [f"### {metric}", "", *_markdown_table(COLUMNS, table_rows(summaries, [arm.name for arm in arms])), ""]
+    if verdicts:
+        from align_kit.compare.verdict import RULE
+
+        lines += ["## Verdicts", "", f"Rule: {RULE}.", ""]
+        lines += [f"- {verdict.line(arms[0].name)}" for verdict in verdicts] + [""]
     lines += ["## Definitions", "", *definitions(last_k, smoothing), ""]
     if notes:
         lines += ["## Left out, and warnings", "", *(f"- {note}" for note in notes), ""]

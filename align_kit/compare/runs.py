@@ -34,7 +34,6 @@ __all__ = ["Run", "Series", "is_number", "read_metrics_file", "series_from_rows"
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
-SWEEP_SUMMARY_FILE = "sweep_summary.json"  # align_kit.sweep_summary writes it; not imported to keep compare light
 WANDB_PREFIX = "wandb:"
 
 
@@ -172,16 +171,22 @@ def find_run_folders(root: Path) -> list[Path]:
 
 
 def _sweep_outcomes(sweep_folder: Path, notes: list[str]) -> dict[Path, dict]:
-    """Job folder -> its outcome from the sweep's sweep_summary.json (written by `align-kit sweep`), if any."""
-    path = sweep_folder / SWEEP_SUMMARY_FILE
+    """Job folder -> its outcome (job, overrides, status, error) from the sweep's manifest, if the folder holds one."""
+    from align_kit.sweep_manifest import MANIFEST_FILE, shown_status
+
+    path = sweep_folder / MANIFEST_FILE
     if not path.is_file():
         return {}
     try:
-        outcomes = json.loads(path.read_text())["outcomes"]
+        jobs = json.loads(path.read_text())["jobs"]
         # Jobs are found by folder name, so a sweep folder that was moved still matches.
-        return {(sweep_folder / Path(o["folder"]).name).resolve(): o for o in outcomes}
+        return {
+            (sweep_folder / Path(job["folder"]).name).resolve(): {**job, "status": shown_status(job)}
+            for job in jobs
+            if job.get("folder")
+        }
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        notes.append(f"{path} is unreadable; the sweep's failed jobs cannot be told apart, so all are compared")
+        notes.append(f"{path} is unreadable; the sweep's unfinished jobs cannot be told apart, so all are compared")
         return {}
 
 
@@ -191,8 +196,8 @@ def _job_name(outcome: dict) -> str:
 
 def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
     """Every run named by the inputs (folders or `wandb:ENTITY/PROJECT/GROUP`), and notes about what was left out
-    and why. A folder named twice (or inside another input) counts once; a sweep job that sweep_summary.json
-    marks as failed is left out; a folder without runs is noted; no runs at all is an error."""
+    and why. A folder named twice (or inside another input) counts once; a sweep job that did not finish ok (its
+    manifest says failed, running or interrupted) is left out; a folder without runs is noted; no runs is an error."""
     runs: list[Run] = []
     notes: list[str] = []
     seen: dict[Path, int] = {}

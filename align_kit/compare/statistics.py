@@ -68,11 +68,12 @@ class ArmSummary:
     auc_above_baseline: tuple[int, int] | None = None  # (seeds with a higher AUC/span, seeds shared); None: baseline
 
 
-def seeds_above(arm: Arm, baseline: Arm, metric: str) -> tuple[int, int]:
-    """Sign count of the per-seed AUC/span differences against the baseline run of the same seed."""
+def paired_agreement(arm: Arm, baseline: Arm, metric: str, sign: int = 1) -> tuple[int, int]:
+    """Sign count of the per-seed AUC/span differences against the baseline run of the same seed: (seeds that moved
+    in the direction `sign` (1 higher, -1 lower), seeds shared)."""
     base = {run.seed: auc_per_step(run.series[metric]) for run in baseline.runs}
     shared = [(auc_per_step(run.series[metric]), base[run.seed]) for run in arm.runs if run.seed in base]
-    return sum(value > reference for value, reference in shared), len(shared)
+    return sum(sign * (value - reference) > 0 for value, reference in shared), len(shared)
 
 
 def summarise_metric(arms: list[Arm], metric: str, last_k: int = DEFAULT_LAST_K) -> list[ArmSummary]:
@@ -94,7 +95,7 @@ def summarise_metric(arms: list[Arm], metric: str, last_k: int = DEFAULT_LAST_K)
             auc,
             Difference.between(final, base_final),
             Difference.between(auc, base_auc),
-            seeds_above(arm, baseline, metric),
+            paired_agreement(arm, baseline, metric),
         )
         for arm, (final, auc) in zip(arms, spreads, strict=True)
     ]

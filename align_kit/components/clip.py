@@ -3,15 +3,25 @@
 symmetric   : clip(r, 1-eps, 1+eps), eps = 0.2                  PPO, arXiv 1707.06347
 clip_higher : clip(r, 1-eps_low, 1+eps_high), 0.2 / 0.28        DAPO §3.1, arXiv 2503.14476
 gspo        : sequence-level ratio (length-normalised), 3e-4 / 4e-4   GSPO, arXiv 2507.18071
+
+Every token-level node also logs whether its upper bound engaged (`ClipEngagement`): Clip-Higher's claim (DAPO
+§3.1) is that the upper bound caps how far a low-probability token can rise, so a comparison of eps_high values
+means something only where positive-advantage tokens of low old probability actually reach that bound.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component
+from align_kit.components.hooks import TrainerHook, masked_mean
 from align_kit.errors import ConfigError
+
+# DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
+# eps_high 0.2. Tokens below this old probability count as "low-probability".
+LOW_PROBABILITY = 0.1
 
 
 @dataclass
@@ -33,6 +43,9 @@ class TokenClip(Component):
     def grpo_fields(self) -> dict[str, Any]:
         return {"epsilon": self.eps_low, "epsilon_high": self.eps_high, "importance_sampling_level": "token"}
 
+    def trainer_hooks(self) -> list:
+        return [ClipEngagement(self.eps_high)]
+
 
 @dataclass
 class SequenceClip(TokenClip):
@@ -44,3 +57,38 @@ class SequenceClip(TokenClip):
     def grpo_fields(self) -> dict[str, Any]:
         # GSPO averages the loss per sequence: TRL's "grpo" aggregation.
         return {**super().grpo_fields(), "importance_sampling_level": "sequence", "loss_type": "grpo"}
+
+    def trainer_hooks(self) -> list:
+        return []  # one ratio per sequence: a token's old probability says nothing about where its bound is
+
+
+class ClipEngagement(TrainerHook):
+    """Per loss call, over completion tokens with a positive advantage (the only ones the upper bound clips):
+    clip/upper_bound_low_prob and clip/upper_bound_high_prob, the share whose ratio pi/pi_old exceeded
+    1 + eps_high among tokens of old probability below LOW_PROBABILITY and at or above it; clip/low_prob_share,
+    the share of completion tokens below it; clip/low_prob_entropy, the policy's entropy at those positions.
+    On-policy (no old log-probs) every ratio is 1 and nothing reaches the bound."""
+
+    def __init__(self, eps_high: float):
+        self.eps_high = eps_high
+
+    def on_loss(self, trainer, loss):
+        import torch
+
+        logps, entropies = (tensor.detach() for tensor in loss.forward[:2])
+        inputs = loss.inputs
+        mask = inputs["completion_mask"].float()
+        old = inputs.get("old_per_token_logps")
+        old = logps if old is None else old.detach()
+        ratio = torch.exp(logps - old)
+        advantages = inputs["advantages"]
+        advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+        positive = mask * (advantages > 0).float()
+        low = (old < math.log(LOW_PROBABILITY)).float()
+        above = (ratio > 1 + self.eps_high).float()
+        return {
+            "clip/upper_bound_low_prob": masked_mean(above, positive * low),
+            "clip/upper_bound_high_prob": masked_mean(above, positive * (1 - low)),
+            "clip/low_prob_share": masked_mean(low, mask),
+            "clip/low_prob_entropy": masked_mean(entropies, mask * low),
+        }

@@ -4,14 +4,22 @@ policy-optimization chapter, figure 18-8).
 filter      : truncated completions are masked out of the loss (TRL `mask_truncated_completions`)
 soft_punish : a length penalty reward that ramps from 0 to -1 over the last `cache_length` tokens
               of the budget (TRL `get_soft_overlong_punishment`)
+
+Every node, `none` included, logs whether the mechanism had anything to act on (`OverlongEngagement`). DAPO's
+claim is that truncated samples inject reward noise: a cut-off answer scores as wrong although it might have
+finished correctly. That noise exists only where truncated samples share groups with finished ones (their
+advantage is then set against those) and where some of them would in fact have finished correctly, which a
+periodic probe measures by letting a few truncated completions continue past the budget, without gradient.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component, RewardSpec
+from align_kit.components.hooks import TrainerHook
 from align_kit.errors import ConfigError
 
 
@@ -21,8 +29,16 @@ class Overlong(Component):
     soft_punish: bool = False
     cache_length: int = 8  # DAPO uses 4096 of a 20480-token budget; scaled to the tiny task's 32
     punish_weight: float = 1.0
+    probe_every: int = 0  # train batches between probes of truncated completions (0: no probe)
+    probe_samples: int = 8  # truncated completions continued per probe
+    probe_tokens: int = 0  # new tokens a probed completion may add (0: trainer.max_completion_length)
 
     def validate(self) -> None:
+        for key in ("probe_every", "probe_tokens"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"overlong.{key}={getattr(self, key)} must be >= 0 (0 turns it off / the default)")
+        if self.probe_samples < 1:
+            raise ConfigError(f"overlong.probe_samples={self.probe_samples} must be >= 1")
         if self.soft_punish and self.cache_length <= 0:
             raise ConfigError(f"overlong.cache_length={self.cache_length} must be > 0 for soft punishment")
         if self.soft_punish and self.punish_weight < 0:
@@ -47,3 +63,77 @@ class Overlong(Component):
 
         func = get_soft_overlong_punishment(max_completion_len=budget, soft_punish_cache=self.cache_length)
         return [RewardSpec(name="soft_overlong", weight=self.punish_weight, max_value=0.0, func=func)]
+
+    def trainer_hooks(self) -> list:
+        return [OverlongEngagement(self.probe_every, self.probe_samples, self.probe_tokens)]
+
+
+class OverlongEngagement(TrainerHook):
+    """Per batch that trains: overlong/truncated_in_mixed_groups, the share of truncated completions (no EOS)
+    that sit in a group with at least one finished completion. Every `probe_every` batches, up to
+    `probe_samples` truncated completions of this process continue for `probe_tokens` more tokens (sampled at the
+    trainer's temperature, without gradient, on a forked random state so training draws the same numbers):
+    overlong/probe_would_finish is the share that then emits EOS, overlong/probe_would_be_correct the share that
+    also earns the correctness reward's full score (NaN without a correctness reward)."""
+
+    def __init__(self, probe_every: int = 0, probe_samples: int = 8, probe_tokens: int = 0):
+        self.probe_every, self.probe_samples, self.probe_tokens = probe_every, probe_samples, probe_tokens
+        self.batches = 0
+
+    def on_train_batch(self, trainer, state, batch):
+        import torch
+
+        if state.mode != "train":
+            return None
+        ids = batch["completion_ids"]
+        eos = torch.tensor(trainer.eos_token_ids, device=ids.device)
+        finished = torch.isin(ids, eos).any(dim=1)
+        groups = trainer.accelerator.gather(finished).view(-1, state.group_size)
+        truncated = ~groups
+        mixed = groups.any(dim=1, keepdim=True) & truncated.any(dim=1, keepdim=True)
+        count = truncated.sum().item()
+        share = (truncated & mixed).sum().item() / count if count else math.nan
+        metrics = {"overlong/truncated_in_mixed_groups": share}
+        self.batches += 1
+        if self.probe_every and self.batches % self.probe_every == 0:
+            metrics.update(self.probe(trainer, state, batch, (~finished).nonzero().flatten()[: self.probe_samples]))
+        return metrics
+
+    def probe(self, trainer, state, batch, rows) -> dict[str, float]:
+        import torch
+
+        from align_kit.rewards.correctness import Correctness
+
+        if len(rows) == 0:
+            return {"overlong/probe_would_finish": math.nan, "overlong/probe_would_be_correct": math.nan}
+        completions = batch["completion_ids"][rows]
+        input_ids = torch.cat([batch["prompt_ids"][rows], completions], dim=1)
+        attention = torch.cat([batch["prompt_mask"][rows], torch.ones_like(completions)], dim=1)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tokenizer = trainer.processing_class
+        extra = self.probe_tokens or trainer.max_completion_length
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(trainer.args.seed + self.batches)
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=extra,
+                do_sample=True,
+                temperature=trainer.temperature,
+                eos_token_id=trainer.eos_token_ids,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        continued = output[:, input_ids.shape[1] :]
+        eos = torch.tensor(trainer.eos_token_ids, device=continued.device)
+        would_finish = torch.isin(continued, eos).any(dim=1)
+        metrics = {"overlong/probe_would_finish": would_finish.float().mean().item()}
+        checker = next((func for func in trainer.reward_funcs if isinstance(func, Correctness)), None)
+        if checker is None:
+            return {**metrics, "overlong/probe_would_be_correct": math.nan}
+        texts = tokenizer.batch_decode(torch.cat([completions, continued], dim=1), skip_special_tokens=True)
+        examples = [state.inputs[int(row)] for row in rows]
+        columns = {key: [example[key] for example in examples] for key in examples[0] if key != "prompt"}
+        scores = checker(completions=texts, prompts=[example["prompt"] for example in examples], **columns)
+        pairs = zip(would_finish.tolist(), scores, strict=True)
+        correct = [done and score is not None and score >= checker.max_value for done, score in pairs]
+        return {**metrics, "overlong/probe_would_be_correct": sum(correct) / len(correct)}

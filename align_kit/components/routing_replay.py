@@ -98,11 +98,12 @@ class RouteReplay(TrainerHook):
         if call.phase == "scoring":
             if self.node.mode == "r2":
                 call.state.extras["recorded_scoring"] = True
+                call.state.extras["scoring_positions"] = completion_positions
                 return self.hooks.record()
-            if self.node.mode == "r3":
-                indices, valid = call.state.extras["generated_routing"]
-                return self.hooks.replay(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
-            return contextlib.nullcontext()
+            # The trainer's own choices are compared with the sampler's (before any update): the gap R3 removes.
+            indices, valid = call.state.extras["generated_routing"]
+            block = self.hooks.replay if self.node.mode == "r3" else self.hooks.observe
+            return block(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
         batch = call.state.inputs
         if "routed_experts" not in batch:
             return contextlib.nullcontext()
@@ -110,18 +111,28 @@ class RouteReplay(TrainerHook):
         return block(batch["routed_experts"], valid=batch.get("routed_experts_valid"), mask=completion_positions)
 
     def on_scored_batch(self, trainer, state, batch):
-        """R2's routing from the old-log-prob forward, otherwise the routing recorded while sampling."""
+        """R2's routing from the old-log-prob forward, otherwise the routing recorded while sampling; and the
+        sampler-trainer routing gap of the scoring forward: routing/sampler_gap (share of completion (token, layer)
+        pairs whose expert set differs between the sampler's and the trainer's weights before any update) and
+        routing/sampler_gap_tokens (share of completion tokens with any layer differing)."""
+        from align_kit.components.router_hooks import flip_metrics
+
         if self.hooks is None:
             return None
         width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
         recorded = self.hooks.take() if self.node.mode == "r2" and state.extras.get("recorded_scoring") else None
-        self.hooks.pop_metrics()  # scoring-forward statistics: the logged ones are the training forwards'
-        if recorded is not None:
-            batch["routed_experts"] = recorded
-            return None
         indices, valid = state.extras["generated_routing"]
-        batch["routed_experts"], batch["routed_experts_valid"] = indices[:, :width], valid[:, :width]
-        return None
+        indices, valid = indices[:, :width], valid[:, :width]
+        if recorded is not None:
+            gap = flip_metrics(recorded, indices, mask=state.extras["scoring_positions"], valid=valid)
+            batch["routed_experts"] = recorded
+        else:
+            gap = self.hooks.pop_metrics()
+            batch["routed_experts"], batch["routed_experts_valid"] = indices, valid
+        return {
+            "routing/sampler_gap": gap.get("routing/flip_rate", float("nan")),
+            "routing/sampler_gap_tokens": gap.get("routing/tokens_any_flip", float("nan")),
+        }
 
     def on_loss(self, trainer, loss):
         if self.hooks is None:

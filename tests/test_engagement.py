@@ -1,0 +1,136 @@
+"""Engagement metrics: whether a stability mechanism's precondition held in a run (issue: reproduce where each
+mechanism engages). Values are worked out by hand on small tensors."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from align_kit.components.clip import ClipEngagement, SequenceClip, TokenClip
+from align_kit.components.hooks import BatchState, LossState
+from align_kit.components.overlong import OverlongEngagement
+from align_kit.rewards.correctness import Correctness
+
+
+def clip_loss_state(old_logps: bool = True) -> LossState:
+    # Row 0 has a positive advantage, row 1 a negative one; row 1's last token is padding.
+    old = torch.tensor([[0.05, 0.5, 0.02], [0.08, 0.9, 0.3]])
+    new = torch.tensor([[0.07, 0.55, 0.021], [0.09, 0.95, 0.2]])  # ratios 1.4, 1.1, 1.05 | 1.125, 1.056, 0.667
+    inputs = {
+        "completion_mask": torch.tensor([[1, 1, 1], [1, 1, 0]]),
+        "advantages": torch.tensor([1.0, -0.5]),
+    }
+    if old_logps:
+        inputs["old_per_token_logps"] = old.log()
+    entropies = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    return LossState(inputs=inputs, mode="train", forward=(new.log(), entropies, None))
+
+
+@pytest.mark.parametrize(("eps_high", "low_prob_hits"), [(0.2, 0.5), (0.28, 0.5), (0.5, 0.0)])
+def test_clip_engagement_by_hand(eps_high, low_prob_hits):
+    metrics = ClipEngagement(eps_high).on_loss(None, clip_loss_state())
+    # Positive-advantage tokens are row 0's three. Below probability 0.1: tokens 0 (ratio 1.4) and 2 (1.05);
+    # at or above: token 1 (1.1), which no bound of 1.2 or more reaches.
+    assert metrics["clip/upper_bound_low_prob"] == pytest.approx(low_prob_hits)
+    assert metrics["clip/upper_bound_high_prob"] == pytest.approx(0.0)
+    # Of the 5 completion tokens, 3 had old probability below 0.1 (0.05, 0.02, 0.08); entropies 1, 3 and 4.
+    assert metrics["clip/low_prob_share"] == pytest.approx(3 / 5)
+    assert metrics["clip/low_prob_entropy"] == pytest.approx(8 / 3)
+
+
+def test_on_policy_nothing_reaches_the_bound_and_empty_groups_are_nan():
+    metrics = ClipEngagement(0.2).on_loss(None, clip_loss_state(old_logps=False))
+    assert metrics["clip/upper_bound_low_prob"] == 0.0  # ratio exactly 1 without old log-probs
+    state = clip_loss_state()
+    state.inputs["advantages"] = torch.tensor([-1.0, -1.0])  # no positive advantage: the bound clips nothing
+    assert math.isnan(ClipEngagement(0.2).on_loss(None, state)["clip/upper_bound_low_prob"])
+
+
+def test_token_clip_nodes_attach_the_engagement_hook_and_gspo_does_not():
+    (hook,) = TokenClip(eps_low=0.2, eps_high=0.28).trainer_hooks()
+    assert isinstance(hook, ClipEngagement) and hook.eps_high == 0.28
+    assert SequenceClip().trainer_hooks() == []
+
+
+# --- Overlong ------------------------------------------------------------------------------------------------------
+
+EOS, PAD = 2, 0
+DIGITS = {10 + d: str(d) for d in range(10)}  # a toy vocabulary: ids 10-19 are the digits 0-9
+
+
+class ToyTokenizer:
+    pad_token_id = PAD
+
+    def batch_decode(self, rows, skip_special_tokens=True):
+        return ["".join(DIGITS.get(int(i), "") for i in row) for row in rows]
+
+
+class ToyModel:
+    """generate() appends a fixed continuation per row: row 0 writes '2' then EOS, row 1 never stops."""
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        rows = [[12, EOS, PAD, PAD], [13, 13, 13, 13]][: len(input_ids)]
+        return torch.cat([input_ids, torch.tensor(rows)[:, :max_new_tokens]], dim=1)
+
+
+def toy_trainer(reward_funcs):
+    accelerator = SimpleNamespace(gather=lambda tensor: tensor, unwrap_model=lambda model: model)
+    return SimpleNamespace(
+        eos_token_ids=[EOS],
+        accelerator=accelerator,
+        model=ToyModel(),
+        processing_class=ToyTokenizer(),
+        max_completion_length=4,
+        temperature=1.0,
+        args=SimpleNamespace(seed=0),
+        reward_funcs=reward_funcs,
+    )
+
+
+def overlong_batch():
+    # Groups of 2. Group 0: finished + truncated (mixed); group 1: both truncated; group 2: both finished.
+    completion_ids = torch.tensor(
+        [[11, EOS, PAD], [14, 14, 14], [11, 11, 11], [13, 13, 13], [11, EOS, PAD], [12, EOS, PAD]]
+    )
+    batch = {
+        "completion_ids": completion_ids,
+        "prompt_ids": torch.full((6, 2), 15),
+        "prompt_mask": torch.ones(6, 2, dtype=torch.long),
+    }
+    inputs = [{"prompt": "5+5=", "answer": answer} for answer in ("1", "42", "12", "2", "1", "2")]
+    return BatchState(inputs=inputs, mode="train", group_size=2), batch
+
+
+def test_truncated_share_in_mixed_groups_by_hand():
+    state, batch = overlong_batch()
+    metrics = OverlongEngagement().on_train_batch(toy_trainer([]), state, batch)
+    assert metrics == {"overlong/truncated_in_mixed_groups": pytest.approx(1 / 3)}  # 3 truncated, 1 in group 0
+
+
+def test_the_probe_continues_truncated_completions_and_checks_them_by_hand():
+    checker = Correctness(answer_column="answer")
+    state, batch = overlong_batch()
+    hook = OverlongEngagement(probe_every=1, probe_samples=2)
+    metrics = hook.on_train_batch(toy_trainer([checker]), state, batch)
+    # The first two truncated rows (1 and 2) are probed. Row 1 ('444', answer 42) + '2' = '4442': finished, wrong;
+    # row 2 ('111', answer 12) gets '3333', no EOS: not finished. Neither would have been right.
+    assert metrics["overlong/probe_would_finish"] == pytest.approx(1 / 2)
+    assert metrics["overlong/probe_would_be_correct"] == 0.0
+    state.inputs[1]["answer"] = "4442"
+    metrics = hook.on_train_batch(toy_trainer([checker]), state, batch)
+    assert metrics["overlong/probe_would_be_correct"] == pytest.approx(1 / 2)
+    assert math.isnan(hook.on_train_batch(toy_trainer([]), state, batch)["overlong/probe_would_be_correct"])
+
+
+def test_a_short_run_logs_the_overlong_engagement(train_once, tmp_path):
+    # A 20-token budget cuts some warm-started arithmetic completions (they end near 20 tokens with EOS).
+    train_once(tmp_path, "trainer.max_completion_length=20", "overlong.probe_every=1", "overlong.probe_tokens=16")
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    generations = [row for row in rows if "overlong/truncated_in_mixed_groups" in row]
+    assert generations and all(0 <= row["overlong/truncated_in_mixed_groups"] <= 1 for row in generations)
+    assert all(0 <= row["overlong/probe_would_finish"] <= 1 for row in generations)
+    assert max(row["completions/clipped_ratio"] for row in rows if "completions/clipped_ratio" in row) > 0
