@@ -54,6 +54,12 @@ def test_referee_counts_an_answer_that_is_not_a_probability_as_a_failure(answer)
     assert referee.counts.failures == 1
 
 
+def test_referee_accepts_numpy_scalars():
+    import numpy as np
+
+    assert Referee(lambda p, a, b: np.float32(0.25))("p", "x", "y") == 0.25
+
+
 def test_referee_timeout_abandons_a_slow_judge():
     release = threading.Event()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import numbers
 import os
 import re
 import string
@@ -46,7 +47,8 @@ TEMPLATE_FIELDS = {"prompt", "a", "b"}
 
 def win_probability(value: Any) -> float:
     """A judge's answer as a float in [0, 1]; anything else is a bad answer."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+    # numbers.Real takes numpy's scalars too (a float32 from a judge's own model is a fine answer).
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
         raise ValueError(f"judge returned {value!r}; expected a win probability in [0, 1]")
     return float(value)
 
