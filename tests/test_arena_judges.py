@@ -296,12 +296,13 @@ def test_http_judge_bad_answer_is_a_failure_without_retry(serve, payload):
 
 
 def test_http_judge_timeout_is_retried_then_skipped(serve):
-    server = serve(lambda path, body: (200, chat_answer("A")), delay_s=1.0)
+    server = serve(lambda path, body: (200, chat_answer("A")), delay_s=3.0)
     judge = http_judge(server.url, timeout_s=0.2, retries=1)
     referee = Referee(judge)
     started = time.monotonic()
     assert referee("p", "x", "y") is None
-    assert time.monotonic() - started < 0.9  # two attempts of 0.2 s, not the server's 1 s each
+    assert time.monotonic() - started < 2.0  # two attempts of 0.2 s, not the server's 3 s
+    assert len(server.requests) == 2
     assert judge.retries_made == 1 and referee.counts.failures == 1
 
 
