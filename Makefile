@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test lint bench clean
+.PHONY: install install-sandbox demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) install-sandbox
+
+# The code_exec sandbox uses Debian's bubblewrap: installed with apt-get when root and missing. Never fails the
+# build: without bwrap the sandbox falls back to a plain process with rlimits, and the last line says which.
+install-sandbox: $(STAMP)
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "sandbox: installing Debian's bubblewrap"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+			|| (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1) \
+			|| echo "sandbox: apt-get could not install bubblewrap"; \
+	fi
+	@$(BIN)/python -c "from align_kit.sandbox import isolation; print('sandbox:', isolation())"
 
 demo: install
 	$(BIN)/align-kit train
@@ -29,6 +41,7 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/trainer_overhead.py && $(BIN)/python benchmarks/component_overhead.py
+	$(BIN)/python benchmarks/sandbox_overhead.py
 
 clean:
 	rm -rf $(VENV) outputs

@@ -264,7 +264,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     grpo_kwargs = {**trainer, **node_fields}
 
     effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
-    rewards = [node.spec() for node in reward_nodes]
+    rewards = [spec for node in reward_nodes for spec in node.reward_specs(effective_trainer)]
     for component in components.values():
         rewards += component.reward_specs(effective_trainer)
     for component in components.values():

@@ -3,15 +3,15 @@
 `run_python(code)` runs the code in a separate process with a wall-clock timeout, a memory limit, no network, a
 fresh working directory that is gone afterwards, and its output (stdout and stderr together) cut to a limit.
 
-Two isolation modes, chosen once per process and named in `SandboxResult.isolation` and in one log line:
+Two isolation modes (bwrap is probed once per process), named in `SandboxResult.isolation` and in one log line:
 - bubblewrap (`bwrap` from Debian's `bubblewrap` package, found and working): new pid, network, ipc and uts
   namespaces; only /usr (and the interpreter's folder) bound read-only, a size-capped tmpfs as working directory
   and /tmp; run as uid 65534 when started as root so RLIMIT_NPROC caps forks (the kernel never applies it to root).
 - process only (no working bwrap, or ALIGN_KIT_SANDBOX=process): a plain subprocess in its own session with
   rlimits and a fresh temporary directory as its working directory; it can still read and write whatever its user
   may and reach the network.
-Either way every process of a call carries a per-call token on its command line, so a sweep of /proc kills all of
-them (even ones that left the process group) before `run_python` returns.
+Either way every process of a call carries a per-call token in its command line and environment, so a sweep of
+/proc kills all of them (even ones that left the process group) before `run_python` returns.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -44,7 +44,7 @@ OOM_EXIT = 86  # the runner's exit code for a MemoryError (an exit code no plain
 # Runs inside the sandbox before the model's code (which it reads from stdin): applies the limits from its
 # arguments, then executes the code as __main__. Only trusted code runs before the limits are in force.
 _RUNNER = r"""
-import linecache, resource, sys, traceback
+import resource, sys
 _, token, mem, nproc, cpu, fsize = sys.argv
 for res, value in ((resource.RLIMIT_AS, int(mem)), (resource.RLIMIT_CPU, int(cpu)),
                    (resource.RLIMIT_FSIZE, int(fsize)), (resource.RLIMIT_CORE, 0)):
@@ -54,14 +54,18 @@ if int(nproc) > 0:
 source = sys.stdin.read()
 sys.stdin.close()
 sys.argv = ["main.py"]
-linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")  # tracebacks quote the code
 try:
     exec(compile(source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 except SystemExit:
     raise
 except BaseException as error:  # the traceback without this runner's frame, as plain `python main.py` prints it
-    traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
-    sys.exit(OOM_EXIT if isinstance(error, MemoryError) else 1)
+    status = OOM_EXIT if isinstance(error, MemoryError) else 1
+    try:  # printing may itself run out of memory: the exit status stands regardless
+        import linecache, traceback  # only here: together they are most of the runner's start-up time
+        linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")  # quote the code
+        traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
+    finally:
+        sys.exit(status)
 """.replace("OOM_EXIT", str(OOM_EXIT))
 
 
@@ -73,7 +77,8 @@ class SandboxResult:
 
 
 def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, output_limit: int = 4096) -> SandboxResult:
-    """Run `code` with `python -I` in a sandbox; nothing it started is alive when this returns."""
+    """Run `code` as `python -I -S` (the caller's interpreter, standard library only: no site-packages, whose .pth
+    imports tripled the start-up time) in a sandbox; nothing it started is alive when this returns."""
     if timeout_s <= 0 or memory_mb <= 0 or output_limit < 0:
         raise ValueError(
             f"run_python: timeout_s={timeout_s}, memory_mb={memory_mb}, output_limit={output_limit}; "
@@ -91,7 +96,7 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
         argv, cwd = _bwrap_argv(runner_args, limit_bytes), None
     else:
         tmp = tempfile.mkdtemp(prefix="align_kit_sandbox_")
-        argv, cwd = [_interpreter(), "-I", "-u", "-c", _RUNNER, *runner_args], tmp
+        argv, cwd = [_interpreter(), "-I", "-S", "-u", "-c", _RUNNER, *runner_args], tmp
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd or WORKDIR, "TMPDIR": cwd or "/tmp"}
     env[TOKEN_ENV] = token
     try:
@@ -104,17 +109,12 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
 
 def isolation() -> str:
     """The line `run_python` would report now (without running anything but bwrap's one-time probe)."""
-    return _summary(isolation_mode())
+    return _summary(_select_mode()[0])
 
 
 def isolation_mode() -> str:
     """'bwrap' or 'process' for this call; the first call of each mode logs which isolation is in force."""
-    wanted = os.environ.get(MODE_ENV, "auto")
-    if wanted not in ("auto", "bwrap", "process"):
-        raise ValueError(f"{MODE_ENV}={wanted!r}: use auto, bwrap or process")
-    mode = "process" if wanted == "process" else ("bwrap" if _bwrap_works() else "process")
-    if wanted == "bwrap" and mode != "bwrap":
-        raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
+    mode, wanted = _select_mode()
     if mode not in _LOGGED:
         _LOGGED.add(mode)
         line = f"sandbox isolation: {_summary(mode)}"
@@ -123,6 +123,16 @@ def isolation_mode() -> str:
         else:
             log.warning(line + (f" (bubblewrap: {_BWRAP_PROBE['why']})" if wanted == "auto" else ""))
     return mode
+
+
+def _select_mode() -> tuple[str, str]:
+    wanted = os.environ.get(MODE_ENV, "auto")
+    if wanted not in ("auto", "bwrap", "process"):
+        raise ValueError(f"{MODE_ENV}={wanted!r}: use auto, bwrap or process")
+    mode = "process" if wanted == "process" else ("bwrap" if _bwrap_works() else "process")
+    if wanted == "bwrap" and mode != "bwrap":
+        raise RuntimeError(f"{MODE_ENV}=bwrap but bubblewrap does not run here: {_BWRAP_PROBE['why']}")
+    return mode, wanted
 
 
 _LOGGED: set[str] = set()
@@ -183,7 +193,7 @@ def _bwrap_argv(runner_args: list[str], limit_bytes: int) -> list[str]:
     for path in ("/tmp", WORKDIR):
         argv += ["--perms", "1777", "--size", str(limit_bytes), "--tmpfs", path]
     argv += ["--chdir", WORKDIR]
-    command = [python, "-I", "-u", "-c", _RUNNER, *runner_args]
+    command = [python, "-I", "-S", "-u", "-c", _RUNNER, *runner_args]
     if _run_uid("bwrap") != os.geteuid():
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # setpriv's only use of root, then dropped
         uid = str(SANDBOX_UID)
@@ -232,6 +242,7 @@ def _describe(mode: str, run_uid: int, nproc: int, memory_mb: int | None) -> str
 def _execute(
     argv: list[str], cwd: str | None, env: dict, code: str, timeout_s: float, output_limit: int, token: str
 ) -> tuple[str, str]:
+    source = code.encode("utf-8", "surrogatepass")  # before the process exists: nothing may raise in between
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -241,47 +252,68 @@ def _execute(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    kept = bytearray()
-    keep = output_limit * 4  # enough bytes for output_limit UTF-8 characters
-
-    def drain() -> None:  # read everything so the code never blocks on a full pipe; keep only the head
-        while chunk := proc.stdout.read1(65536):
-            if len(kept) < keep:
-                kept.extend(chunk[: keep - len(kept)])
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
+    output = _Output(proc.stdout.fileno(), keep=output_limit * 4)  # bytes enough for output_limit characters
+    exited = False
     try:
-        proc.stdin.write(code.encode())
-        proc.stdin.close()
-    except BrokenPipeError:  # it died before reading its code; the exit status says why
-        pass
-    try:
-        returncode = proc.wait(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    _kill_all(proc, token)
-    if timed_out:
+        try:
+            proc.stdin.write(source)
+            proc.stdin.close()
+        except BrokenPipeError:  # it died before reading its code; the exit status says why
+            pass
+        # One thread, no polling: a pidfd turns readable when the process exits (Popen.wait(timeout) sleeps up to
+        # 50 ms a turn), and the pipe is drained meanwhile so the code never blocks on a full one.
+        with os.fdopen(os.pidfd_open(proc.pid), "rb", buffering=0) as pidfd:
+            exited = output.read_until(pidfd.fileno(), time.monotonic() + timeout_s)
+    finally:
+        # Not reaped before proc.wait() below, so the group's id cannot belong to anyone else yet.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _kill_all(token)
         returncode = proc.wait()
-    reader.join(timeout=5)
-    output = kept.decode("utf-8", errors="replace")[:output_limit]
-    if timed_out or returncode == -signal.SIGXCPU:
-        return "timeout", output
+    output.read_until(None, time.monotonic() + 1.0)  # what is left in the pipe; every writer is gone
+    proc.stdout.close()
+    text = output.kept.decode("utf-8", errors="replace")[:output_limit]
+    # A signal's death reads -N from Popen, and 128 + N when bwrap passes on its child's.
+    died_of = -returncode if returncode < 0 else returncode - 128 if argv[0].endswith("bwrap") else 0
+    if not exited or died_of == signal.SIGXCPU:
+        return "timeout", text
     if returncode == 0:
-        return "ok", output
-    if returncode == OOM_EXIT or returncode == -signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
-        return "oom", output
-    return "crash", output
+        return "ok", text
+    if returncode == OOM_EXIT or died_of == signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
+        return "oom", text
+    return "crash", text
 
 
-def _kill_all(proc: subprocess.Popen, token: str) -> None:
-    """Kill the call's process group, then every process carrying its token (those that left the group or live in
-    bwrap's pid namespace); stop them all before killing so a fork bomb cannot outrun the sweep."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+class _Output:
+    """The head of a pipe's bytes (up to `keep`); the rest is read and dropped."""
+
+    def __init__(self, fd: int, keep: int):
+        self.fd, self.keep, self.kept, self.eof = fd, keep, bytearray(), False
+
+    def read_until(self, exit_fd: int | None, deadline: float) -> bool:
+        """Read until `exit_fd` is readable (True), or end of file with no `exit_fd`, or the deadline (False)."""
+        with selectors.DefaultSelector() as selector:
+            if not self.eof:
+                selector.register(self.fd, selectors.EVENT_READ)
+            if exit_fd is not None:
+                selector.register(exit_fd, selectors.EVENT_READ)
+            while (remaining := deadline - time.monotonic()) > 0 and selector.get_map():
+                for key, _ in selector.select(remaining):
+                    if key.fd == exit_fd:
+                        return True
+                    chunk = os.read(self.fd, 65536)
+                    self.kept.extend(chunk[: max(0, self.keep - len(self.kept))])
+                    if not chunk:
+                        self.eof = True
+                        selector.unregister(self.fd)
+        return False
+
+
+def _kill_all(token: str) -> None:
+    """Kill every process carrying the call's token (also those that left its process group, or live in bwrap's pid
+    namespace); stop them all before killing so a fork bomb cannot outrun the sweep."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         pids = _pids_with(token.encode())
@@ -291,10 +323,10 @@ def _kill_all(proc: subprocess.Popen, token: str) -> None:
             for pid in pids:
                 try:
                     os.kill(pid, sig)
-                except ProcessLookupError:
+                except (ProcessLookupError, PermissionError):
                     pass
         time.sleep(0.01)
-    raise RuntimeError(f"sandbox: processes of {token} still alive after 5 s of SIGKILL")
+    log.warning(f"sandbox: processes {_pids_with(token.encode())} of {token} still alive after 5 s of SIGKILL")
 
 
 def _pids_with(token: bytes) -> list[int]:

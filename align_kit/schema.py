@@ -38,6 +38,8 @@ OWN_PACKAGE = "align_kit"
 # Groups holding one node each (built through `_target_`), read from the defaults list like the plan's;
 # `reward` holds a node per selected reward.
 NODE_GROUPS = (*component_groups(), "monitor")
+# Hydra's keys a node may carry: what to build, and (a nested function node) `_partial_: true`.
+NODE_KEYS = ("_target_", "_partial_")
 SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
 INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
 
@@ -277,12 +279,15 @@ def check_fields(key: str, node: Mapping, cls: type) -> None:
     """Every key of `node` is a field of the dataclass `cls`, with a value of the field's kind."""
     kinds = dataclass_kinds(cls)
     for name, value in node.items():
-        if name == "_target_":
+        if name in NODE_KEYS:
             continue
         path = f"{key}.{name}" if key else name
         if name not in kinds:
             where = f"{key} ({cls.__name__})" if key else "the config"
             raise ConfigError(f"{path} is not a key of {where}; its keys: {', '.join(sorted(kinds))}")
+        if isinstance(value, Mapping) and "_target_" in value:  # a node inside a node (reward.arena.judge)
+            check_node(path, value, [])
+            continue
         check_value(path, value, kinds[name])
         check_range(path, value, kinds[name])
 
@@ -473,6 +478,8 @@ def check_targets(key: str, value: Any, allowed: list[str]) -> None:
         if "_target_" in value:
             target = value["_target_"]
             where = f"{key}._target_" if key else "_target_"
+            if target == "???":  # a node that asks for its target (reward/judge=callable)
+                raise ConfigError(f"{where} is not set; name what to build: {where}=my_module.my_function")
             if not isinstance(target, str) or not target_allowed(target, allowed):
                 raise ConfigError(
                     f"{where}={show(target)} is outside align_kit; a config builds only align_kit's classes "

@@ -29,6 +29,12 @@ PAIRS = {
     "sampling=dynamic": (["sampling=dynamic"], []),
     "routing_replay=r2 (tiny_moe)": (["model=tiny_moe", "routing_replay=r2"], ["model=tiny_moe", "routing_replay=off"]),
     "routing_replay=r3 (tiny_moe)": (["model=tiny_moe", "routing_replay=r3"], ["model=tiny_moe", "routing_replay=off"]),
+    # GAR scored at weight 0: the same training, plus the tournaments (arithmetic judge, 8 groups of 8 per generation).
+    "reward arena (round robin)": (["reward=[correctness,format,arena]", "reward.arena.weight=0.0"], []),
+    "reward arena (swiss 3 rounds)": (
+        ["reward=[correctness,format,arena]", "reward.arena.weight=0.0", "reward.arena.scheme=swiss"],
+        [],
+    ),
 }
 
 

@@ -128,7 +128,13 @@ def test_the_probe_continues_truncated_completions_and_checks_them_by_hand():
 
 def test_a_short_run_logs_the_overlong_engagement(train_once, tmp_path):
     # A 20-token budget cuts some warm-started arithmetic completions (they end near 20 tokens with EOS).
-    train_once(tmp_path, "trainer.max_completion_length=20", "overlong.probe_every=1", "overlong.probe_tokens=16")
+    train_once(
+        tmp_path,
+        "logger=none",
+        "trainer.max_completion_length=20",
+        "overlong.probe_every=1",
+        "overlong.probe_tokens=16",
+    )
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     generations = [row for row in rows if "overlong/truncated_in_mixed_groups" in row]
     assert generations and all(0 <= row["overlong/truncated_in_mixed_groups"] <= 1 for row in generations)

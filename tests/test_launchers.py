@@ -116,7 +116,8 @@ def test_isolated_job_leaves_no_threads_wandb_run_or_accelerate_state(monkeypatc
     with launchers.isolated_job():
         assert torch.get_num_threads() == wanted
         Accelerator(cpu=True)
-        wandb.init(project="isolation", config={"seed": 1})
+        # mode given here: W&B reads WANDB_MODE once per process, and an earlier test may have set W&B up already
+        wandb.init(project="isolation", config={"seed": 1}, mode="offline")
         assert AcceleratorState._shared_state != {} and wandb.run is not None
     assert torch.get_num_threads() == before
     assert wandb.run is None

@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def survivors(token: str) -> list[int]:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     continue  # a zombie has exited; only its parent's wait is missing
-            blobs = [open(f"/proc/{pid}/{part}", "rb").read() for part in ("cmdline", "environ")]
+            blobs = [Path(f"/proc/{pid}/{part}").read_bytes() for part in ("cmdline", "environ")]
         except OSError:
             continue
         if any(token.encode() in blob for blob in blobs):
@@ -69,6 +70,7 @@ def test_crash_on_an_exception_or_a_non_zero_exit(mode):
     assert result.output.endswith("ValueError: boom\n")
     assert 'File "main.py", line 2' in result.output  # the model's own line, not the runner's
     assert run_python("import sys\nsys.exit(3)").status == "crash"
+    assert run_python("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)").status == "crash"
     assert run_python("import sys\nsys.exit(0)").status == "ok"
 
 
@@ -85,6 +87,8 @@ def test_oom_when_the_memory_limit_is_hit(mode):
     result = run_python("x = bytearray(512 * 2**20)", memory_mb=64)
     assert result.status == "oom"
     assert result.output.endswith("MemoryError\n")
+    # Memory filled bit by bit and still held when the error surfaces: still oom, whatever printing manages.
+    assert run_python("hoard = []\nwhile True:\n    hoard.append(' ' * 4096)", memory_mb=64).status == "oom"
     # 16 MiB fits under 64 MiB: the limit is the one asked for, not something far smaller.
     assert run_python("x = bytearray(16 * 2**20)\nprint(len(x))", memory_mb=64).output == f"{16 * 2**20}\n"
 
@@ -107,7 +111,9 @@ def test_working_directory_is_fresh_and_gone_afterwards(mode, tmp_path, monkeypa
     assert listing == "['left.txt']"
     second = run_python("import os\nprint(os.listdir('.'))")
     assert second.output == "[]\n"
-    assert list(tmp_root.iterdir()) == []  # nothing left in the temp folder either way
+    stuck = run_python("open('big.txt', 'w').write('x' * 1000)\nwhile True:\n    pass", timeout_s=0.3)
+    assert stuck.status == "timeout"
+    assert list(tmp_root.iterdir()) == []  # nothing left in the temp folder either way, a timeout included
     if mode == "process":
         assert cwd.startswith(str(tmp_root)) and not os.path.exists(cwd)
     else:
@@ -178,6 +184,7 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
     outside = tmp_path / "out"
     outside.mkdir()
     outside.chmod(0o777)  # even a folder anyone may write to stays out of reach
+    host_tmp = Path("/tmp", f"align_kit_sandbox_probe_{os.getpid()}_{time.monotonic_ns()}")
     code = (
         "import os\n"
         "def attempt(what, action):\n"
@@ -191,6 +198,7 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
         "attempt('usr', lambda: open('/usr/x.txt', 'w').write('x'))\n"
         "attempt('home', lambda: os.listdir('/root/.ssh'))\n"
         "attempt('own', lambda: open('mine.txt', 'w').write('x'))\n"
+        f"attempt('tmp', lambda: open({str(host_tmp)!r}, 'w').write('x'))\n"
     )
     result = run_python(code)
     assert result.status == "ok", result.output
@@ -200,6 +208,8 @@ def test_bwrap_code_cannot_read_or_write_outside_its_directory(tmp_path, monkeyp
     assert lines[2].startswith("usr refused")  # read-only bind
     assert lines[3] == "home refused FileNotFoundError"
     assert lines[4] == "own allowed"
+    assert lines[5] == "tmp allowed"  # its own /tmp, a tmpfs: the host's /tmp does not get the file
+    assert not host_tmp.exists()
     assert list(outside.iterdir()) == [] and secret.read_text() == "do not read"
 
 

@@ -41,7 +41,7 @@ CHOICE_KEYS = {
     "advantage.scale_rewards", "advantage.aggregation", "advantage.loss_type", "format_schedule.kind",
     "kl.weighting", "logger.mode", "model.architecture", "model.dtype", "rollout.dtype", "rollout.is_correction",
     "rollout.mode", "routing_replay.mode", "reward.correctness.checker", "trainer.lr_scheduler_type",
-    "trainer.save_strategy",
+    "trainer.save_strategy", "reward.arena.scheme", "reward.arena.swiss_score",
 }  # fmt: skip
 AT_LEAST_ONE = {
     "trainer.per_device_train_batch_size", "trainer.gradient_accumulation_steps", "trainer.steps_per_generation",

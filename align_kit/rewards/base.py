@@ -28,6 +28,11 @@ class RewardNode(Component):
                 "itself (a negative score), keep weights >= 0"
             )
 
+    def reward_specs(self, trainer_fields: dict[str, Any]) -> list[RewardSpec]:
+        """This node's reward function; `trainer_fields` are the GRPOConfig fields in force (GAR reads
+        num_generations from them)."""
+        return [self.spec()]
+
     def spec(self) -> RewardSpec:
         # TRL names reward metrics after `__name__` (rewards/<name>/mean).
         self.__name__ = self.group
