@@ -63,3 +63,19 @@ def test_hook_state_is_saved_and_resumed(train_once, tmp_path):
     # Steps 1-2 trained on the first batch (weight 1.0); a resumed schedule that forgot its state
     # would use 1.0 again for the batch generated at step 2, the restored one uses the floor.
     assert weights == pytest.approx({1: 1.0, 2: 1.0, 3: 0.2, 4: 0.2})
+
+
+def test_a_token_mask_reaches_the_loss_mask_and_never_the_attention_mask():
+    import torch
+
+    from align_kit.components.hooks import LossTerms, apply_loss_terms
+
+    completion = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    masked, _ = apply_loss_terms({"completion_mask": completion}, [LossTerms(token_mask=torch.tensor([[1, 0, 1]] * 2))])
+    assert torch.equal(masked["completion_mask"], completion)  # what TRL attends over stays as it was
+    assert masked["tool_mask"].tolist() == [[1, 0, 1], [1, 0, 1]]
+    both, _ = apply_loss_terms(
+        {"completion_mask": completion, "tool_mask": torch.tensor([[1, 1, 0], [0, 1, 1]])},
+        [LossTerms(token_mask=torch.tensor([[1, 0, 1], [1, 1, 1]]))],
+    )
+    assert both["tool_mask"].tolist() == [[1, 0, 0], [0, 1, 1]]

@@ -79,7 +79,8 @@ class Forward:
 class LossTerms:
     """What a hook changes in one loss call: `advantage_weights` [B, T] multiply the advantages (IS
     correction), `kl_coefficient` is a callable giving the KL strength ([B, 1] or [B, T]) that
-    replaces TRL's scalar beta, `token_mask` [B, T] multiplies the completion mask."""
+    replaces TRL's scalar beta, `token_mask` [B, T] multiplies the loss mask (TRL's `tool_mask`, never the
+    attention mask)."""
 
     advantage_weights: Any = None
     kl_coefficient: Any = None
@@ -145,7 +146,12 @@ def apply_loss_terms(inputs: dict, terms: list[LossTerms]) -> tuple[dict, Any]:
             advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
             inputs = {**inputs, "advantages": advantages * term.advantage_weights}
         if term.token_mask is not None:
-            inputs = {**inputs, "completion_mask": inputs["completion_mask"] * term.token_mask}
+            # Through TRL's loss-only `tool_mask`: `completion_mask` is also the forward's attention mask, so
+            # zeroing it mid-sequence would change the log-probs of the tokens after it.
+            import torch
+
+            kept = inputs.get("tool_mask", torch.ones_like(inputs["completion_mask"]))
+            inputs = {**inputs, "tool_mask": kept * term.token_mask.to(kept.dtype)}
     return inputs, coefficients[0] if coefficients else None
 
 
