@@ -18,6 +18,7 @@ from pathlib import Path
 
 from timing import alternating, base_overrides, build_align_kit
 
+TOOL_TASK = ["recipe=tool_calls"]
 PAIRS = {
     "advantage=ngrpo": (["advantage=ngrpo"], ["advantage=grpo"]),
     "kl=per_domain": (["kl=per_domain"], ["kl=constant", "kl.beta=0.02"]),
@@ -34,6 +35,12 @@ PAIRS = {
     "reward arena (swiss 3 rounds)": (
         ["reward=[correctness,format,arena]", "reward.arena.weight=0.0", "reward.arena.scheme=swiss"],
         [],
+    ),
+    # GAR on the tool task (groups of 8 episodes), a local judge: the shorter episode wins (PYTHONPATH=. for tests).
+    "reward arena on tool_calls (round robin)": (
+        [*TOOL_TASK, "reward=[tool_steps,arena]", "reward.arena.weight=0.0", "train.allowed_targets=[tests]"]
+        + ["reward/judge=callable", "reward.arena.judge._target_=tests.test_arena.prefer_shorter"],
+        TOOL_TASK,
     ),
 }
 

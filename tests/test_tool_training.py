@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import generation_inputs
 
 from align_kit.tasks.tool_calls import TOOLS
@@ -71,3 +72,19 @@ def test_short_training_with_step_rewards_and_mask(train_once, tmp_path):
     logged = {key for line in lines for key in line}
     assert {"rewards/tool_steps/mean", "mask/masked_token_fraction", "tools/success_rate"} <= logged
     assert {"mask/bad_json", "mask/unknown_tool", "mask/bad_params", "mask/exec_failed"} <= logged
+
+
+def test_short_training_with_step_rewards_and_group_arena(train_once, tmp_path):
+    """GAR on the tool task with a local judge (tests.test_arena.prefer_shorter: the shorter episode wins, equal
+    lengths tie): every played match hands out one point in total, so with no failures the arena reward's batch
+    mean is exactly 0.5, and a group of 4 makes at most 6 judge calls."""
+    judge = ["reward/judge=callable", "reward.arena.judge._target_=tests.test_arena.prefer_shorter"]
+    arena = ["reward=[tool_steps,arena]", "reward.arena.weight=0.5", "train.allowed_targets=[tests]", *judge]
+    train_once(tmp_path / "run", *TOOL_RUN, *arena, "trainer.max_steps=2", "logger=none")
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    judged = [line for line in lines if "gar/judge_calls" in line]
+    assert len(judged) == 2  # one generation per step here
+    for line in judged:
+        assert 0 <= line["gar/judge_calls"] <= 6 and line["gar/judge_failures"] == 0
+        assert line["rewards/arena/mean"] == pytest.approx(0.5, abs=1e-6)
+        assert "rewards/tool_steps/mean" in line and "mask/masked_token_fraction" in line
