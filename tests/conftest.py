@@ -59,6 +59,17 @@ def cli_env(cache_dir: str) -> dict:
     return env
 
 
+def stubbed_cli_env(cache_dir: str, folder: Path, sitecustomize: str) -> tuple[dict, Path]:
+    """`cli_env` whose Python processes (the launcher's and every job's, whatever the launcher) first run
+    `sitecustomize`, e.g. to replace `align_kit.train.run` by a stub; it logs to the returned file (STUB_LOG)."""
+    site = folder / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(sitecustomize)
+    log = folder / "calls.jsonl"
+    log.touch()
+    return dict(cli_env(cache_dir), PYTHONPATH=f"{site}{os.pathsep}{ROOT}", STUB_LOG=str(log)), log
+
+
 @pytest.fixture
 def build_trainer(overrides_for, tmp_path):
     """An AlignTrainer on the tiny policy for the given overrides, in training mode, not trained."""

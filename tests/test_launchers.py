@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from align_kit import launchers
-from tests.conftest import cli_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import cli_env, stubbed_cli_env
 
 SITECUSTOMIZE = """
 import json, os, sys
@@ -42,11 +40,7 @@ if os.environ.get("STUB_LOG"):
 
 @pytest.fixture
 def stub_env(cache_dir, tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    log = tmp_path / "calls.jsonl"
-    return dict(cli_env(cache_dir), PYTHONPATH=f"{site}{os.pathsep}{ROOT}", STUB_LOG=str(log)), log
+    return stubbed_cli_env(cache_dir, tmp_path, SITECUSTOMIZE)
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import stubbed_cli_env
 
-ROOT = Path(__file__).resolve().parent.parent
 FIRST_JOB_ID = 4242
 
 # sbatch FILE: keeps a copy of FILE, answers as sbatch does with a new job id, and leaves a runner that (once
@@ -104,20 +103,16 @@ if os.environ.get("STUB_LOG"):
 
 @pytest.fixture
 def fake_slurm(cache_dir, tmp_path):
-    bin_dir, site = tmp_path / "bin", tmp_path / "site"
+    bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    site.mkdir()
     for name, text in (("sbatch", SBATCH), ("srun", SRUN), ("sacct", SACCT)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     (bin_dir / "runner.py").write_text(RUNNER)
     (tmp_path / "states").mkdir()
-    env = cli_env(cache_dir)
+    env, _ = stubbed_cli_env(cache_dir, tmp_path, SITECUSTOMIZE)
     env.update(
         PATH=f"{bin_dir}{os.pathsep}{env['PATH']}",
-        PYTHONPATH=f"{site}{os.pathsep}{ROOT}",
-        STUB_LOG=str(tmp_path / "calls.jsonl"),
         FAKE_SLURM_LOG=str(tmp_path / "sbatch.log"),
         FAKE_SLURM_RUNNER=str(bin_dir / "runner.py"),
         FAKE_SLURM_STATES=str(tmp_path / "states"),

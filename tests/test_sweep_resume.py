@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import cli_env, stubbed_cli_env
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMING = re.compile(r"runtime|per_sec|step_time")  # wall-clock measurements differ between any two runs
 
 # Loaded by every Python process of the sweep (the launcher's and each job's, whatever the launcher), so the jobs
@@ -82,12 +81,7 @@ def stub(args: list[str], env: dict, calm: bool = False) -> subprocess.Completed
 
 @pytest.fixture
 def stub_env(cache_dir, tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    log = tmp_path / "calls.jsonl"
-    log.touch()
-    return dict(cli_env(cache_dir), PYTHONPATH=f"{site}{os.pathsep}{ROOT}", STUB_LOG=str(log)), log
+    return stubbed_cli_env(cache_dir, tmp_path, SITECUSTOMIZE)
 
 
 def calls(log: Path) -> list[dict]:
