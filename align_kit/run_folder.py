@@ -32,8 +32,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.errors import ConfigError
+from align_kit.run_files import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
 HYDRA_RECORD = ".hydra"
 SWEEP_MANIFEST = "sweep_manifest.json"  # align_kit.sweep_manifest (not imported: it imports this module)
 RUN_FILES = ("metrics.jsonl", "summary.json")
@@ -127,12 +127,15 @@ def move_aside(folder: Path, key: str) -> Path:
 # --- resume -----------------------------------------------------------------------------------------------------
 
 
-def latest_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint HF resumes from: the checkpoint-N folder with the highest N."""
+def latest_checkpoint(folder: Path, complete: bool = False) -> Path | None:
+    """The checkpoint HF resumes from: the checkpoint-N folder with the highest N; with `complete`, the highest
+    that holds trainer_state.json (HF writes it last, so a save cut short lacks it)."""
     found = [
         (int(match.group(1)), folder / name)
         for name in os.listdir(folder)
-        if (match := CHECKPOINT.match(name)) and (folder / name).is_dir()
+        if (match := CHECKPOINT.match(name))
+        and (folder / name).is_dir()
+        and (not complete or (folder / name / TRAINER_STATE).is_file())
     ]
     return max(found)[1] if found else None
 

@@ -29,12 +29,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.errors import ConfigError
+from align_kit.run_files import SUMMARY_FILE
 from align_kit.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
 
 MANIFEST_FILE = "sweep_manifest.json"
 LOCK_FILE = ".sweep_manifest.lock"
 ATTEMPTS = ".attempts"
-SUMMARY_FILE = "summary.json"
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 SKIP, RESUME, FRESH = "skip", "resume", "fresh"
 

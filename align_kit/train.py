@@ -16,14 +16,12 @@ from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
+from align_kit.run_files import CONFIG_FILE, SUMMARY_FILE
 from align_kit.run_folder import check_resume, check_run_folder, latest_checkpoint
 from align_kit.sweep_summary import failed_job
 from align_kit.tracking.wandb_logger import RunIdentity, wandb_group
 
 log = logging.getLogger("align_kit")
-
-SUMMARY_FILE = "summary.json"
-CONFIG_FILE = "config.yaml"
 
 
 def component_choices() -> dict[str, str]:

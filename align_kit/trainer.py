@@ -35,9 +35,9 @@ from align_kit.components.sampler import SamplerMismatch
 from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
 from align_kit.monitor.rules import HealthMonitor
 from align_kit.plan import ExperimentPlan, validate_dataset
+from align_kit.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
-METRICS_FILE = "metrics.jsonl"
 HOOK_STATE_FILE = "align_kit_hooks.json"
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from align_kit.compare import CompareError
+from align_kit.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from align_kit.tracking.metrics_file import (
     NOT_METRICS,
     SUMMARY_ROW_KEY,
@@ -31,9 +32,6 @@ from align_kit.tracking.wandb_offline import find_offline_runs
 __all__ = ["Run", "Series", "is_number", "read_metrics_file", "series_from_rows"]
 
 # The files `align-kit train` writes into a run folder.
-METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.yaml"
-SUMMARY_FILE = "summary.json"
 WANDB_PREFIX = "wandb:"
 
 

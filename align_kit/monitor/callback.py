@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -18,6 +17,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
+from align_kit.run_folder import latest_checkpoint
 from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"
@@ -36,16 +36,6 @@ class QuietProgressCallback(ProgressCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         return None
-
-
-def last_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete `checkpoint-<step>` folder of a run, if any."""
-    steps = [
-        (int(match.group(1)), path)
-        for path in run_dir.glob("checkpoint-*")
-        if (match := re.fullmatch(r"checkpoint-(\d+)", path.name)) and (path / "trainer_state.json").exists()
-    ]
-    return max(steps)[1] if steps else None
 
 
 def weights_are_finite(model) -> bool:
@@ -118,7 +108,7 @@ class HealthMonitorCallback(TrainerCallback):
                 control.should_training_stop = True
 
     def _with_last_checkpoint(self, alert: Alert) -> Alert:
-        checkpoint = last_checkpoint(self.run_dir)
+        checkpoint = latest_checkpoint(self.run_dir, complete=True)
         where = (
             f"the last finite checkpoint is {checkpoint} (train.resume=true continues from it)"
             if checkpoint
