@@ -61,6 +61,9 @@ def folder_command(flag: str, rest: list[str]) -> None:
     launch = [*arguments, *rest[1:]]
     if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
         launch.append("hydra/launcher=basic")
+    from align_kit.preflight import run_preflight
+
+    run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line and exit 2 on a bad value
     added, threads, line = plan(launch, len(manifest["jobs"]))
     if threads > 0:
         os.environ[THREADS_ENV] = str(threads)

@@ -240,3 +240,20 @@ def test_sigkill_mid_sweep_then_resume_equals_an_uninterrupted_sweep(overrides_f
     assert jobs == sorted(p.name for p in (tmp_path / "whole").iterdir() if p.is_dir()) == ["0", "1", "2"]
     for job in jobs:
         assert job_metrics(sweep / job) == job_metrics(tmp_path / "whole" / job), job
+
+
+def test_a_resume_with_a_bad_value_is_refused_before_any_job_runs(stub_env, tmp_path):
+    env, log = stub_env
+    sweep = tmp_path / "sweep"
+    done = stub(["sweep", "clip_higher", "seed=1", f"hydra.sweep.dir={sweep}", "hydra/launcher=basic"], env, calm=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = (sweep / "sweep_manifest.json").read_text()
+    refused = stub(["sweep", "--resume", str(sweep), "hydra/launcher=nosuch"], env, calm=True)
+    assert refused.returncode == 2
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .startswith("align-kit: config error: In 'hydra/config': Could not find 'hydra/launcher/nosuch'")
+    )
+    assert "Traceback" not in refused.stderr and (sweep / "sweep_manifest.json").read_text() == manifest
+    assert len(calls(log)) == 3  # the first launch's jobs only (clip_higher's three eps_high values, seed 1)
