@@ -47,7 +47,8 @@ class AlignTrainer(GRPOTrainer):
     def __init__(self, *args, components: dict | None = None, **kwargs):
         # A bare AlignTrainer still measures MoE routing drift and checks re-tokenization, as the defaults do.
         self.components = {"rollout": HFRollout(), "routing_replay": RoutingReplay(), **(components or {})}
-        super().__init__(*args, **kwargs)
+        with self._engine_options(kwargs.get("args")):
+            super().__init__(*args, **kwargs)
         columns = self.train_dataset.column_names
         self.domains = sorted(set(self.train_dataset["domain"])) if "domain" in columns else []
         self.hooks = [hook for node in self.components.values() for hook in node.trainer_hooks()]
@@ -58,6 +59,14 @@ class AlignTrainer(GRPOTrainer):
         self.last_loss: LossState | None = None
         for hook in self.hooks:
             hook.attach(self)
+
+    def _engine_options(self, args):
+        """R3 from vLLM: TRL builds the colocated engine in its __init__; it must return routed experts."""
+        if args is not None and args.use_vllm and self.components["routing_replay"].mode == "r3":
+            from align_kit.components.vllm_routing import returning_routed_experts
+
+            return returning_routed_experts()
+        return contextlib.nullcontext()
 
     @classmethod
     def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:

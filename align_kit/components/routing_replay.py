@@ -5,8 +5,8 @@ off : the router decides in every forward; routing drift is still measured (`rou
 r2  : Routing Replay of GSPO (arXiv 2507.18071 §5.3): the expert selection of the forward that
       computes the old log-probs is recorded and replayed in the training forwards of the batch
 r3  : Rollout Routing Replay (arXiv 2510.11370): the selection made while generating (HF
-      `generate` here; vLLM's routed experts on GPU) is replayed in the old-log-prob and training
-      forwards
+      `generate` here; vLLM's routed experts with a GPU build, components/vllm_routing.py) is replayed in
+      the old-log-prob and training forwards
 
 Only the selection is replayed; gate weights come from the current router logits, so the router
 keeps learning. The hooks themselves are in `router_hooks.py`, the supported families in
@@ -47,7 +47,7 @@ class RoutingReplay(Component):
         """Reject routing replay on a dense model before it loads (what can be known from the config)."""
         if not self.replays:
             return
-        model_type = _declared_model_type(model_node)
+        model_type = declared_model_type(model_node)
         if model_type is not None and model_type not in MOE_MODEL_TYPES:
             raise ConfigError(
                 f"routing_replay={self.mode} needs a Mixture-of-Experts model but model={choice} is {model_type!r}; "
@@ -83,6 +83,17 @@ class RouteReplay(TrainerHook):
         if self.hooks is None:
             yield
             return
+        if trainer.use_vllm:  # the engine samples: its own routing, if it returns it (R3 from vLLM)
+            if self.node.mode != "r3":
+                state.extras["generated_routing"] = None
+                yield
+                return
+            from align_kit.components.vllm_routing import capture_outputs, routing_from_outputs
+
+            with capture_outputs(trainer.vllm_generation.llm) as outputs:
+                yield
+            state.extras["generated_routing"] = routing_from_outputs(outputs)
+            return
         with self.generation_hooks.record():
             yield
         state.extras["generated_routing"] = self.generation_hooks.take_generated()
@@ -101,6 +112,8 @@ class RouteReplay(TrainerHook):
                 call.state.extras["scoring_positions"] = completion_positions
                 return self.hooks.record()
             # The trainer's own choices are compared with the sampler's (before any update): the gap R3 removes.
+            if call.state.extras["generated_routing"] is None:  # vLLM sampled and returned no routing
+                return contextlib.nullcontext()
             indices, valid = call.state.extras["generated_routing"]
             block = self.hooks.replay if self.node.mode == "r3" else self.hooks.observe
             return block(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
@@ -121,6 +134,10 @@ class RouteReplay(TrainerHook):
             return None
         width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
         recorded = self.hooks.take() if self.node.mode == "r2" and state.extras.get("recorded_scoring") else None
+        if state.extras["generated_routing"] is None:  # vLLM sampled (off, r2): no sampler routing to compare
+            if recorded is not None:
+                batch["routed_experts"] = recorded
+            return {"routing/sampler_gap": float("nan"), "routing/sampler_gap_tokens": float("nan")}
         indices, valid = state.extras["generated_routing"]
         indices, valid = indices[:, :width], valid[:, :width]
         if recorded is not None:
@@ -145,7 +162,7 @@ class RouteReplay(TrainerHook):
         return {name: metrics.get(name, float("nan")) for name in names}
 
 
-def _declared_model_type(model_node) -> str | None:
+def declared_model_type(model_node) -> str | None:
     """The transformers model_type the node will build, when knowable without loading it."""
     architecture = getattr(model_node, "architecture", None)
     if architecture is not None:  # the tiny models
