@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook
+from align_kit.components.hooks import TrainerHook, Weighted
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.errors import ConfigError
 
 MODES = ("off", "r2", "r3")
+# A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
+# are `Weighted`, and every process must return the same kind for a key).
+NO_VALUE = Weighted(math.nan, 0)
 
 
 @dataclass
@@ -137,7 +141,7 @@ class RouteReplay(TrainerHook):
         if state.extras["generated_routing"] is None:  # vLLM sampled (off, r2): no sampler routing to compare
             if recorded is not None:
                 batch["routed_experts"] = recorded
-            return {"routing/sampler_gap": float("nan"), "routing/sampler_gap_tokens": float("nan")}
+            return {"routing/sampler_gap": NO_VALUE, "routing/sampler_gap_tokens": NO_VALUE}
         indices, valid = state.extras["generated_routing"]
         indices, valid = indices[:, :width], valid[:, :width]
         if recorded is not None:
@@ -147,8 +151,8 @@ class RouteReplay(TrainerHook):
             gap = self.hooks.pop_metrics()
             batch["routed_experts"], batch["routed_experts_valid"] = indices, valid
         return {
-            "routing/sampler_gap": gap.get("routing/flip_rate", float("nan")),
-            "routing/sampler_gap_tokens": gap.get("routing/tokens_any_flip", float("nan")),
+            "routing/sampler_gap": gap.get("routing/flip_rate", NO_VALUE),
+            "routing/sampler_gap_tokens": gap.get("routing/tokens_any_flip", NO_VALUE),
         }
 
     def on_loss(self, trainer, loss):
@@ -159,7 +163,7 @@ class RouteReplay(TrainerHook):
         names = ("routing/flip_rate", "routing/tokens_any_flip") + (
             ("routing/replayed_fraction",) if self.node.replays else ()
         )
-        return {name: metrics.get(name, float("nan")) for name in names}
+        return {name: metrics.get(name, NO_VALUE) for name in names}
 
 
 def declared_model_type(model_node) -> str | None:
