@@ -35,7 +35,7 @@ def train(folder, *overrides: str, cache_dir: str) -> subprocess.CompletedProces
     )
 
 
-@pytest.mark.parametrize("correction", ["sequence_mask", "token_truncate"])
+@pytest.mark.parametrize("correction", ["sequence_mask", "sequence_truncate", "token_mask", "token_truncate"])
 def test_colocated_vllm_trains_and_logs_the_engine_trainer_gap(tmp_path, cache_dir, correction):
     run = tmp_path / "run"
     result = train(
