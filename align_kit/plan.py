@@ -17,7 +17,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.components.base import Component, RewardSpec
+from align_kit.components.moe_routers import MOE_MODEL_TYPES
 from align_kit.components.rollout import vllm_build
+from align_kit.components.routing_replay import declared_model_type
+from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
@@ -257,9 +260,22 @@ def _check_vllm_rollout(plan: ExperimentPlan) -> None:
             "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
         )
     if plan.components["routing_replay"].mode == "r3":
+        rollout = plan.components["rollout"]
+        if vllm_build() == "cpu":
+            raise ConfigError(
+                "routing_replay=r3 with rollout=vllm replays the experts vLLM returns (enable_return_routed_experts), "
+                "which needs vLLM's GPU build (Model Runner V2, Triton); on a CPU use rollout=hf (R3 from HF "
+                "generate)"
+            )
+        if rollout.mode != "colocate":
+            raise ConfigError(
+                "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
+                "rollout.mode=colocate, or routing_replay=r2"
+            )
+    if vllm_build() == "cpu" and declared_model_type(plan.model) in MOE_MODEL_TYPES:
         raise ConfigError(
-            "routing_replay=r3 records experts during HF generate; with rollout=vllm the routed experts are not "
-            "returned yet; use routing_replay=r2, or rollout=hf"
+            f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy (model={plan.choices.get('model')}): "
+            + MOE_RELOAD_BROKEN
         )
 
 

@@ -39,6 +39,7 @@ from align_kit.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
+KIND_CODES = {Weighted: 1, Summed: 2}  # how a hook metric gathers; plain floats are 0
 
 
 class AlignTrainer(GRPOTrainer):
@@ -47,7 +48,8 @@ class AlignTrainer(GRPOTrainer):
     def __init__(self, *args, components: dict | None = None, **kwargs):
         # A bare AlignTrainer still measures MoE routing drift and checks re-tokenization, as the defaults do.
         self.components = {"rollout": HFRollout(), "routing_replay": RoutingReplay(), **(components or {})}
-        super().__init__(*args, **kwargs)
+        with self._engine_options(kwargs.get("args")):
+            super().__init__(*args, **kwargs)
         columns = self.train_dataset.column_names
         self.domains = sorted(set(self.train_dataset["domain"])) if "domain" in columns else []
         self.hooks = [hook for node in self.components.values() for hook in node.trainer_hooks()]
@@ -58,6 +60,14 @@ class AlignTrainer(GRPOTrainer):
         self.last_loss: LossState | None = None
         for hook in self.hooks:
             hook.attach(self)
+
+    def _engine_options(self, args):
+        """R3 from vLLM: TRL builds the colocated engine in its __init__; it must return routed experts."""
+        if args is not None and args.use_vllm and self.components["routing_replay"].mode == "r3":
+            from align_kit.components.vllm_routing import returning_routed_experts
+
+            return returning_routed_experts()
+        return contextlib.nullcontext()
 
     @classmethod
     def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:
@@ -106,23 +116,25 @@ class AlignTrainer(GRPOTrainer):
 
     def _record(self, metrics: dict | None, mode: str) -> None:
         """Hook metrics gathered over processes: averaged as TRL averages its own (NaN = no value here),
-        `Weighted` ones by their weights, `Summed` ones added up."""
+        `Weighted` ones by their weights, `Summed` ones added up. Every process must send a key as the same kind."""
         if not metrics:
             return
+        kinds = [KIND_CODES[type(value)] if type(value) in KIND_CODES else 0 for value in metrics.values()]
         rows = []
-        for value in metrics.values():
-            if isinstance(value, Weighted):
-                rows.append([value * value.weight if value.weight else 0.0, value.weight])
-            else:
-                rows.append([value, 1.0])
+        for value, kind in zip(metrics.values(), kinds, strict=True):
+            weighted = kind == KIND_CODES[Weighted]
+            rows.append([value * value.weight if weighted and value.weight else (0.0 if weighted else value),
+                         value.weight if weighted else 1.0, kind])  # fmt: skip
         local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
-        gathered = self.accelerator.gather(local).view(-1, len(metrics), 2)
-        for index, (name, value) in enumerate(metrics.items()):
+        gathered = self.accelerator.gather(local).view(-1, len(metrics), 3)
+        for index, (name, kind) in enumerate(zip(metrics, kinds, strict=True)):
             column = gathered[:, index]
-            if isinstance(value, Weighted):
+            if bool((column[:, 2] != kind).any()):
+                raise RuntimeError(f"hook metric {name!r} is Weighted, Summed or plain on different processes")
+            if kind == KIND_CODES[Weighted]:
                 weight = column[:, 1].sum().item()
                 reduced = column[:, 0].sum().item() / weight if weight > 0 else math.nan
-            elif isinstance(value, Summed):
+            elif kind == KIND_CODES[Summed]:
                 reduced = column[:, 0].nansum().item() if not column[:, 0].isnan().all() else math.nan
             else:
                 reduced = column[:, 0].nanmean().item()

@@ -146,6 +146,23 @@ def test_a_halt_stops_every_rank(tmp_path, cache_dir):
     assert json.loads((run / "halt.json").read_text())["rule"] == "length_near_max"
 
 
+def test_accelerate_launch_starts_two_processes_on_cpu(tmp_path, cache_dir):
+    # `accelerate launch --cpu` runs one process (its simple launcher); --multi_gpu with trainer.use_cpu=true is
+    # accelerate's torchrun path, and the processes join with gloo.
+    run = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+         "-m", "align_kit.train", *FAST_POLICY, *QUIET, "trainer.max_steps=2", "trainer.save_steps=2",
+         "trainer.per_device_train_batch_size=16", f"hydra.run.dir={run}"],
+        capture_output=True, text=True, env=dict(cli_env(cache_dir), OMP_NUM_THREADS="1"), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    states = sorted(p.name for p in (run / "checkpoint-2").glob("rng_state_*.pth"))
+    assert states == ["rng_state_0.pth", "rng_state_1.pth"]
+    assert [row["step"] for row in steps(run)] == [1, 2]
+
+
 def test_two_processes_make_one_wandb_run(tmp_path, cache_dir):
     run = tmp_path / "run"
     train(

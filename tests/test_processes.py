@@ -61,6 +61,11 @@ def test_gathered_metrics_weigh_means_add_throughput_and_skip_missing_values():
     assert logged["only_there"] == pytest.approx(7.0)
 
 
+def test_a_metric_sent_as_different_kinds_is_refused():
+    with pytest.raises(RuntimeError, match=r"'kl/add' is Weighted, Summed or plain on different processes"):
+        recorded([{"kl/add": math.nan}, {"kl/add": Weighted(0.5, 2)}])
+
+
 def test_a_metric_no_process_has_is_not_logged():
     logged = recorded([{"kl/add": Weighted(math.nan, 0)}, {"kl/add": Weighted(math.nan, 0)}])
     assert logged == {}
