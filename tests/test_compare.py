@@ -590,6 +590,16 @@ def test_the_verdict_rule_on_made_up_runs(tmp_path, baseline, arm, label):
     assert verdict.label == label
 
 
+def test_a_predicted_metric_is_compared_without_being_requested(sweep, tmp_path):
+    # Only reward is requested; entropy, logged by every run, joins because a prediction names it (Δ AUC +0.45).
+    result = compare(
+        [str(sweep)], metrics=["reward"], last_k=LAST_K, out=tmp_path / "out", predictions=["entropy:higher"]
+    )
+    assert list(result.tables) == ["reward", "entropy"]
+    (verdict,) = result.verdicts
+    assert (verdict.prediction.metric, verdict.label, verdict.agreeing) == ("entropy", "reproduced", 3)
+
+
 def test_a_bad_prediction_is_a_one_line_error(sweep, tmp_path):
     with pytest.raises(CompareError, match=r"--predict 'entropy:up': write METRIC:higher or METRIC:lower"):
         compare([str(sweep)], out=tmp_path / "out", predictions=["entropy:up"])

@@ -110,7 +110,8 @@ def test_wheel_sweep_cfg_job_and_a_user_config_dir(installed, tmp_path):
     result = run_in(tmp_path, str(installed / "align-kit"), "sweep", "clip_higher", "--cfg", "job")
     assert result.returncode == 0, result.stderr[-3000:]
     job = OmegaConf.create(result.stdout)
-    assert job.trainer.max_steps == 480 and job.clip.eps_high == 0.28  # sweeps/clip_higher.yaml, conf/clip
+    assert job.trainer.max_steps == 160 and job.clip.eps_high == 0.28  # sweeps/clip_higher.yaml, conf/clip
+    assert job.task.careful_share == 0.08  # the sweep selects task=two_style and sets its rare careful style
     # A user's own folder: a new clip node and a sweep using it, reached with --config-dir.
     mine = tmp_path / "my_conf"
     (mine / "clip").mkdir(parents=True)

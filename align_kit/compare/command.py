@@ -163,6 +163,9 @@ def compare(
     stated = [Prediction.parse(text) for text in predictions or []]  # a bad one fails before any run loads
     runs, notes = load_inputs(inputs)
     chosen = choose_metrics(runs, metrics, notes)
+    # A predicted metric is compared even outside --metrics or the default set, if every run logs it.
+    common = set.intersection(*(set(run.series) for run in runs))
+    chosen += list(dict.fromkeys(p.metric for p in stated if p.metric not in chosen and p.metric in common))
     arms = group_into_arms(runs)
     notes += drop_duplicate_seeds(arms)
     tables = {metric: summarise_metric(arms, metric, last_k) for metric in chosen}

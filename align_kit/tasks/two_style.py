@@ -146,6 +146,11 @@ class TwoStyleTask(Component):
         """(prompt, answer) pairs held out from training, to measure the warm start."""
         return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
 
+    def trainer_hooks(self) -> list:
+        from align_kit.tasks.style_decision import StyleDecision
+
+        return [StyleDecision()]  # logs style/careful_decision_*: clip engagement at the style decision
+
     def cache_key(self) -> dict:
         return {
             "kind": "two_style",
