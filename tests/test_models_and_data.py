@@ -57,6 +57,9 @@ def test_cache_is_reused_for_the_same_config_and_rebuilt_for_another(tiny_policy
     other = TinyModel(warm_start={**FAST, "steps": 101})
     assert other.cache_path(ArithmeticTask(), cache) != node.cache_path(ArithmeticTask(), cache)
     assert TinyModel(warm_start=FAST).cache_path(ArithmeticTask(max_operand=50), cache) != marker.parent
+    # Settings the task's own cache key leaves out still reach the warm start through its demonstrations.
+    assert TinyModel(warm_start=FAST).cache_path(ArithmeticTask(num_train=500), cache) != marker.parent
+    assert TinyModel(warm_start=FAST).cache_path(ArithmeticTask(seed=7), cache) != marker.parent
 
 
 def test_a_build_that_loses_the_race_keeps_the_first_complete_build(tiny_policy):

@@ -107,9 +107,13 @@ class TinyModel(Component):
         import torch
         import transformers
 
+        # The demonstrations themselves, not only the task's settings: every setting that feeds them (the seed,
+        # num_train, a task's own knobs) then changes the key, and no two warm starts share a cached model.
+        demonstrations = hashlib.sha256(json.dumps(task.demonstrations()).encode()).hexdigest()
         recipe = {
             "model": {k: v for k, v in asdict(self).items() if k != "group"},
             "task": task.cache_key(),
+            "demonstrations": demonstrations,
             "versions": [transformers.__version__, torch.__version__.split("+")[0]],
         }
         digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
