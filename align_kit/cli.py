@@ -17,6 +17,8 @@ commands:
                  align-kit sweep overlong seed=1,2,3,4,5
             align-kit sweep --status <sweep folder>   each job's status (pending, running, done, failed)
             align-kit sweep --resume <sweep folder>   skip finished jobs, resume stopped ones, rerun failed ones
+  vllm-serve  serve the policy a run would train with vLLM (TRL's trl vllm-serve), for rollout.mode=server:
+            align-kit vllm-serve [the run's hydra overrides]
   compare   compare runs by arm over seeds: tables, figures, report.md   (align-kit compare --help)
             e.g. align-kit compare outputs/sweeps/<time>
                  align-kit compare run_a run_b --metrics reward,entropy --smooth 5
@@ -35,6 +37,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     if command == "sweep":
         _run_sweep(rest)
+        return
+    if command == "vllm-serve":
+        from align_kit.vllm_server import main as serve
+
+        serve(rest)
         return
     if command == "compare":
         from align_kit.compare.command import main as compare

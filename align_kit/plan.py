@@ -17,10 +17,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.components.base import Component, RewardSpec
+from align_kit.components.moe_routers import MOE_MODEL_TYPES
+from align_kit.components.rollout import vllm_build
+from align_kit.components.routing_replay import declared_model_type
+from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.config import component_groups
 from align_kit.errors import ConfigError
 from align_kit.grpo_fields import grpo_config_fields
 from align_kit.models.tiny import TinyModel
+from align_kit.processes import world_size
 from align_kit.run_folder import require_checkpoint
 from align_kit.schema import check_config, check_trainer
 
@@ -141,26 +146,41 @@ def _derived_hint(name: str) -> str:
 
 
 def _generation_batch(plan: ExperimentPlan) -> int:
-    """Completions per generation, as TRL derives it."""
+    """Completions per generation over all processes, as TRL derives it (GRPOConfig.__post_init__)."""
     per_device = plan.effective("per_device_train_batch_size")
     steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
-    return plan.effective("generation_batch_size") or per_device * steps
+    return plan.effective("generation_batch_size") or per_device * world_size() * steps
 
 
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
     steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
+    processes = world_size()
     generation_batch = _generation_batch(plan)
+    across = f" x {processes} processes" if processes > 1 else ""
+    shape = f"trainer.per_device_train_batch_size={per_device}{across} x steps_per_generation={steps}"
     if generations < 2:
         raise ConfigError(
             f"trainer.num_generations={generations}: group normalisation needs at least 2 completions per prompt"
         )
+    explicit = plan.effective("generation_batch_size")
+    if explicit and explicit % (per_device * processes):
+        raise ConfigError(
+            f"trainer.generation_batch_size={explicit} is not a multiple of the global batch "
+            f"(trainer.per_device_train_batch_size={per_device}{across}); make it one"
+        )
     if generation_batch % generations:
         raise ConfigError(
             f"trainer.num_generations={generations} does not divide the generation batch of {generation_batch} "
-            f"completions (trainer.per_device_train_batch_size={per_device} x steps_per_generation={steps}); "
-            "make the batch a multiple of num_generations"
+            f"completions ({shape}); make the batch a multiple of num_generations"
+        )
+    if plan.components["sampling"].dynamic and (generation_batch // processes) % generations:
+        # Each process keeps or drops whole groups of its own rows (TRL hands each process a contiguous share).
+        raise ConfigError(
+            f"sampling=dynamic keeps whole prompt groups per process, but each of the {processes} processes holds "
+            f"{generation_batch // processes} completions, not a multiple of trainer.num_generations={generations}; "
+            "raise trainer.per_device_train_batch_size or steps_per_generation"
         )
 
 
@@ -234,15 +254,28 @@ def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_o
 def _check_vllm_rollout(plan: ExperimentPlan) -> None:
     if not plan.effective("use_vllm"):
         return
-    if plan.effective("use_cpu"):
+    if plan.effective("use_cpu") and vllm_build() != "cpu":
         raise ConfigError(
-            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false "
-            "(the GPU recipes do), or use rollout=hf on a CPU"
+            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
+            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
         )
     if plan.components["routing_replay"].mode == "r3":
+        rollout = plan.components["rollout"]
+        if vllm_build() == "cpu":
+            raise ConfigError(
+                "routing_replay=r3 with rollout=vllm replays the experts vLLM returns (enable_return_routed_experts), "
+                "which needs vLLM's GPU build (Model Runner V2, Triton); on a CPU use rollout=hf (R3 from HF "
+                "generate)"
+            )
+        if rollout.mode != "colocate":
+            raise ConfigError(
+                "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
+                "rollout.mode=colocate, or routing_replay=r2"
+            )
+    if vllm_build() == "cpu" and declared_model_type(plan.model) in MOE_MODEL_TYPES:
         raise ConfigError(
-            "routing_replay=r3 records experts during HF generate; with rollout=vllm the routed experts are not "
-            "returned yet; use routing_replay=r2, or rollout=hf"
+            f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy (model={plan.choices.get('model')}): "
+            + MOE_RELOAD_BROKEN
         )
 
 

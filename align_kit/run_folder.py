@@ -32,6 +32,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.errors import ConfigError
+from align_kit.processes import (
+    is_main_process,
+    process_start_time,
+    require_named_run_folder,
+    wait_for_main_process,
+    world_size,
+)
 from align_kit.run_files import CONFIG_FILE
 
 HYDRA_RECORD = ".hydra"
@@ -46,6 +53,10 @@ OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
 SWEEP_RESUME_REFUSED = (
     "train.resume=true resumes one run, not a sweep; resume a sweep with `align-kit sweep --resume <sweep folder>` "
     "(or the same sweep command with hydra.sweep.dir=<sweep folder>): finished jobs are skipped, stopped ones resume"
+)
+MULTI_PROCESS_SWEEP_REFUSED = (
+    "a sweep runs its jobs one process each; launch a multi-process job on its own (torchrun --nproc_per_node N "
+    "-m align_kit.train ... hydra.run.dir=<folder>), one job at a time"
 )
 # Keys a resume may change: they say how long to train, how to log and where files live, not what is trained.
 RESUME_MAY_CHANGE = (
@@ -281,42 +292,56 @@ def _task_config(config: DictConfig) -> dict:
 
 
 def _guard(config: DictConfig, key: str) -> None:
-    try:
-        location = OmegaConf.select(config, key)
-        if location is None or not str(location).strip():
-            raise ConfigError(
-                f"{key} is empty; name the folder, e.g. {key}=outputs/my_run (or leave it unset for a timestamped one)"
-            )
-        folder = Path(str(location))
-        train = config.get("train") or {}
-        resume, overwrite = bool(train.get("resume", False)), bool(train.get("overwrite", False))
-        if key == "hydra.sweep.dir":
-            if resume:
-                raise ConfigError(SWEEP_RESUME_REFUSED)
-            # Each job checks its own folder; the sweep folder must be new or empty, or hold a sweep's manifest.
-            if folder.exists() and (not folder.is_dir() or os.listdir(folder)):
-                if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
-                    return  # a sweep launched before: align_kit.sweep_manifest resumes it, job by job
-                if not (overwrite and folder.is_dir()):
-                    raise ConfigError(
-                        f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
-                        "with `align-kit sweep --resume <sweep folder>`, or move it aside with train.overwrite=true"
-                    )
-                move_aside(folder, key)
-            return
-        check_run_folder(folder, key, resume, overwrite)
+    location = OmegaConf.select(config, key)
+    if location is None or not str(location).strip():
+        raise ConfigError(
+            f"{key} is empty; name the folder, e.g. {key}=outputs/my_run (or leave it unset for a timestamped one)"
+        )
+    folder = Path(str(location))
+    train = config.get("train") or {}
+    resume, overwrite = bool(train.get("resume", False)), bool(train.get("overwrite", False))
+    if key == "hydra.sweep.dir":
         if resume:
-            check_resume(folder, _task_config(config))
-    except ConfigError as error:
-        print(f"align-kit: config error: {error}", file=sys.stderr)
-        sys.exit(2)
+            raise ConfigError(SWEEP_RESUME_REFUSED)
+        # Each job checks its own folder; the sweep folder must be new or empty, or hold a sweep's manifest.
+        if folder.exists() and (not folder.is_dir() or os.listdir(folder)):
+            if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
+                return  # a sweep launched before: align_kit.sweep_manifest resumes it, job by job
+            if not (overwrite and folder.is_dir()):
+                raise ConfigError(
+                    f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
+                    "with `align-kit sweep --resume <sweep folder>`, or move it aside with train.overwrite=true"
+                )
+            move_aside(folder, key)
+        return
+    check_run_folder(folder, key, resume, overwrite)
+    if resume:
+        check_resume(folder, _task_config(config))
+
+
+def _refused(error: ConfigError) -> None:
+    print(f"align-kit: config error: {error}", file=sys.stderr)
+    sys.exit(2)
 
 
 class RunFolderGuard(Callback):
-    """Checks the run (or sweep) folder before Hydra creates it or writes `.hydra/` into it."""
+    """Checks the run (or sweep) folder before Hydra creates it or writes `.hydra/` into it. In a multi-process run
+    rank 0 checks and the other ranks wait until it has opened the folder (they share it)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _guard(config, "hydra.run.dir")
+        try:
+            require_named_run_folder(list(OmegaConf.select(config, "hydra.overrides.hydra") or []))
+            if is_main_process():
+                _guard(config, "hydra.run.dir")
+            else:
+                wait_for_main_process(Path(str(config.hydra.run.dir)), process_start_time())
+        except ConfigError as error:
+            _refused(error)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _guard(config, "hydra.sweep.dir")
+        try:
+            if world_size() > 1:
+                raise ConfigError(MULTI_PROCESS_SWEEP_REFUSED)
+            _guard(config, "hydra.sweep.dir")
+        except ConfigError as error:
+            _refused(error)

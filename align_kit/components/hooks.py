@@ -21,7 +21,9 @@ defaults list in conf/train.yaml, then the built-in health metrics):
 
 Every on_* method returns a dict of metrics (or None). The trainer gathers them over processes and
 averages them (NaN = "no value on this process"), as TRL does with its own: return the same keys on
-every process. state_dict / load_state_dict go into each checkpoint's one hooks file.
+every process. A `Weighted` value (what masked_mean and per_domain return) is averaged by its weight, so a
+domain's mean covers its rows on every process however they split; a `Summed` one is added up (throughput).
+state_dict / load_state_dict go into each checkpoint's one hooks file.
 """
 
 from __future__ import annotations
@@ -33,6 +35,21 @@ from typing import Any
 from align_kit.errors import ConfigError
 
 Metrics = dict[str, float]
+
+
+class Weighted(float):
+    """A mean over `weight` items (tokens, rows): gathered over processes as a weighted mean."""
+
+    weight: float
+
+    def __new__(cls, value: float, weight: float):
+        mean = super().__new__(cls, value)
+        mean.weight = float(weight)
+        return mean
+
+
+class Summed(float):
+    """A per-process amount whose total over processes is the metric (tokens per second)."""
 
 
 @dataclass
@@ -155,10 +172,10 @@ def apply_loss_terms(inputs: dict, terms: list[LossTerms]) -> tuple[dict, Any]:
     return inputs, coefficients[0] if coefficients else None
 
 
-def masked_mean(values, mask) -> float:
-    """Mean of `values` over the positions where `mask` is 1 (NaN when there are none)."""
-    count = mask.sum()
-    return ((values * mask).sum() / count).item() if count > 0 else float("nan")
+def masked_mean(values, mask) -> Weighted:
+    """Mean of `values` over the positions where `mask` is 1 (NaN when there are none), weighted by their count."""
+    count = float(mask.sum())
+    return Weighted(((values * mask).sum() / count).item() if count > 0 else float("nan"), count)
 
 
 def per_domain(values, mask, domain_index, domains: list[str], prefix: str) -> Metrics:

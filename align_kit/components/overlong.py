@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.components.base import Component, RewardSpec
-from align_kit.components.hooks import TrainerHook
+from align_kit.components.hooks import TrainerHook, Weighted
 from align_kit.errors import ConfigError
+
+NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
 
 
 @dataclass
@@ -105,7 +107,7 @@ class OverlongEngagement(TrainerHook):
         from align_kit.rewards.correctness import Correctness
 
         if len(rows) == 0:
-            return {"overlong/probe_would_finish": math.nan, "overlong/probe_would_be_correct": math.nan}
+            return {"overlong/probe_would_finish": NO_PROBE, "overlong/probe_would_be_correct": NO_PROBE}
         completions = batch["completion_ids"][rows]
         input_ids = torch.cat([batch["prompt_ids"][rows], completions], dim=1)
         attention = torch.cat([batch["prompt_mask"][rows], torch.ones_like(completions)], dim=1)
@@ -133,14 +135,15 @@ class OverlongEngagement(TrainerHook):
         continued = output[:, input_ids.shape[1] :]
         eos = torch.tensor(trainer.eos_token_ids, device=continued.device)
         would_finish = torch.isin(continued, eos).any(dim=1)
-        metrics = {"overlong/probe_would_finish": would_finish.float().mean().item()}
+        # Shares of this process's probed completions, weighted by their number when gathered over processes.
+        metrics = {"overlong/probe_would_finish": Weighted(would_finish.float().mean().item(), len(rows))}
         checker = next((func for func in trainer.reward_funcs if isinstance(func, Correctness)), None)
         if checker is None:
-            return {**metrics, "overlong/probe_would_be_correct": math.nan}
+            return {**metrics, "overlong/probe_would_be_correct": NO_PROBE}
         texts = tokenizer.batch_decode(torch.cat([completions, continued], dim=1), skip_special_tokens=True)
         examples = [state.inputs[int(row)] for row in rows]
         columns = {key: [example[key] for example in examples] for key in examples[0] if key != "prompt"}
         scores = checker(completions=texts, prompts=[example["prompt"] for example in examples], **columns)
         pairs = zip(would_finish.tolist(), scores, strict=True)
         correct = [done and score is not None and score >= checker.max_value for done, score in pairs]
-        return {**metrics, "overlong/probe_would_be_correct": sum(correct) / len(correct)}
+        return {**metrics, "overlong/probe_would_be_correct": Weighted(sum(correct) / len(correct), len(correct))}

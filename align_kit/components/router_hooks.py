@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from align_kit.components.hooks import Weighted
 from align_kit.components.moe_routers import SUPPORTED_ROUTERS, RouterFamily, router_family
 
 Mode = Literal["record", "replay", "observe"]
@@ -91,12 +92,13 @@ def _flip_counts(flips: torch.Tensor, mask: torch.Tensor | None, valid: torch.Te
 
 
 def _metrics(counts: torch.Tensor, num_layers: int) -> dict[str, float]:
+    # Weighted by what they count, so a multi-process run's rates cover every process's tokens.
     flipped_pairs, flipped_tokens, compared, _ = counts.tolist()
     if compared == 0:
         return {}
     return {
-        "routing/flip_rate": flipped_pairs / (compared * num_layers),
-        "routing/tokens_any_flip": flipped_tokens / compared,
+        "routing/flip_rate": Weighted(flipped_pairs / (compared * num_layers), compared * num_layers),
+        "routing/tokens_any_flip": Weighted(flipped_tokens / compared, compared),
     }
 
 
@@ -269,7 +271,7 @@ class RouterHooks:
         metrics = _metrics(counts, self.num_layers)
         _, _, compared, masked = counts.tolist()
         if replayed and masked:
-            metrics["routing/replayed_fraction"] = compared / masked
+            metrics["routing/replayed_fraction"] = Weighted(compared / masked, masked)
         return metrics
 
     def close(self) -> None:

@@ -5,8 +5,8 @@ off : the router decides in every forward; routing drift is still measured (`rou
 r2  : Routing Replay of GSPO (arXiv 2507.18071 §5.3): the expert selection of the forward that
       computes the old log-probs is recorded and replayed in the training forwards of the batch
 r3  : Rollout Routing Replay (arXiv 2510.11370): the selection made while generating (HF
-      `generate` here; vLLM's routed experts on GPU) is replayed in the old-log-prob and training
-      forwards
+      `generate` here; vLLM's routed experts with a GPU build, components/vllm_routing.py) is replayed in
+      the old-log-prob and training forwards
 
 Only the selection is replayed; gate weights come from the current router logits, so the router
 keeps learning. The hooks themselves are in `router_hooks.py`, the supported families in
@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook
+from align_kit.components.hooks import TrainerHook, Weighted
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.errors import ConfigError
 
 MODES = ("off", "r2", "r3")
+# A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
+# are `Weighted`, and every process must return the same kind for a key).
+NO_VALUE = Weighted(math.nan, 0)
 
 
 @dataclass
@@ -47,7 +51,7 @@ class RoutingReplay(Component):
         """Reject routing replay on a dense model before it loads (what can be known from the config)."""
         if not self.replays:
             return
-        model_type = _declared_model_type(model_node)
+        model_type = declared_model_type(model_node)
         if model_type is not None and model_type not in MOE_MODEL_TYPES:
             raise ConfigError(
                 f"routing_replay={self.mode} needs a Mixture-of-Experts model but model={choice} is {model_type!r}; "
@@ -83,6 +87,17 @@ class RouteReplay(TrainerHook):
         if self.hooks is None:
             yield
             return
+        if trainer.use_vllm:  # the engine samples: its own routing, if it returns it (R3 from vLLM)
+            if self.node.mode != "r3":
+                state.extras["generated_routing"] = None
+                yield
+                return
+            from align_kit.components.vllm_routing import capture_outputs, routing_from_outputs
+
+            with capture_outputs(trainer.vllm_generation.llm) as outputs:
+                yield
+            state.extras["generated_routing"] = routing_from_outputs(outputs)
+            return
         with self.generation_hooks.record():
             yield
         state.extras["generated_routing"] = self.generation_hooks.take_generated()
@@ -101,6 +116,8 @@ class RouteReplay(TrainerHook):
                 call.state.extras["scoring_positions"] = completion_positions
                 return self.hooks.record()
             # The trainer's own choices are compared with the sampler's (before any update): the gap R3 removes.
+            if call.state.extras["generated_routing"] is None:  # vLLM sampled and returned no routing
+                return contextlib.nullcontext()
             indices, valid = call.state.extras["generated_routing"]
             block = self.hooks.replay if self.node.mode == "r3" else self.hooks.observe
             return block(indices[:, :width], valid=valid[:, :width], mask=completion_positions)
@@ -121,6 +138,10 @@ class RouteReplay(TrainerHook):
             return None
         width = batch["prompt_ids"].size(1) + batch["completion_ids"].size(1)
         recorded = self.hooks.take() if self.node.mode == "r2" and state.extras.get("recorded_scoring") else None
+        if state.extras["generated_routing"] is None:  # vLLM sampled (off, r2): no sampler routing to compare
+            if recorded is not None:
+                batch["routed_experts"] = recorded
+            return {"routing/sampler_gap": NO_VALUE, "routing/sampler_gap_tokens": NO_VALUE}
         indices, valid = state.extras["generated_routing"]
         indices, valid = indices[:, :width], valid[:, :width]
         if recorded is not None:
@@ -130,8 +151,8 @@ class RouteReplay(TrainerHook):
             gap = self.hooks.pop_metrics()
             batch["routed_experts"], batch["routed_experts_valid"] = indices, valid
         return {
-            "routing/sampler_gap": gap.get("routing/flip_rate", float("nan")),
-            "routing/sampler_gap_tokens": gap.get("routing/tokens_any_flip", float("nan")),
+            "routing/sampler_gap": gap.get("routing/flip_rate", NO_VALUE),
+            "routing/sampler_gap_tokens": gap.get("routing/tokens_any_flip", NO_VALUE),
         }
 
     def on_loss(self, trainer, loss):
@@ -142,10 +163,10 @@ class RouteReplay(TrainerHook):
         names = ("routing/flip_rate", "routing/tokens_any_flip") + (
             ("routing/replayed_fraction",) if self.node.replays else ()
         )
-        return {name: metrics.get(name, float("nan")) for name in names}
+        return {name: metrics.get(name, NO_VALUE) for name in names}
 
 
-def _declared_model_type(model_node) -> str | None:
+def declared_model_type(model_node) -> str | None:
     """The transformers model_type the node will build, when knowable without loading it."""
     architecture = getattr(model_node, "architecture", None)
     if architecture is not None:  # the tiny models

@@ -8,6 +8,9 @@ dynamic : DAPO dynamic sampling (arXiv 2503.14476 §3.2; the policy-optimization
           topped up with the dropped groups, which contribute no gradient: the step trains on
           the signal it has, at the batch shape TRL expects, and `sampling/filled_groups` says so.
 
+With several processes the groups to keep are decided from the rewards gathered over all of them, so every process
+keeps the same groups' rows it generated and draws the same number of rounds.
+
 Under `dynamic`, align_kit's batch metrics (adv/*, groups/flat_fraction, reward/<domain>,
 completions/mean_length/<domain>) describe the batch that trains; the rounds drawn before the
 filter are reported as sampling/groups_drawn, sampling/flat_fraction_before_filter and
@@ -65,81 +68,98 @@ class DynamicSampling(Component):
 
 class KeepGroupsWithSignal(TrainerHook):
     """Regenerates until the training batch holds only groups whose rewards differ, or the round
-    budget is spent; each round is a full generation round with its own BatchState."""
+    budget is spent; each round is a full generation round with its own BatchState.
+
+    With several processes every process keeps whole groups of its own rows, and every decision comes from the
+    rewards TRL gathered over all processes: each process sees the same signal, draws the same number of rounds
+    (generation holds collective calls) and knows which groups every other process keeps."""
 
     def __init__(self, max_gen_batches: int):
         self.max_gen_batches = max_gen_batches
-
-    def attach(self, trainer) -> None:
-        if trainer.accelerator.num_processes > 1:
-            raise ConfigError("sampling=dynamic filters groups per process; it supports one process only")
 
     def select_batch(self, trainer, state, batch, score_round):
         from align_kit.components.advantage import weighted_reward_total
 
         group_size = state.group_size
-        needed = len(state.inputs) // group_size
-        kept: list[tuple[BatchState, dict, list[int]]] = []
-        dropped: list[tuple[BatchState, dict, list[int]]] = []
-        generated = kept_count = flat_count = rounds = 0
+        needed = len(state.inputs) // group_size  # groups per process
+        processes, me = trainer.accelerator.num_processes, trainer.accelerator.process_index
+        rounds: list[tuple[BatchState, dict]] = []
+        signals = []  # per round: [processes, needed] bools
         while True:
-            rounds += 1
-            signal = groups_with_signal(weighted_reward_total(state.rewards_per_func, state.reward_weights), group_size)
-            flags = signal.tolist()
-            kept.append((state, batch, [g for g, has in enumerate(flags) if has]))
-            dropped.append((state, batch, [g for g, has in enumerate(flags) if not has]))
-            generated += len(signal)
-            kept_count += int(signal.sum())
-            flat_count += len(signal) - int(signal.sum())
-            if kept_count >= needed or rounds >= self.max_gen_batches:
+            rounds.append((state, batch))
+            total = weighted_reward_total(state.rewards_per_func, state.reward_weights)
+            signals.append(groups_with_signal(total, group_size).view(processes, needed))
+            kept_per_process = sum(signal.sum(dim=1) for signal in signals)
+            if int(kept_per_process.min()) >= needed or len(rounds) >= self.max_gen_batches:
                 break
-            state, batch = score_round(self._draw_prompts(trainer, needed, rounds))
-        chosen, remaining = [], needed
-        for part_state, part, groups in kept + dropped:
-            take = groups[:remaining]
-            if take:
-                chosen.append((part_state, select_groups(part, take, group_size), take))
-                remaining -= len(take)
-        joined = join_states([(part_state, take) for part_state, _, take in chosen], group_size)
+            state, batch = score_round(self._draw_prompts(trainer, needed, len(rounds), me))
+        picks = [chosen_groups([signal[p].tolist() for signal in signals], needed) for p in range(processes)]
+        mine = picks[me]
+        joined = BatchState(
+            inputs=[rounds[r][0].inputs[g * group_size + i] for r, g in mine for i in range(group_size)],
+            mode=rounds[0][0].mode,
+            group_size=group_size,
+            start=me * needed * group_size,
+            rewards_per_func=_gathered_rows(rounds, picks, needed, group_size),
+            reward_weights=rounds[0][0].reward_weights,
+        )
+        drawn = processes * needed * len(rounds)
+        kept = int(sum(signal.sum() for signal in signals))
         joined.extras["sampling"] = {
-            "sampling/groups_drawn": generated,
-            "sampling/flat_fraction_before_filter": flat_count / generated,
-            "sampling/kept_group_fraction": kept_count / generated,
-            "sampling/gen_batches": rounds,
-            "sampling/filled_groups": max(needed - kept_count, 0),
+            "sampling/groups_drawn": drawn,
+            "sampling/flat_fraction_before_filter": (drawn - kept) / drawn,
+            "sampling/kept_group_fraction": kept / drawn,
+            "sampling/gen_batches": len(rounds),
+            "sampling/filled_groups": int((needed - kept_per_process).clamp(min=0).sum()),
         }
-        return joined, concat_batches([part for _, part, _ in chosen], trainer.processing_class.pad_token_id)
+        parts = [select_groups(rounds[r][1], groups, group_size) for r, groups in _runs(mine)]
+        return joined, concat_batches(parts, trainer.processing_class.pad_token_id)
 
     def on_train_batch(self, trainer, state, batch):
         return state.extras.get("sampling")
 
     @staticmethod
-    def _draw_prompts(trainer, count: int, round_index: int) -> list[dict]:
+    def _draw_prompts(trainer, count: int, round_index: int, process_index: int = 0) -> list[dict]:
         import torch
 
-        # Seeded by run seed, step and round: a resumed run draws the same extra prompts.
+        # Seeded by run seed, step, round and process: a resumed run draws the same extra prompts, and
+        # processes draw different ones.
         generator = torch.Generator().manual_seed(
-            trainer.args.seed * 1_000_003 + trainer.state.global_step * 101 + round_index
+            trainer.args.seed * 1_000_003 + trainer.state.global_step * 101 + round_index + process_index * 7919
         )
         picks = torch.randint(len(trainer.train_dataset), (count,), generator=generator).tolist()
         return [dict(trainer.train_dataset[i]) for i in picks for _ in range(trainer.num_generations)]
 
 
-def join_states(parts: list[tuple[BatchState, list[int]]], group_size: int) -> BatchState:
-    """The BatchState of the selected groups of several rounds (one process: rows are local)."""
+def chosen_groups(signals: list[list[bool]], needed: int) -> list[tuple[int, int]]:
+    """(round, group) pairs one process trains on: groups with signal in round order, then, if short, flat ones
+    (they add no gradient; they keep the batch at the shape TRL expects)."""
+    with_signal = [(r, g) for r, flags in enumerate(signals) for g, has in enumerate(flags) if has]
+    flat = [(r, g) for r, flags in enumerate(signals) for g, has in enumerate(flags) if not has]
+    return (with_signal + flat)[:needed]
+
+
+def _runs(picks: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
+    """Consecutive picks from the same round, as (round, groups)."""
+    runs: list[tuple[int, list[int]]] = []
+    for r, g in picks:
+        if runs and runs[-1][0] == r:
+            runs[-1][1].append(g)
+        else:
+            runs.append((r, [g]))
+    return runs
+
+
+def _gathered_rows(rounds, picks: list[list[tuple[int, int]]], needed: int, group_size: int):
+    """The kept rows of every process's rewards, in process order: the joined batch's gathered rewards."""
     import torch
 
-    def rows(groups):
-        return torch.tensor([g * group_size + i for g in groups for i in range(group_size)], dtype=torch.long)
-
-    first = parts[0][0]
-    return BatchState(
-        inputs=[state.inputs[i] for state, groups in parts for i in rows(groups).tolist()],
-        mode=first.mode,
-        group_size=group_size,
-        rewards_per_func=torch.cat([state.rewards_per_func[rows(groups)] for state, groups in parts]),
-        reward_weights=first.reward_weights,
-    )
+    parts = []
+    for process, chosen in enumerate(picks):
+        for r, groups in _runs(chosen):
+            rows = [(process * needed + g) * group_size + i for g in groups for i in range(group_size)]
+            parts.append(rounds[r][0].rewards_per_func[torch.tensor(rows, dtype=torch.long)])
+    return torch.cat(parts)
 
 
 def flat_groups(total_rewards, group_size: int):

@@ -81,28 +81,33 @@ class HealthMonitorCallback(TrainerCallback):
             self._act([alert], state, control)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or not state.is_world_process_zero:
+        # Every rank judges the same gathered metrics, so a halt stops all of them at the same step; rank 0
+        # alone prints and writes.
+        if not logs:
             return
         alerts = self.monitor.update(state.global_step, logs)
         if "loss" in logs:  # a training step (not eval, not the end-of-run summary)
             text = self.dashboard.update(state.global_step, state.max_steps, logs, alerts)
         else:
             text = "\n".join(alert_line(alert) for alert in alerts)
-        if text:
+        if text and state.is_world_process_zero:
             _echo(text)
         self._act(alerts, state, control)
 
     def _act(self, alerts: list[Alert], state, control) -> None:
+        writes = state.is_world_process_zero
         for alert in alerts:
             if alert.rule == NON_FINITE:
                 alert = self._with_last_checkpoint(alert)
-            with (self.run_dir / ALERTS_FILE).open("a") as handle:
-                handle.write(alert.to_json() + "\n")
-            if alert.action == "warn":
+            if writes:
+                with (self.run_dir / ALERTS_FILE).open("a") as handle:
+                    handle.write(alert.to_json() + "\n")
+            if alert.action == "warn" and writes:
                 _wandb_alert(alert)
             if alert.action == "halt" and self.halted is None:
                 self.halted = alert
-                (self.run_dir / HALT_FILE).write_text(json.dumps(json.loads(alert.to_json()), indent=2))
+                if writes:
+                    (self.run_dir / HALT_FILE).write_text(json.dumps(json.loads(alert.to_json()), indent=2))
                 # HF saves right after the log callbacks; broken weights are not worth a checkpoint.
                 control.should_save = alert.rule != NON_FINITE
                 control.should_training_stop = True
