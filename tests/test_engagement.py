@@ -70,9 +70,21 @@ class ToyTokenizer:
 
 
 class ToyModel:
-    """generate() appends a fixed continuation per row: row 0 writes '2' then EOS, row 1 never stops."""
+    """generate() appends a fixed continuation per row: row 0 writes '2' then EOS, row 1 never stops. It starts in
+    training mode and records the mode each generate() ran in."""
+
+    def __init__(self):
+        self.training, self.generated_in = True, []
+
+    def train(self, mode=True):
+        self.training = mode
+        return self
+
+    def eval(self):
+        return self.train(False)
 
     def generate(self, input_ids, attention_mask, max_new_tokens, **kwargs):
+        self.generated_in.append(self.training)
         rows = [[12, EOS, PAD, PAD], [13, 13, 13, 13]][: len(input_ids)]
         return torch.cat([input_ids, torch.tensor(rows)[:, :max_new_tokens]], dim=1)
 
@@ -124,6 +136,15 @@ def test_the_probe_continues_truncated_completions_and_checks_them_by_hand():
     metrics = hook.on_train_batch(toy_trainer([checker]), state, batch)
     assert metrics["overlong/probe_would_be_correct"] == pytest.approx(1 / 2)
     assert math.isnan(hook.on_train_batch(toy_trainer([]), state, batch)["overlong/probe_would_be_correct"])
+
+
+def test_the_probe_generates_in_eval_mode_and_restores_training_mode():
+    # In train mode (gradient checkpointing, no KV cache) the tiny policy's continuations were garbage.
+    trainer = toy_trainer([])
+    state, batch = overlong_batch()
+    OverlongEngagement(probe_every=1, probe_samples=2).on_train_batch(trainer, state, batch)
+    assert trainer.model.generated_in == [False]
+    assert trainer.model.training is True
 
 
 def test_a_short_run_logs_the_overlong_engagement(train_once, tmp_path):

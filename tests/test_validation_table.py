@@ -191,7 +191,7 @@ TOP_LEVEL = [
     (["train", "-m", "clip=clip_higher", "clip.eps_high=0.3,0.1,0.3"], "sweep job 1 of 3 (clip.eps_high=0.1)"),
     (["train", "-m", "seed=1,2", "trainer.max_steps=0"], "sweep job 0 of 2 (seed=1): trainer.max_steps=0"),
     (["sweep", "clip_higher", "seed=1", "clip.eps_low=0.5"], "sweep job 0 of 3 (clip.eps_high=0.2)"),
-    (["sweep", "overlong", "seed=1", "overlong.cache_length=30"], "overlong.cache_length=30"),
+    (["sweep", "overlong", "seed=1", "overlong.cache_length=40"], "overlong.cache_length=40"),
     (["train", "-m", "seed=1,2", "train.resume=true"], "train.resume=true resumes one run, not a sweep"),
     (["sweep", "clip_higher", "train.resume=true"], "align-kit sweep --resume <sweep folder>"),
 ]

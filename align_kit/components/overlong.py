@@ -114,17 +114,24 @@ class OverlongEngagement(TrainerHook):
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
         extra = self.probe_tokens or trainer.max_completion_length
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(trainer.args.seed + self.batches)
-            output = model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                max_new_tokens=extra,
-                do_sample=True,
-                temperature=trainer.temperature,
-                eos_token_id=trainer.eos_token_ids,
-                pad_token_id=tokenizer.pad_token_id,
-            )
+        # Generate in eval mode: in train mode (gradient checkpointing, no KV cache) the tiny policy's
+        # continuations were garbage ('<think></think>9000...'), so no probed completion finished.
+        training = model.training
+        model.eval()
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(trainer.args.seed + self.batches)
+                output = model.generate(
+                    input_ids=input_ids,
+                    attention_mask=attention,
+                    max_new_tokens=extra,
+                    do_sample=True,
+                    temperature=trainer.temperature,
+                    eos_token_id=trainer.eos_token_ids,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+        finally:
+            model.train(training)
         continued = output[:, input_ids.shape[1] :]
         eos = torch.tensor(trainer.eos_token_ids, device=continued.device)
         would_finish = torch.isin(continued, eos).any(dim=1)
