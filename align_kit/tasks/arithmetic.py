@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
+from align_kit.tasks.generated import GeneratedTask
 
 DOMAIN_OPS = {"addition": "+", "subtraction": "-"}
 
@@ -41,7 +42,7 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 
 
 @dataclass
-class ArithmeticTask(Component):
+class ArithmeticTask(GeneratedTask, Component):
     num_train: int = 2000
     num_eval: int = 0
     min_operand: int = 10
@@ -61,44 +62,13 @@ class ArithmeticTask(Component):
         if self.num_train < 1:
             raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
 
-    @property
-    def source(self) -> str:
-        """How errors name this data."""
-        return f"task.num_train={self.num_train}"
-
-    def problems(self, split: str, count: int | None = None) -> list[Problem]:
-        # Disjoint streams per split from one seed: train and eval never share a generator state.
-        rng = random.Random(f"{self.seed}/{split}")
-        if count is None:
-            count = self.num_eval if split == "eval" else self.num_train
-        return [
-            make_problem(
-                rng.randint(self.min_operand, self.max_operand),
-                rng.randint(self.min_operand, self.max_operand),
-                self.domains[i % len(self.domains)],
-            )
-            for i in range(count)
-        ]
-
-    def dataset(self, split: str = "train"):
-        from datasets import Dataset
-
-        rows = self.problems(split)
-        return Dataset.from_dict(
-            {
-                "prompt": [p.prompt for p in rows],
-                "answer": [p.answer for p in rows],
-                "domain": [p.domain for p in rows],
-            }
-        )
+    def draw(self, rng: random.Random, index: int) -> Problem:
+        operands = rng.randint(self.min_operand, self.max_operand), rng.randint(self.min_operand, self.max_operand)
+        return make_problem(*operands, self.domains[index % len(self.domains)])
 
     def demonstrations(self) -> list[tuple[str, str]]:
         """(prompt, completion) pairs for the warm-start SFT."""
         return [(p.prompt, p.demonstration) for p in self.problems("sft")]
-
-    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
-        """(prompt, answer) pairs held out from training, to measure the warm start."""
-        return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
 
     def cache_key(self) -> dict:
         return {

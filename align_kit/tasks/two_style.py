@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
+from align_kit.tasks.generated import GeneratedTask
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def is_careful(text: str) -> bool:
 
 
 @dataclass
-class TwoStyleTask(Component):
+class TwoStyleTask(GeneratedTask, Component):
     num_train: int = 2000
     num_eval: int = 0
     min_operand: int = 10
@@ -100,32 +101,9 @@ class TwoStyleTask(Component):
         if self.num_train < 1:
             raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
 
-    @property
-    def source(self) -> str:
-        """How errors name this data."""
-        return f"task.num_train={self.num_train}"
-
-    def problems(self, split: str, count: int | None = None) -> list[SumProblem]:
-        # Disjoint streams per split from one seed: train and eval never share a generator state.
-        rng = random.Random(f"{self.seed}/{split}")
-        if count is None:
-            count = self.num_eval if split == "eval" else self.num_train
-        return [
-            SumProblem(tuple(rng.randint(self.min_operand, self.max_operand) for _ in range(rng.choice(self.terms))))
-            for _ in range(count)
-        ]
-
-    def dataset(self, split: str = "train"):
-        from datasets import Dataset
-
-        rows = self.problems(split)
-        return Dataset.from_dict(
-            {
-                "prompt": [p.prompt for p in rows],
-                "answer": [p.answer for p in rows],
-                "domain": [p.domain for p in rows],
-            }
-        )
+    def draw(self, rng: random.Random, index: int) -> SumProblem:
+        count = rng.choice(self.terms)
+        return SumProblem(tuple(rng.randint(self.min_operand, self.max_operand) for _ in range(count)))
 
     def demonstrations(self) -> list[tuple[str, str]]:
         """(prompt, completion) pairs for the warm-start SFT: careful with probability careful_share, else direct
@@ -141,10 +119,6 @@ class TwoStyleTask(Component):
                 stated += rng.choice([-1, 1]) * rng.randint(1, 9)
             pairs.append((problem.prompt, problem.direct(stated)))
         return pairs
-
-    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
-        """(prompt, answer) pairs held out from training, to measure the warm start."""
-        return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
 
     def trainer_hooks(self) -> list:
         from align_kit.tasks.style_decision import StyleDecision

@@ -1,0 +1,48 @@
+"""What the seeded synthetic tasks share: one problem stream per split from the task's seed, and the training set
+and the warm-start probe built from it.
+
+A task mixes this in beside `Component`, holds `seed`, `num_train` and `num_eval`, and draws one problem at a
+time (`draw(rng, index)`) with `prompt`, `answer` and `domain`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+class GeneratedTask:
+    seed: int
+    num_train: int
+    num_eval: int
+
+    def draw(self, rng: random.Random, index: int) -> Any:
+        raise NotImplementedError
+
+    @property
+    def source(self) -> str:
+        """How errors name this data."""
+        return f"task.num_train={self.num_train}"
+
+    def problems(self, split: str, count: int | None = None) -> list:
+        # Disjoint streams per split from one seed: train and eval never share a generator state.
+        rng = random.Random(f"{self.seed}/{split}")
+        if count is None:
+            count = self.num_eval if split == "eval" else self.num_train
+        return [self.draw(rng, index) for index in range(count)]
+
+    def dataset(self, split: str = "train"):
+        from datasets import Dataset
+
+        rows = self.problems(split)
+        return Dataset.from_dict(
+            {
+                "prompt": [p.prompt for p in rows],
+                "answer": [p.answer for p in rows],
+                "domain": [p.domain for p in rows],
+            }
+        )
+
+    def probe_pairs(self, count: int) -> list[tuple[str, str]]:
+        """(prompt, answer) pairs held out from training, to measure the warm start."""
+        return [(p.prompt, p.answer) for p in self.problems("warm_start_probe", count)]
