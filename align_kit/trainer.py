@@ -39,7 +39,8 @@ from align_kit.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
-KIND_CODES = {Weighted: 1, Summed: 2}  # how a hook metric gathers; plain floats are 0
+PLAIN = 0
+KIND_CODES = {Weighted: 1, Summed: 2}  # how a hook metric gathers; plain floats are PLAIN
 
 
 class AlignTrainer(GRPOTrainer):
@@ -119,25 +120,20 @@ class AlignTrainer(GRPOTrainer):
         `Weighted` ones by their weights, `Summed` ones added up. Every process must send a key as the same kind."""
         if not metrics:
             return
-        kinds = [KIND_CODES[type(value)] if type(value) in KIND_CODES else 0 for value in metrics.values()]
-        rows = []
-        for value, kind in zip(metrics.values(), kinds, strict=True):
-            weighted = kind == KIND_CODES[Weighted]
-            rows.append([value * value.weight if weighted and value.weight else (0.0 if weighted else value),
-                         value.weight if weighted else 1.0, kind])  # fmt: skip
+        kinds = [KIND_CODES.get(type(value), PLAIN) for value in metrics.values()]
+        rows = [[*_sum_and_weight(value), kind] for value, kind in zip(metrics.values(), kinds, strict=True)]
         local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
         gathered = self.accelerator.gather(local).view(-1, len(metrics), 3)
         for index, (name, kind) in enumerate(zip(metrics, kinds, strict=True)):
-            column = gathered[:, index]
-            if bool((column[:, 2] != kind).any()):
+            values, weights, sent_kinds = gathered[:, index].unbind(dim=1)
+            if bool((sent_kinds != kind).any()):
                 raise RuntimeError(f"hook metric {name!r} is Weighted, Summed or plain on different processes")
             if kind == KIND_CODES[Weighted]:
-                weight = column[:, 1].sum().item()
-                reduced = column[:, 0].sum().item() / weight if weight > 0 else math.nan
+                reduced = (values.sum() / weights.sum()).item() if weights.sum() > 0 else math.nan
             elif kind == KIND_CODES[Summed]:
-                reduced = column[:, 0].nansum().item() if not column[:, 0].isnan().all() else math.nan
+                reduced = values.nansum().item() if not values.isnan().all() else math.nan
             else:
-                reduced = column[:, 0].nanmean().item()
+                reduced = values.nanmean().item()
             if not math.isnan(reduced):
                 self._metrics[mode][name].append(reduced)
 
@@ -280,6 +276,14 @@ class AlignTrainer(GRPOTrainer):
             for hook in self.hooks:
                 if hook.name in states:
                     hook.load_state_dict(states[hook.name])
+
+
+def _sum_and_weight(value) -> tuple[float, float]:
+    """What one process sends for a metric: a `Weighted` mean as (mean x weight, weight), with (0, 0) when it
+    covers nothing (its NaN must not reach the sum); any other value as (value, 1)."""
+    if isinstance(value, Weighted):
+        return (value * value.weight, value.weight) if value.weight else (0.0, 0.0)
+    return float(value), 1.0
 
 
 @contextlib.contextmanager
