@@ -88,6 +88,17 @@ def test_serve_command_runs_trl_on_the_runs_model_at_its_address():
 
 
 @pytest.mark.usefixtures("vllm_importable")
+def test_a_bad_server_address_is_refused_with_the_config():
+    from align_kit.config import compose
+    from align_kit.plan import build_plan
+    from align_kit.train import component_choices
+
+    overrides = ["rollout=vllm", "rollout.mode=server", "rollout.server_base_url=foo", "trainer.use_cpu=false"]
+    with pytest.raises(ConfigError, match=r"rollout.server_base_url='foo' is not an http\(s\)://host:port address"):
+        build_plan(compose(overrides), component_choices(), "/tmp/align_kit_validation")
+
+
+@pytest.mark.usefixtures("vllm_importable")
 def test_training_in_server_mode_stops_before_the_model_loads(overrides_for, tmp_path, monkeypatch):
     from align_kit.config import compose
     from align_kit.models.tiny import TinyModel

