@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.test_validation_table import CASES, VICTIM, make_data_files
+from tests.test_validation_table import CASES, make_data_files, make_victims, victims_untouched
 
 
 def main() -> None:
@@ -28,10 +28,11 @@ def main() -> None:
         data = make_data_files(root / "data")
         env = dict(os.environ, ALIGN_KIT_CACHE=str(root / "cache"), WANDB_SILENT="true")
         for index, (argv, fragment) in enumerate(CASES):
-            work, victim = root / f"work{index}", root / f"victim{index}.txt"
-            work.mkdir()
-            victim.write_text(VICTIM)
-            fill = {"{data}": str(data), "{victim}": str(victim)}
+            case = root / f"case{index}"
+            work = case / "work"
+            work.mkdir(parents=True)
+            victim, victim_dir = make_victims(case)
+            fill = {"{data}": str(data), "{victim_dir}": str(victim_dir), "{victim}": str(victim)}
             for placeholder, value in fill.items():
                 argv = [arg.replace(placeholder, value) for arg in argv]
                 fragment = fragment.replace(placeholder, value)
@@ -44,7 +45,7 @@ def main() -> None:
                 and len(lines) == 1
                 and fragment in lines[0]
                 and not any(work.iterdir())
-                and victim.read_text() == VICTIM
+                and victims_untouched(case)
             )
             kind = "clear" if clear else "traceback" if "Traceback" in result.stderr else "wrong"
             counts[kind] += 1

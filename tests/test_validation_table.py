@@ -13,7 +13,8 @@ from align_kit import cli
 VICTIM = "precious contents\n"
 
 # (argv after `align-kit`, a fragment the one error line must contain). `{data}` is the folder of
-# data files below, `{victim}` a file a hostile `_target_` would overwrite.
+# data files below, `{victim}` a file a hostile `_target_` would overwrite, `{victim_dir}` a folder
+# (holding one file) it would move, fill or remove.
 TYPES = [
     (["train", "clip.eps_high=abc"], "clip.eps_high=abc"),
     (["train", "clip.eps_high=[0.2,0.3]"], "clip.eps_high=[0.2, 0.3]"),
@@ -240,6 +241,25 @@ TOOLS = [
 CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS
 
 
+def make_victims(folder: Path) -> tuple[Path, Path]:
+    """A file and a folder (holding one file) beside the working folder, for a hostile config to touch."""
+    victim = folder / "victim.txt"
+    victim.write_text(VICTIM)
+    victim_dir = folder / "victim_dir"
+    victim_dir.mkdir()
+    (victim_dir / "kept.txt").write_text(VICTIM)
+    return victim, victim_dir
+
+
+def victims_untouched(folder: Path) -> bool:
+    victim_dir = folder / "victim_dir"
+    return (
+        (folder / "victim.txt").read_text() == VICTIM
+        and sorted(p.name for p in victim_dir.iterdir()) == ["kept.txt"]
+        and (victim_dir / "kept.txt").read_text() == VICTIM
+    )
+
+
 def _row(i: int) -> dict:
     return {"prompt": f"{i}+1=", "answer": str(i + 1), "topic": "math"}
 
@@ -325,9 +345,8 @@ def test_the_table_holds_at_least_120_distinct_bad_inputs():
 
 @pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(argv[1:]) for argv, _ in CASES])
 def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entry, data, tmp_path):
-    victim = tmp_path / "victim.txt"
-    victim.write_text(VICTIM)
-    fill = {"{data}": str(data), "{victim}": str(victim)}
+    victim, victim_dir = make_victims(tmp_path)
+    fill = {"{data}": str(data), "{victim_dir}": str(victim_dir), "{victim}": str(victim)}
     for placeholder, value in fill.items():
         argv = [arg.replace(placeholder, value) for arg in argv]
         fragment = fragment.replace(placeholder, value)
@@ -339,5 +358,5 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert stderr[0].startswith("align-kit: config error: ")
     assert fragment in stderr[0]
     assert left == []  # no run folder, no sweep folder, no file
-    assert victim.read_text() == VICTIM
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "work"]
+    assert victims_untouched(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
