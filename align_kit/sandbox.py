@@ -52,23 +52,25 @@ SUPERVISOR_GRACE_S = 2.0
 
 # Runs inside the sandbox: reads the code from stdin, applies the limits from its arguments, then executes the code
 # as __main__. Only trusted code runs before the limits are in force.
-# In process mode it first becomes the call's supervisor: a child subreaper (prctl through ctypes, the one way
-# from the standard library), so whatever the code starts and orphans, by a double fork or a setsid and exec that
-# drops the token, is re-parented to it instead of to init. It forks the code off into its own process group (a
-# killpg(0) of the code spares it), waits for it until the deadline (the caller's time.monotonic(), which is
-# system-wide), then stops and kills every descendant it still has, reaps them all, and exits with the code's
-# exit status (128 + N for a death by signal N, as bwrap reports it) or TIMEOUT_EXIT. Bubblewrap needs none of
-# this: when it exits, its pid namespace dies with everything in it. Signals are numbers here: importing `signal`
-# (and enum with it) would cost more than the rest of the start-up.
+# In process mode it first becomes the call's supervisor, a child subreaper, so whatever the code starts and
+# orphans (by a double fork, or a setsid and an exec that drops the token) is re-parented to it instead of to init.
+# It forks the code off into its own process group (a killpg(0) of the code spares it), waits for it until the
+# deadline (the caller's time.monotonic(), which is system-wide), then stops and kills every descendant it still
+# has, reaps them all, and exits with the code's exit status (128 + N for a death by signal N, as bwrap reports it)
+# or TIMEOUT_EXIT. Bubblewrap needs none of this: when it exits, its pid namespace dies with everything in it.
+# prctl goes through ctypes' C core `_ctypes` (its dlopen, dlsym and call_function are in 3.11-3.13): the ctypes
+# package builds some 30 type classes on import, 5-15 ms a call. Signals are numbers: importing `signal` (and enum
+# with it) would cost more than the rest of the start-up.
 _RUNNER = r"""
 import os, resource, sys
 _, token, supervise, deadline, mem, nproc, cpu, fsize = sys.argv
 source = sys.stdin.read()
 sys.stdin.close()
 if supervise == "1":
-    import ctypes, select, time
-    if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0):  # PR_SET_CHILD_SUBREAPER
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    import select, time
+    from _ctypes import call_function, dlopen, dlsym
+    if call_function(dlsym(dlopen(None), "prctl"), (36, 1, 0, 0, 0)):  # PR_SET_CHILD_SUBREAPER
+        raise OSError("prctl(PR_SET_CHILD_SUBREAPER) failed: nothing could promise to kill what the code detaches")
     child = os.fork()
     if child:
         def descendants():
