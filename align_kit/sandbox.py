@@ -88,25 +88,27 @@ if supervise == "1":
                 found += frontier
             return found
         code = TIMEOUT_EXIT
-        if select.select([os.pidfd_open(child)], [], [], max(0.0, float(deadline) - time.monotonic()))[0]:
-            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-            code = 128 - code if code < 0 else code
-        give_up = time.monotonic() + 5.0
-        while time.monotonic() < give_up:
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0]:
-                    pass
-            except ChildProcessError:  # no child left, so no descendant either: the usual case, with no sweep
-                break
-            pids = descendants()
-            for sig in (19, 9):  # SIGSTOP, then SIGKILL: a fork bomb cannot outrun the sweep
-                for pid in pids:
-                    try:
-                        os.kill(pid, sig)
-                    except OSError:
+        try:
+            if select.select([os.pidfd_open(child)], [], [], max(0.0, float(deadline) - time.monotonic()))[0]:
+                code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+                code = 128 - code if code < 0 else code
+        finally:  # whatever happened above, the sweep runs and the exit is this one (run_python relies on it)
+            give_up = time.monotonic() + 5.0
+            while time.monotonic() < give_up:
+                try:
+                    while os.waitpid(-1, os.WNOHANG)[0]:
                         pass
-            time.sleep(0.001)
-        os._exit(code)
+                except ChildProcessError:  # no child left, so no descendant either: the usual case, no sweep
+                    break
+                pids = descendants()
+                for sig in (19, 9):  # SIGSTOP, then SIGKILL: a fork bomb cannot outrun the sweep
+                    for pid in pids:
+                        try:
+                            os.kill(pid, sig)
+                        except OSError:
+                            pass
+                time.sleep(0.001)
+            os._exit(code)
     os.setpgid(0, 0)
 for res, value in ((resource.RLIMIT_AS, int(mem)), (resource.RLIMIT_CPU, int(cpu)),
                    (resource.RLIMIT_FSIZE, int(fsize)), (resource.RLIMIT_CORE, 0)):
@@ -345,9 +347,9 @@ def _execute(
         with os.fdopen(os.pidfd_open(proc.pid), "rb", buffering=0) as pidfd:
             exited = output.read_until(pidfd.fileno(), deadline + (SUPERVISOR_GRACE_S if supervised else 0.0))
     finally:
-        # A supervisor that exited on its own has killed and reaped everything; otherwise kill its group and sweep
-        # for the token (what a killed supervisor left to init keeps it, unless it dropped it). Not reaped before
-        # proc.wait() below, so the group's id cannot belong to anyone else yet.
+        # A supervisor that exited on its own has killed and reaped everything (or never forked: its own start-up
+        # failed); otherwise kill its group and sweep for the token (what a killed supervisor left to init keeps
+        # it, unless it dropped it). Not reaped before proc.wait() below, so the group's id is still ours.
         if not (supervised and exited and _exited_on_its_own(proc.pid)):
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
