@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,56 @@ def test_hf_dataset_task_composes_with_a_local_file(tmp_path):
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n')
     plan = build_plan(compose(["task=hf_dataset", f"task.path={path}"]), component_choices(), str(tmp_path))
     assert plan.task.dataset()["domain"] == ["default"]
+
+
+def test_jsonl_strings_holding_unicode_line_separators_load_exactly(tmp_path):
+    # U+2028, U+2029 and U+0085 are line breaks to str.splitlines but plain characters inside a JSON string.
+    prompts = ["a\u2028b=", "c\x85d=", "e\u2029f="]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": p, "answer": "1"}, ensure_ascii=False) + "\n" for p in prompts))
+    assert HFDatasetTask(path=str(path)).dataset()["prompt"] == prompts
+
+
+def test_csv_quoted_values_keep_their_line_breaks(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes('prompt,answer\r\n"two\nlines=",2\r\n"sep\u2028=",3\r\n'.encode())
+    rows = HFDatasetTask(path=str(path)).dataset()
+    assert rows["prompt"] == ["two\nlines=", "sep\u2028="] and rows["answer"] == ["2", "3"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "twice.jsonl",
+            '{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": "4", "answer": "9"}\n',
+            "twice.jsonl line 2: key 'answer' appears twice",
+        ),
+        (
+            "nested.json",
+            '[{"prompt": [{"role": "user", "content": "a", "role": "system"}], "answer": "1"}]',
+            "nested.json row 1: key 'role' appears twice",
+        ),
+        ("header.csv", "prompt,answer,prompt\n1+1=,2,x\n", "header.csv line 1: the header names column 'prompt' twice"),
+        ("nan.jsonl", '{"prompt": "1+1=", "answer": NaN}\n', "nan.jsonl row 1: answer is nan (JSON NaN/Infinity)"),
+        ("inf.json", '[{"prompt": "1+1=", "answer": -Infinity}]', "inf.json row 1: answer is -inf"),
+    ],
+)
+def test_hf_dataset_refuses_what_it_would_coerce(tmp_path, name, text, message):
+    from align_kit.errors import ConfigError
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        HFDatasetTask(path=str(path)).dataset()
+
+
+def test_hf_dataset_refuses_a_non_finite_domain(tmp_path):
+    from align_kit.errors import ConfigError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"prompt": "1+1=", "answer": "2", "topic": "math"}\n{"prompt": "2+2=", "answer": "4", "topic": Infinity}\n'
+    )
+    with pytest.raises(ConfigError, match=r"row 2: topic is inf \(JSON NaN/Infinity\)"):
+        HFDatasetTask(path=str(path), domain_column="topic").dataset()
