@@ -23,6 +23,7 @@ from align_kit.config import compose, override_parser
 from align_kit.errors import ConfigError
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.schema import resolved
+from align_kit.trainer_needs import check_machine
 
 # Hydra's own flags that print or inspect instead of running a job: no pre-flight for them.
 _INSPECTING = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
@@ -46,6 +47,7 @@ def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, da
 
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())} if "reward" in cfg else choices
     plan = build_plan(cfg, choices, run_dir)
+    check_machine(plan.effective)
     check_writable("paths.cache_dir", str(cfg.paths.cache_dir))
     check_data(plan, data_cache if data_cache is not None else {})
     return plan

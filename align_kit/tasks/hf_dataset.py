@@ -8,7 +8,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
@@ -16,6 +16,8 @@ from align_kit.errors import ConfigError
 
 @dataclass
 class HFDatasetTask(Component):
+    # What `dataset` gives the rewards: the user's columns mapped by task.prompt_column / answer_column / domain_column.
+    COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "answer", "domain")
     path: str | None = None
     name: str | None = None  # the dataset's configuration name on the hub
     split: str = "train"
