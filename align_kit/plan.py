@@ -364,12 +364,16 @@ def validate_dataset(plan: ExperimentPlan, dataset) -> None:
             "trainer.per_device_train_batch_size / trainer.steps_per_generation"
         )
     if isinstance(plan.model, TinyModel) and "prompt" in dataset.column_names:
+        budget = plan.effective("max_completion_length")
         for row, prompt in enumerate(dataset["prompt"], start=1):
             if not isinstance(prompt, str):
                 raise ConfigError(
                     f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
                     "tokenizer has no chat template; use text prompts or model=hf"
                 )
+            problem = plan.model.prompt_problem(prompt, budget)
+            if problem:
+                raise ConfigError(f"{source} row {row}: prompt {problem}")
     for component in plan.components.values():
         component.check_dataset(dataset)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,14 @@ from align_kit.errors import ConfigError
 from align_kit.models.tiny import LoadedPolicy
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+# What a folder saved with save_pretrained holds besides config.json: any one of each.
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def looks_like_local_path(name: str) -> bool:
@@ -32,6 +41,28 @@ class HFModel(Component):
             )
         if self.dtype not in DTYPES:
             raise ConfigError(f"model.dtype={self.dtype!r} is not one of {list(DTYPES)}")
+        if looks_like_local_path(self.name_or_path):
+            self._check_saved_folder(Path(self.name_or_path).expanduser())
+
+    def _check_saved_folder(self, folder: Path) -> None:
+        """A local folder holds what from_pretrained reads (it failed at step 0 with a traceback otherwise)."""
+        key = f"model.name_or_path={self.name_or_path}"
+        fix = "point it at a folder saved with save_pretrained (config.json + weights + tokenizer files)"
+        config = folder / "config.json"
+        if not config.is_file():
+            raise ConfigError(f"{key}: {folder} holds no config.json; {fix}")
+        try:
+            loaded = json.loads(config.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            where = f"line {error.lineno}: {error.msg}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            raise ConfigError(f"{key}: {config} is not valid JSON ({where}); restore it from the saved model") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{key}: {config} holds a JSON {type(loaded).__name__}, not an object; {fix}")
+        if not isinstance(loaded.get("model_type"), str):
+            raise ConfigError(f"{key}: {config} names no model_type, so no architecture can load it; {fix}")
+        for kind, names in (("weights", WEIGHT_FILES), ("tokenizer", TOKENIZER_FILES)):
+            if not any((folder / name).is_file() for name in names):
+                raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
 
     def load(self, task, cache_dir, reward=None, max_new_tokens: int = 32) -> LoadedPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
