@@ -89,10 +89,11 @@ def _check_evaluation(effective, task: Any, task_choice: str | None) -> None:
             "trainer.lr_scheduler_type=reduce_lr_on_plateau steps on an eval metric, but trainer.eval_strategy=no; "
             "set trainer.eval_strategy=steps (with eval data) or use another scheduler"
         )
-    if effective("load_best_model_at_end") and strategy != str(effective("save_strategy")):
+    saving = str(effective("save_strategy"))
+    if effective("load_best_model_at_end") and saving != "best" and strategy != saving:
         raise ConfigError(
             f"trainer.load_best_model_at_end=true needs trainer.eval_strategy ({strategy}) to match "
-            f"trainer.save_strategy ({effective('save_strategy')})"
+            f"trainer.save_strategy ({saving}), or trainer.save_strategy=best"
         )
     if strategy != "no" and not has_eval_data(task):
         # The trainer evaluates the rows of a generated task's num_eval; task=hf_dataset's eval_split is only checked.

@@ -174,3 +174,40 @@ def test_hf_dataset_refuses_a_non_finite_domain(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"row 2: topic is inf \(JSON NaN/Infinity\)"):
         HFDatasetTask(path=str(path), domain_column="topic").dataset()
+
+
+@pytest.mark.parametrize("text", ["37+45=", "a\nb", "<think>1+1=2</think>2", "¿3+1?", "4\t+1=", "数", "x🙂", "\u2028"])
+def test_the_tokenizer_check_agrees_with_the_real_character_tokenizer(text):
+    from align_kit.models.char_tokenizer import token_count, unencodable
+
+    tokenizer = build_char_tokenizer()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    first_unknown = next((ch for ch in text if tokenizer.convert_tokens_to_ids(ch) == tokenizer.unk_token_id), None)
+    assert unencodable(text) == first_unknown
+    if first_unknown is None:
+        assert token_count(text) == len(ids)  # a think tag is one token
+    else:
+        assert tokenizer.unk_token_id in ids
+
+
+def test_tiny_prompt_problem_names_the_character_and_the_positions():
+    model = TinyModel(max_position_embeddings=64)
+    assert model.prompt_problem("1+1=", 32) is None
+    assert model.prompt_problem("é", 32).startswith("holds 'é' (U+00E9), which model=tiny's character tokenizer")
+    # 64 positions - 32 for the completion leave 32 for the prompt: 33 characters are one too many.
+    assert model.prompt_problem("x" * 32, 32) is None
+    assert model.prompt_problem("x" * 33, 32).startswith("is 33 tokens, more than the 32 positions")
+    assert model.prompt_problem("<think>" + "x" * 31, 32) is None  # the tag is one token: 32 in all
+
+
+def test_hf_node_accepts_a_saved_folder_and_refuses_one_from_pretrained_cannot_read(tiny_policy, tmp_path):
+    from align_kit.errors import ConfigError
+
+    saved = Path(tiny_policy[2].path)
+    HFModel(name_or_path=str(saved)).validate()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "model.safetensors"):  # a copy without its tokenizer files
+        (broken / name).write_bytes((saved / name).read_bytes())
+    with pytest.raises(ConfigError, match="holds no tokenizer"):
+        HFModel(name_or_path=str(broken)).validate()
