@@ -11,6 +11,7 @@ but `datasets` (to check the data) and no model.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,10 +37,17 @@ def check_writable(key: str, folder: str) -> None:
     to root; /proc and /sys hold the kernel's files, never a run's."""
     path = Path(folder).expanduser()
     existing = path
-    while not existing.exists() and existing != existing.parent:
+    while not _exists(existing) and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{key}={folder} cannot be created: {existing} is a file, not a folder")
+    limit = os.pathconf(existing, "PC_NAME_MAX")
+    for name in path.relative_to(existing).parts:
+        if len(os.fsencode(name)) > limit:
+            raise ConfigError(
+                f"{key}={folder} cannot be created: the name {name[:16]}... is {len(os.fsencode(name))} bytes, "
+                f"more than the {limit} its file system allows; shorten it"
+            )
     real = existing.resolve()
     pseudo = next((root for root in PSEUDO_FILE_SYSTEMS if real == root or root in real.parents), None)
     if pseudo is not None:
@@ -52,6 +60,13 @@ def check_writable(key: str, folder: str) -> None:
             f"{key}={folder} is not writable ({existing} refuses a new file: {error.strerror}); "
             "choose a folder you can write"
         ) from None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long for the file system: check_writable names it
+        return False
 
 
 def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, data_cache: dict | None = None):

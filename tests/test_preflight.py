@@ -192,3 +192,13 @@ def _can_create(folder: Path) -> bool:
 def test_an_override_without_a_key_is_one_line(override):
     with pytest.raises(ConfigError, match="sets no key; write key=value"):
         check_command([override], multirun=False)
+
+
+def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
+    from align_kit.preflight import check_writable
+
+    name = "n" * 256  # one byte over NAME_MAX (255 on ext4, tmpfs, xfs)
+    with pytest.raises(ConfigError, match="the name nnnnnnnnnnnnnnnn... is 256 bytes, more than the 255"):
+        check_writable("hydra.run.dir", str(tmp_path / name / "run"))
+    check_writable("hydra.run.dir", str(tmp_path / ("n" * 255) / "run"))
+    assert list(tmp_path.iterdir()) == []
