@@ -363,15 +363,17 @@ def validate_dataset(plan: ExperimentPlan, dataset) -> None:
             f"({generation_batch} completions / trainer.num_generations={generations}); add rows or lower "
             "trainer.per_device_train_batch_size / trainer.steps_per_generation"
         )
-    if isinstance(plan.model, TinyModel) and "prompt" in dataset.column_names:
+    # The model's own check of a text prompt (model=tiny from its config, model=hf from its saved tokenizer).
+    prompt_problem = getattr(plan.model, "prompt_problem", None)
+    if prompt_problem is not None and "prompt" in dataset.column_names:
         budget = plan.effective("max_completion_length")
         for row, prompt in enumerate(dataset["prompt"], start=1):
-            if not isinstance(prompt, str):
+            if not isinstance(prompt, str) and isinstance(plan.model, TinyModel):
                 raise ConfigError(
                     f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
                     "tokenizer has no chat template; use text prompts or model=hf"
                 )
-            problem = plan.model.prompt_problem(prompt, budget)
+            problem = prompt_problem(prompt, budget) if isinstance(prompt, str) else None
             if problem:
                 raise ConfigError(f"{source} row {row}: prompt {problem}")
     for component in plan.components.values():

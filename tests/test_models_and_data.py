@@ -211,3 +211,13 @@ def test_hf_node_accepts_a_saved_folder_and_refuses_one_from_pretrained_cannot_r
         (broken / name).write_bytes((saved / name).read_bytes())
     with pytest.raises(ConfigError, match="holds no tokenizer"):
         HFModel(name_or_path=str(broken)).validate()
+
+
+def test_hf_node_checks_prompts_with_the_saved_tokenizer_and_positions(tiny_policy):
+    # The saved tiny model: a character tokenizer with <unk>, and 256 positions in its config.json.
+    model = HFModel(name_or_path=tiny_policy[2].path)
+    assert model.prompt_problem("12+7=", 32) is None
+    assert model.prompt_problem("12+7=é", 32).startswith("holds 'é', which the tokenizer of model.name_or_path=")
+    assert model.prompt_problem("x" * 224, 32) is None  # 256 - 32 = 224 positions for the prompt
+    assert model.prompt_problem("x" * 225, 32).startswith("is 225 tokens, more than the 224 positions")
+    assert HFModel(name_or_path="Qwen/Qwen3-0.6B").prompt_problem("é" * 10**5, 32) is None  # a hub name: not fetched

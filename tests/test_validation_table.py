@@ -381,6 +381,18 @@ STEP_ZERO = [
     (["train", "model=hf", "model.name_or_path={data}/hf_no_type"], "config.json names no model_type"),
     (["train", "model=hf", "model.name_or_path={data}/hf_no_weights"], "hf_no_weights holds no weights"),
     (["train", "model=hf", "model.name_or_path={data}/hf_no_tokenizer"], "hf_no_tokenizer holds no tokenizer"),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/spanish.jsonl"],
+        "spanish.jsonl row 5: prompt holds '¿', which the tokenizer of model.name_or_path={data}/hf_char maps to its",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/emoji.jsonl"],
+        "prompt holds '🙂', which the tokenizer",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/medium.jsonl"],
+        "row 5: prompt is 102 tokens, more than the 32 positions the model's max_position_embeddings=64 leaves",
+    ),
     (["train", "hydra.run.dir=/proc/align_kit_run"], "hydra.run.dir=/proc/align_kit_run is under /proc"),
     (["train", "hydra.run.dir=/proc"], "hydra.run.dir=/proc is under /proc"),
     (["train", "hydra.run.dir=/sys/fs/align_kit/run"], "is under /sys"),
@@ -535,6 +547,12 @@ def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
         (folder / name).mkdir()
         for file, text in files.items():
             (folder / name / file).write_text(text)
+    # A folder as save_pretrained leaves it, with the tiny model's character tokenizer and 64 positions.
+    from align_kit.models.char_tokenizer import build_char_tokenizer
+
+    build_char_tokenizer().save_pretrained(folder / "hf_char")
+    (folder / "hf_char" / "config.json").write_text(json.dumps({"model_type": "qwen3", "max_position_embeddings": 64}))
+    (folder / "hf_char" / "model.safetensors").write_bytes(b"")
     (folder / "hf_latin1").mkdir()
     (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
 

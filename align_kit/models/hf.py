@@ -64,6 +64,46 @@ class HFModel(Component):
             if not any((folder / name).is_file() for name in names):
                 raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
 
+    def prompt_problem(self, prompt: str, completion_budget: int) -> str | None:
+        """Why the saved tokenizer cannot take `prompt` as written: a character it maps to its unknown token, or
+        more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
+        local folder's tokenizer.json (no model, no transformers); a hub model or another tokenizer format is
+        not checked here."""
+        saved = self._saved_tokenizer()
+        if saved is None:
+            return None
+        tokenizer, unknown, positions = saved
+        encoding = tokenizer.encode(prompt, add_special_tokens=False)
+        if unknown is not None and unknown in encoding.ids:
+            start, end = encoding.offsets[encoding.ids.index(unknown)]
+            return (
+                f"holds {prompt[start:end]!r}, which the tokenizer of model.name_or_path={self.name_or_path} maps to "
+                "its unknown token; rewrite the prompt or use a model whose tokenizer covers it"
+            )
+        if isinstance(positions, int) and len(encoding.ids) > positions - completion_budget:
+            return (
+                f"is {len(encoding.ids)} tokens, more than the {positions - completion_budget} positions the model's "
+                f"max_position_embeddings={positions} leaves after trainer.max_completion_length={completion_budget}; "
+                "shorten it or lower trainer.max_completion_length"
+            )
+        return None
+
+    def _saved_tokenizer(self):
+        """(tokenizer, its unknown token's id or None, config.json's max_position_embeddings), once; None when
+        the model is not a local folder with a tokenizer.json."""
+        if not hasattr(self, "_tokenizer_cache"):
+            folder = Path(self.name_or_path).expanduser()
+            self._tokenizer_cache = None
+            if looks_like_local_path(self.name_or_path) and (folder / "tokenizer.json").is_file():
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                unknown = json.loads((folder / "tokenizer.json").read_text()).get("model", {}).get("unk_token")
+                config = json.loads((folder / "config.json").read_text())
+                unknown_id = tokenizer.token_to_id(unknown) if isinstance(unknown, str) else None
+                self._tokenizer_cache = (tokenizer, unknown_id, config.get("max_position_embeddings"))
+        return self._tokenizer_cache
+
     def load(self, task, cache_dir, reward=None, max_new_tokens: int = 32) -> LoadedPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
