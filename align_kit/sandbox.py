@@ -9,15 +9,18 @@ Two isolation modes (bwrap is probed once per process), named in `SandboxResult.
   and /tmp; run as uid 65534 when started as root so RLIMIT_NPROC caps forks (the kernel never applies it to root).
 - process only (no working bwrap, or ALIGN_KIT_SANDBOX=process): a plain subprocess in its own session with
   rlimits and a fresh temporary directory as its working directory; it can still read and write whatever its user
-  may and reach the network.
-Either way every process of a call carries a per-call token in its command line and environment, so a sweep of
-/proc kills all of them (even ones that left the process group) before `run_python` returns.
+  may and reach the network. A per-call supervisor (a child subreaper, see _RUNNER) kills and reaps every process
+  the code started, however it detached (setsid, a double fork, an exec with a clean environment), at the
+  deadline or when the code exits.
+Either way every process of a call also carries a per-call token in its command line and environment, and a sweep
+of /proc for it is the backstop when the pid namespace or the supervisor did not end the call on its own.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import selectors
 import shutil
@@ -39,20 +42,79 @@ MAX_PROCESSES = 32
 SANDBOX_UID = 65534  # nobody
 WORKDIR = "/sandbox"  # the working directory's path inside bubblewrap
 TOKEN_ENV = "ALIGN_KIT_SANDBOX_TOKEN"  # also in the environment: it survives an exec that drops the command line
+MAX_TIMEOUT_S = 24 * 3600  # a day: far beyond any tool call, and within what select() and RLIMIT_CPU take
+MAX_MEMORY_MB = 2**20  # 1 TiB
 OOM_EXIT = 86  # the runner's exit code for a MemoryError (an exit code no plain crash of Python uses)
 
-# Runs inside the sandbox before the model's code (which it reads from stdin): applies the limits from its
-# arguments, then executes the code as __main__. Only trusted code runs before the limits are in force.
+TIMEOUT_EXIT = 87  # the supervisor's exit code when the wall clock ran out (also one no plain crash uses)
+# How long past the deadline the supervisor gets to kill, reap and exit before run_python kills it (a backstop).
+SUPERVISOR_GRACE_S = 2.0
+
+# Runs inside the sandbox: reads the code from stdin, applies the limits from its arguments, then executes the code
+# as __main__. Only trusted code runs before the limits are in force.
+# In process mode it first becomes the call's supervisor, a child subreaper, so whatever the code starts and
+# orphans (by a double fork, or a setsid and an exec that drops the token) is re-parented to it instead of to init.
+# It forks the code off into its own process group (a killpg(0) of the code spares it), waits for it until the
+# deadline (the caller's time.monotonic(), which is system-wide), then stops and kills every descendant it still
+# has, reaps them all, and exits with the code's exit status (128 + N for a death by signal N, as bwrap reports it)
+# or TIMEOUT_EXIT. Bubblewrap needs none of this: when it exits, its pid namespace dies with everything in it.
+# prctl goes through ctypes' C core `_ctypes` (its dlopen, dlsym and call_function are in 3.11-3.13): the ctypes
+# package builds some 30 type classes on import, 5-15 ms a call. Signals are numbers: importing `signal` (and enum
+# with it) would cost more than the rest of the start-up.
 _RUNNER = r"""
-import resource, sys
-_, token, mem, nproc, cpu, fsize = sys.argv
+import os, resource, sys
+_, token, supervise, deadline, mem, nproc, cpu, fsize = sys.argv
+source = sys.stdin.read()
+sys.stdin.close()
+if supervise == "1":
+    import select, time
+    from _ctypes import call_function, dlopen, dlsym
+    if call_function(dlsym(dlopen(None), "prctl"), (36, 1, 0, 0, 0)):  # PR_SET_CHILD_SUBREAPER
+        raise OSError("prctl(PR_SET_CHILD_SUBREAPER) failed: nothing could promise to kill what the code detaches")
+    child = os.fork()
+    if child:
+        def descendants():
+            parent_of = {}
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    try:
+                        with open(f"/proc/{name}/stat", "rb") as f:
+                            parent_of[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+                    except (OSError, IndexError, ValueError):
+                        pass
+            found, frontier = [], {os.getpid()}
+            while frontier:
+                frontier = {pid for pid, parent in parent_of.items() if parent in frontier}
+                found += frontier
+            return found
+        code = TIMEOUT_EXIT
+        try:
+            if select.select([os.pidfd_open(child)], [], [], max(0.0, float(deadline) - time.monotonic()))[0]:
+                code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+                code = 128 - code if code < 0 else code
+        finally:  # whatever happened above, the sweep runs and the exit is this one (run_python relies on it)
+            give_up = time.monotonic() + 5.0
+            while time.monotonic() < give_up:
+                try:
+                    while os.waitpid(-1, os.WNOHANG)[0]:
+                        pass
+                except ChildProcessError:  # no child left, so no descendant either: the usual case, no sweep
+                    break
+                pids = descendants()
+                for sig in (19, 9):  # SIGSTOP, then SIGKILL: a fork bomb cannot outrun the sweep
+                    for pid in pids:
+                        try:
+                            os.kill(pid, sig)
+                        except OSError:
+                            pass
+                time.sleep(0.001)
+            os._exit(code)
+    os.setpgid(0, 0)
 for res, value in ((resource.RLIMIT_AS, int(mem)), (resource.RLIMIT_CPU, int(cpu)),
                    (resource.RLIMIT_FSIZE, int(fsize)), (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(res, (value, value))
 if int(nproc) > 0:
     resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
-source = sys.stdin.read()
-sys.stdin.close()
 sys.argv = ["main.py"]
 try:
     exec(compile(source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -66,7 +128,7 @@ except BaseException as error:  # the traceback without this runner's frame, as 
         traceback.print_exception(error.with_traceback(error.__traceback__.tb_next))
     finally:
         sys.exit(status)
-""".replace("OOM_EXIT", str(OOM_EXIT))
+""".replace("OOM_EXIT", str(OOM_EXIT)).replace("TIMEOUT_EXIT", str(TIMEOUT_EXIT))
 
 
 @dataclass
@@ -79,18 +141,17 @@ class SandboxResult:
 def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, output_limit: int = 4096) -> SandboxResult:
     """Run `code` as `python -I -S` (the caller's interpreter, standard library only: no site-packages, whose .pth
     imports tripled the start-up time) in a sandbox; nothing it started is alive when this returns."""
-    if timeout_s <= 0 or memory_mb <= 0 or output_limit < 0:
-        raise ValueError(
-            f"run_python: timeout_s={timeout_s}, memory_mb={memory_mb}, output_limit={output_limit}; "
-            "set timeout_s > 0, memory_mb > 0 and output_limit >= 0"
-        )
+    _check_limits(timeout_s, memory_mb, output_limit)
+    timeout_s, memory_mb, output_limit = float(timeout_s), int(memory_mb), int(output_limit)  # numpy's become ours
+    deadline = time.monotonic() + timeout_s
     mode = isolation_mode()
     token = f"align_kit_sandbox-{uuid.uuid4().hex}"
     limit_bytes = memory_mb * 1024 * 1024
     cpu_s = math.ceil(timeout_s) + 1  # a backstop only: the wall clock decides
     run_uid = _run_uid(mode)
     nproc = _enforceable_nproc(run_uid)
-    runner_args = [str(token), str(limit_bytes), str(nproc), str(cpu_s), str(limit_bytes)]
+    supervised = mode == "process"
+    runner_args = [token, str(int(supervised)), repr(deadline), *map(str, (limit_bytes, nproc, cpu_s, limit_bytes))]
     tmp = None
     if mode == "bwrap":
         argv, cwd = _bwrap_argv(runner_args, limit_bytes), None
@@ -100,11 +161,24 @@ def run_python(code: str, *, timeout_s: float = 5.0, memory_mb: int = 256, outpu
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd or WORKDIR, "TMPDIR": cwd or "/tmp"}
     env[TOKEN_ENV] = token
     try:
-        status, output = _execute(argv, cwd, env, code, timeout_s, output_limit, token)
+        status, output = _execute(argv, cwd, env, code, deadline, supervised, output_limit, token)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return SandboxResult(status, output, _describe(mode, run_uid, nproc, memory_mb))
+
+
+def _check_limits(timeout_s, memory_mb, output_limit) -> None:
+    """One ValueError naming the argument: a NaN deadline would never pass, infinity overflows the CPU rlimit, a
+    float memory size breaks the byte count, and True is not a number of anything."""
+    wrong = []
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s <= MAX_TIMEOUT_S:
+        wrong.append(f"timeout_s={timeout_s!r} (set a number of seconds > 0 and <= {MAX_TIMEOUT_S})")
+    for name, value, low, high in (("memory_mb", memory_mb, 1, MAX_MEMORY_MB), ("output_limit", output_limit, 0, None)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low or high and value > high:
+            wrong.append(f"{name}={value!r} (set an integer >= {low}" + (f" and <= {high})" if high else ")"))
+    if wrong:
+        raise ValueError(f"run_python: {'; '.join(wrong)}")
 
 
 def isolation() -> str:
@@ -235,12 +309,19 @@ def _describe(mode: str, run_uid: int, nproc: int, memory_mb: int | None) -> str
         )
     return (
         f"process only: same user (uid {run_uid}), own session, fresh temp working directory, {memory}, {forks}, "
-        "wall-clock kill of every process; NO filesystem or network isolation"
+        "a subreaper supervisor's wall-clock kill of every process; NO filesystem or network isolation"
     )
 
 
 def _execute(
-    argv: list[str], cwd: str | None, env: dict, code: str, timeout_s: float, output_limit: int, token: str
+    argv: list[str],
+    cwd: str | None,
+    env: dict,
+    code: str,
+    deadline: float,
+    supervised: bool,
+    output_limit: int,
+    token: str,
 ) -> tuple[str, str]:
     source = code.encode("utf-8", "surrogatepass")  # before the process exists: nothing may raise in between
     proc = subprocess.Popen(
@@ -261,29 +342,39 @@ def _execute(
         except BrokenPipeError:  # it died before reading its code; the exit status says why
             pass
         # One thread, no polling: a pidfd turns readable when the process exits (Popen.wait(timeout) sleeps up to
-        # 50 ms a turn), and the pipe is drained meanwhile so the code never blocks on a full one.
+        # 50 ms a turn), and the pipe is drained meanwhile so the code never blocks on a full one. A supervisor
+        # keeps the deadline itself: waiting for it longer is a backstop for one that the code stopped.
         with os.fdopen(os.pidfd_open(proc.pid), "rb", buffering=0) as pidfd:
-            exited = output.read_until(pidfd.fileno(), time.monotonic() + timeout_s)
+            exited = output.read_until(pidfd.fileno(), deadline + (SUPERVISOR_GRACE_S if supervised else 0.0))
     finally:
-        # Not reaped before proc.wait() below, so the group's id cannot belong to anyone else yet.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _kill_all(token)
+        # A supervisor that exited on its own has killed and reaped everything (or never forked: its own start-up
+        # failed); otherwise kill its group and sweep for the token (what a killed supervisor left to init keeps
+        # it, unless it dropped it). Not reaped before proc.wait() below, so the group's id is still ours.
+        if not (supervised and exited and _exited_on_its_own(proc.pid)):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _kill_all(token)
         returncode = proc.wait()
     output.read_until(None, time.monotonic() + 1.0)  # what is left in the pipe; every writer is gone
     proc.stdout.close()
     text = output.kept.decode("utf-8", errors="replace")[:output_limit]
-    # A signal's death reads -N from Popen, and 128 + N when bwrap passes on its child's.
-    died_of = -returncode if returncode < 0 else returncode - 128 if argv[0].endswith("bwrap") else 0
-    if not exited or died_of == signal.SIGXCPU:
+    # The supervisor reports the code's death by signal N as 128 + N (and bwrap passes that on); -N from Popen is
+    # the supervisor's own.
+    died_of = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if not exited or (supervised and returncode == TIMEOUT_EXIT) or died_of == signal.SIGXCPU:
         return "timeout", text
     if returncode == 0:
         return "ok", text
     if returncode == OOM_EXIT or died_of == signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
         return "oom", text
     return "crash", text
+
+
+def _exited_on_its_own(pid: int) -> bool:
+    """Whether the exited (not yet reaped) process called exit rather than died of a signal; it stays unreaped."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT).si_code == os.CLD_EXITED
 
 
 class _Output:

@@ -4,11 +4,14 @@ try to outlive their timeout, and what bubblewrap keeps the code from (files out
 from __future__ import annotations
 
 import logging
+import math
 import os
+import signal
 import socket
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -291,9 +294,136 @@ def test_missing_bwrap_falls_back_with_one_log_line(monkeypatch, caplog):
         run_python("print(1)")
 
 
-def test_bad_arguments_are_refused(monkeypatch):
-    with pytest.raises(ValueError, match="timeout_s=0"):
-        run_python("print(1)", timeout_s=0)
+# (keyword arguments, what the one error must say): non-finite, out of range, booleans and strings.
+BAD_LIMITS = [
+    ({"timeout_s": math.nan}, "timeout_s=nan (set a number of seconds > 0 and <= 86400)"),
+    ({"timeout_s": math.inf}, "timeout_s=inf "),
+    ({"timeout_s": -math.inf}, "timeout_s=-inf "),
+    ({"timeout_s": -1}, "timeout_s=-1 "),
+    ({"timeout_s": 0}, "timeout_s=0 "),
+    ({"timeout_s": -0.0}, "timeout_s=-0.0 "),
+    ({"timeout_s": 86400.5}, "timeout_s=86400.5 "),
+    ({"timeout_s": True}, "timeout_s=True "),
+    ({"timeout_s": "5"}, "timeout_s='5' "),
+    ({"timeout_s": None}, "timeout_s=None "),
+    ({"memory_mb": math.nan}, "memory_mb=nan (set an integer >= 1 and <= 1048576)"),
+    ({"memory_mb": 0}, "memory_mb=0 "),
+    ({"memory_mb": -5}, "memory_mb=-5 "),
+    ({"memory_mb": True}, "memory_mb=True "),
+    ({"memory_mb": 64.0}, "memory_mb=64.0 "),  # a float size would reach the runner as "67108864.0"
+    ({"memory_mb": 2**20 + 1}, "memory_mb=1048577 "),
+    ({"output_limit": -1}, "output_limit=-1 (set an integer >= 0)"),
+    ({"output_limit": math.inf}, "output_limit=inf "),
+    ({"output_limit": False}, "output_limit=False "),
+    ({"output_limit": 2.5}, "output_limit=2.5 "),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), BAD_LIMITS, ids=[repr(kwargs) for kwargs, _ in BAD_LIMITS])
+def test_non_finite_or_out_of_range_limits_are_refused_before_anything_runs(kwargs, fragment, monkeypatch):
+    monkeypatch.setattr(sandbox.subprocess, "Popen", lambda *a, **k: pytest.fail("a process was started"))
+    with pytest.raises(ValueError) as error:
+        run_python("print(1)", **kwargs)
+    message = str(error.value)
+    assert message.startswith("run_python: ") and fragment in message and "\n" not in message
+
+
+def test_every_bad_limit_is_named_in_the_one_error():
+    with pytest.raises(ValueError) as error:
+        run_python("print(1)", timeout_s=math.nan, memory_mb=0, output_limit=-1)
+    assert [part.split("=")[0] for part in str(error.value).removeprefix("run_python: ").split("; ")] == [
+        "timeout_s",
+        "memory_mb",
+        "output_limit",
+    ]
+
+
+def test_whole_seconds_and_a_zero_output_limit_are_accepted(mode):
+    result = run_python("print(1)", timeout_s=3, output_limit=0)
+    assert (result.status, result.output) == ("ok", "")
+
+
+def test_an_unknown_mode_is_refused(monkeypatch):
     monkeypatch.setenv("ALIGN_KIT_SANDBOX", "docker")
     with pytest.raises(ValueError, match="use auto, bwrap or process"):
         run_python("print(1)")
+
+
+# Each escape leaves the call's process tree in a child that becomes `sleep 30` under an argv[0] marker of the
+# test's own, with an empty environment (no token), then waits until it sees that process before going on.
+ESCAPE = """
+import os, shutil, signal, time
+MARKER = {marker!r}
+def become_sleep(ignore_term):
+    os.setsid()
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # stays ignored across the exec
+    os.execve(shutil.which('sleep'), [MARKER, '30'], {{}})
+def seen():
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            if open(f'/proc/{{pid}}/cmdline', 'rb').read().startswith(MARKER.encode()):
+                return True
+        except OSError:
+            pass
+    return False
+"""
+ESCAPES = {
+    "setsid_exec": "if os.fork() == 0:\n    become_sleep(False)\n",
+    "double_fork": (
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        become_sleep(False)\n"
+        "    os._exit(0)\n"  # the middle process dies: the grandchild is an orphan
+        "os.wait()\n"
+    ),
+    "ignores_sigterm": "if os.fork() == 0:\n    become_sleep(True)\n",
+}
+WAIT_SEEN = "deadline = time.monotonic() + 5\nwhile not seen() and time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+
+
+def escape_code(marker: str, how: str, then: str) -> str:
+    return ESCAPE.format(marker=marker) + ESCAPES[how] + WAIT_SEEN + "print('seen' if seen() else 'not seen')\n" + then
+
+
+@pytest.fixture
+def marker():
+    name = f"align_kit_escapee_{uuid.uuid4().hex}"
+    yield name
+    for pid in survivors(name):  # a failed test leaves no sleeper behind
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", sorted(ESCAPES))
+def test_a_process_that_detaches_and_drops_the_token_dies_with_the_call(mode, marker, how):
+    result = run_python(escape_code(marker, how, ""), timeout_s=10)
+    assert (result.status, result.output) == ("ok", "seen\n")
+    assert survivors(marker) == []
+
+
+def test_detached_processes_die_at_the_timeout_too(mode, marker):
+    code = escape_code(marker, "setsid_exec", "") + ESCAPES["double_fork"] + WAIT_SEEN + "time.sleep(60)\n"
+    start = time.monotonic()
+    result = run_python(code, timeout_s=1.0)
+    assert (result.status, result.output) == ("timeout", "seen\n")
+    assert time.monotonic() - start < 3.0
+    assert survivors(marker) == []
+
+
+def test_code_that_kills_its_own_process_group_leaves_nothing_either(mode, marker):
+    # Its group is its own: the kill does not reach the supervisor, which still sweeps the escapee.
+    result = run_python(escape_code(marker, "setsid_exec", "import signal\nos.killpg(0, signal.SIGKILL)\n"))
+    assert result.output == "seen\n" and result.status != "ok"
+    assert survivors(marker) == []
+
+
+def test_a_stopped_supervisor_is_killed_after_the_deadline_with_what_kept_the_token(monkeypatch):
+    # What the process mode cannot promise (the code runs as the caller's user): once the code stops or kills its
+    # own supervisor, only processes that kept the token are found. run_python still returns, as a timeout.
+    monkeypatch.setenv("ALIGN_KIT_SANDBOX", "process")
+    code = PRINT_TOKEN + "import signal\nos.kill(os.getppid(), signal.SIGSTOP)\nwhile True:\n    pass\n"
+    start = time.monotonic()
+    result = run_python(code, timeout_s=0.3)
+    assert result.status == "timeout"
+    assert 0.3 + sandbox.SUPERVISOR_GRACE_S <= time.monotonic() - start < 0.3 + sandbox.SUPERVISOR_GRACE_S + 1.5
+    assert survivors(result.output.strip()) == []

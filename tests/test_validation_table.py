@@ -238,6 +238,22 @@ TOOLS = [
         "penalties[0].value=0.3 is positive",
     ),
 ]
+# The code_exec sandbox's limits (task.code_timeout_s, task.code_memory_mb): run_python's own bounds are checked
+# in the pre-flight, not at the first code_exec call mid-run.
+SANDBOX = [
+    (["train", "task=tool_calls", "task.code_timeout_s=86401"], "task.code_timeout_s=86401: the sandbox takes at most"),
+    (["train", "recipe=tool_calls", "task.code_timeout_s=1e6"], "task.code_timeout_s=1000000.0: the sandbox"),
+    (["train", "task=tool_calls", "task.code_timeout_s=5e300"], "task.code_timeout_s=5e+300"),
+    (["train", "task=tool_calls", "task.code_timeout_s=nan"], "task.code_timeout_s=nan"),
+    (["train", "recipe=tool_calls", "task.code_timeout_s=-inf"], "task.code_timeout_s=-inf"),
+    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s must be > 0"),
+    (["train", "task=tool_calls", "task.code_timeout_s=yes"], "task.code_timeout_s=yes"),
+    (["train", "task=tool_calls", "task.code_memory_mb=1048577"], "task.code_memory_mb=1048577: the sandbox takes"),
+    (["train", "recipe=tool_calls", "task.code_memory_mb=9223372036854775807"], "code_memory_mb=9223372036854775807"),
+    (["train", "task=tool_calls", "task.code_memory_mb=0"], "task.code_memory_mb"),
+    (["train", "task=tool_calls", "task.code_memory_mb=128.0"], "task.code_memory_mb=128.0"),
+    (["train", "task=tool_calls", "task.code_memory_mb=false"], "task.code_memory_mb=false"),
+]
 # Silent coercion and what passed the pre-flight to crash at step 0: duplicate keys, non-finite text, prompts the
 # tiny model cannot encode or fit, rewards the task cannot feed, GRPOConfig values that need an absent package,
 # file, eval split or GPU, hf model folders from_pretrained cannot read, folders nothing can be written in.
@@ -409,7 +425,7 @@ STEP_ZERO = [
     (["vllm-serve", "clip.nokey=1"], "Could not override 'clip.nokey'"),
     (["vllm-serve", "=2"], "'=2' sets no key"),
 ]
-CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + DATA_STRICT + STEP_ZERO
+CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX + DATA_STRICT + STEP_ZERO
 
 
 def make_victims(folder: Path) -> tuple[Path, Path]:

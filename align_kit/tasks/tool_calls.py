@@ -144,6 +144,12 @@ class ToolCallsTask(Component):
             raise ConfigError(
                 "task.code_timeout_s must be > 0 and task.code_memory_mb, task.turn_tokens, task.num_train >= 1"
             )
+        from align_kit.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S  # run_python's own bounds, checked before step 0
+
+        if self.code_timeout_s > MAX_TIMEOUT_S:
+            raise ConfigError(f"task.code_timeout_s={self.code_timeout_s}: the sandbox takes at most {MAX_TIMEOUT_S}")
+        if self.code_memory_mb > MAX_MEMORY_MB:
+            raise ConfigError(f"task.code_memory_mb={self.code_memory_mb}: the sandbox takes at most {MAX_MEMORY_MB}")
 
     @property
     def source(self) -> str:
