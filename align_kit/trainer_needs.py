@@ -145,6 +145,27 @@ def _check_precision(effective) -> None:
         )
 
 
+def _check_compile(effective) -> None:
+    """A torch.compile backend or mode that accelerate or torch does not know fails when the model is wrapped."""
+    backend, mode = effective("torch_compile_backend"), effective("torch_compile_mode")
+    if backend is not None:
+        from accelerate.utils import DynamoBackend
+
+        known = [member.value for member in DynamoBackend]
+        if str(backend).upper() not in known:
+            raise ConfigError(
+                f"trainer.torch_compile_backend={backend} is not a backend accelerate knows "
+                f"({', '.join(name.lower() for name in known)}); e.g. inductor"
+            )
+    if mode is not None:
+        from torch._inductor import list_mode_options
+
+        if mode not in list_mode_options():
+            raise ConfigError(
+                f"trainer.torch_compile_mode={mode} is not a torch.compile mode ({', '.join(list_mode_options())})"
+            )
+
+
 def cpu_fallback_warning(effective) -> str | None:
     """trainer.use_cpu=false on a machine without a GPU is a legitimate no-op (it trains on the CPU): said once."""
     if effective("use_cpu") or _gpu_available():
@@ -162,3 +183,4 @@ def check_machine(effective) -> None:
     """The rules that ask this machine: installed packages, files, a GPU."""
     _check_packages(effective)
     _check_precision(effective)
+    _check_compile(effective)

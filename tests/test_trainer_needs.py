@@ -179,3 +179,13 @@ def test_polynomial_decay_ends_below_the_learning_rate(rate, lr_end, refused):
             check_trainer_config(values, ARITHMETIC, "arithmetic")
     else:
         check_trainer_config(values, ARITHMETIC, "arithmetic")
+
+
+def test_torch_compile_backend_and_mode_must_be_known():
+    # The values accelerate's DynamoBackend and torch's list_mode_options accept (a bogus one failed at step 0).
+    with pytest.raises(ConfigError, match="trainer.torch_compile_backend=bogus is not a backend accelerate knows"):
+        check_machine(effective(torch_compile_backend="bogus"))
+    with pytest.raises(ConfigError, match="trainer.torch_compile_mode=fastest is not a torch.compile mode"):
+        check_machine(effective(torch_compile_mode="fastest"))
+    check_machine(effective(torch_compile_backend="inductor", torch_compile_mode="reduce-overhead"))
+    check_machine(effective(torch_compile_backend="eager"))

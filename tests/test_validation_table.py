@@ -388,6 +388,8 @@ STEP_ZERO = [
     (["train", "trainer.lr_scheduler_type=polynomial", "trainer.lr_scheduler_kwargs={lr_end:0.001}"], "lr_end=0.001"),
     (["train", "trainer.deepspeed={data}/no_such_zero3.json"], "no_such_zero3.json needs the deepspeed package"),
     (["train", "trainer.deepspeed=ds_config.json"], "trainer.deepspeed=ds_config.json needs the deepspeed package"),
+    (["train", "trainer.torch_compile_backend=bogus"], "trainer.torch_compile_backend=bogus is not a backend"),
+    (["train", "trainer.torch_compile=true", "trainer.torch_compile_mode=turbo"], "torch_compile_mode=turbo is not"),
     (["train", "trainer.load_best_model_at_end=true"], "needs trainer.eval_strategy (no) to match"),
     (["train", "model=hf", "model.name_or_path={data}/empty_dir"], "{data}/empty_dir holds no config.json"),
     (["train", "model=hf", "model.name_or_path={data}/hf_bad_json"], "config.json is not valid JSON (line 1"),
