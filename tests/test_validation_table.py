@@ -411,6 +411,16 @@ STEP_ZERO = [
         ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/medium.jsonl"],
         "row 5: prompt is 102 tokens, more than the 32 positions the model's max_position_embeddings=64 leaves",
     ),
+    (
+        [
+            "train",
+            "model=hf",
+            "model.name_or_path={data}/hf_bad_tokenizer",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+        ],
+        "hf_bad_tokenizer/tokenizer.json cannot be read (",
+    ),
     (["train", "hydra.run.dir=/proc/align_kit_run"], "hydra.run.dir=/proc/align_kit_run is under /proc"),
     (["train", "hydra.run.dir=/proc"], "hydra.run.dir=/proc is under /proc"),
     (["train", "hydra.run.dir=/sys/fs/align_kit/run"], "is under /sys"),
@@ -560,6 +570,7 @@ def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
         "hf_no_type": {"config.json": '{"vocab_size": 104}'},
         "hf_no_weights": {"config.json": config, "tokenizer.json": "{}"},
         "hf_no_tokenizer": {"config.json": config, "model.safetensors": ""},
+        "hf_bad_tokenizer": {"config.json": config, "model.safetensors": "", "tokenizer.json": '{"model": '},
     }
     for name, files in hf_folders.items():
         (folder / name).mkdir()

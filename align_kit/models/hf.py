@@ -97,8 +97,15 @@ class HFModel(Component):
             if looks_like_local_path(self.name_or_path) and (folder / "tokenizer.json").is_file():
                 from tokenizers import Tokenizer
 
-                tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-                unknown = json.loads((folder / "tokenizer.json").read_text()).get("model", {}).get("unk_token")
+                try:
+                    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                    unknown = json.loads((folder / "tokenizer.json").read_text()).get("model", {}).get("unk_token")
+                except Exception as error:  # tokenizers' own parse errors: AutoTokenizer would fail the same way
+                    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                    raise ConfigError(
+                        f"model.name_or_path={self.name_or_path}: {folder / 'tokenizer.json'} cannot be read ({text}); "
+                        "restore it from the saved model"
+                    ) from None
                 config = json.loads((folder / "config.json").read_text())
                 unknown_id = tokenizer.token_to_id(unknown) if isinstance(unknown, str) else None
                 self._tokenizer_cache = (tokenizer, unknown_id, config.get("max_position_embeddings"))
