@@ -152,7 +152,7 @@ def test_csv_quoted_values_keep_their_line_breaks(tmp_path):
             "nested.json row 1: key 'role' appears twice",
         ),
         ("header.csv", "prompt,answer,prompt\n1+1=,2,x\n", "header.csv line 1: the header names column 'prompt' twice"),
-        ("nan.jsonl", '{"prompt": "1+1=", "answer": NaN}\n', "nan.jsonl row 1: answer is nan (JSON NaN/Infinity)"),
+        ("nan.jsonl", '{"prompt": "1+1=", "answer": NaN}\n', "nan.jsonl row 1: answer is nan (NaN/Infinity)"),
         ("inf.json", '[{"prompt": "1+1=", "answer": -Infinity}]', "inf.json row 1: answer is -inf"),
     ],
 )
@@ -172,7 +172,7 @@ def test_hf_dataset_refuses_a_non_finite_domain(tmp_path):
     path.write_text(
         '{"prompt": "1+1=", "answer": "2", "topic": "math"}\n{"prompt": "2+2=", "answer": "4", "topic": Infinity}\n'
     )
-    with pytest.raises(ConfigError, match=r"row 2: topic is inf \(JSON NaN/Infinity\)"):
+    with pytest.raises(ConfigError, match=r"row 2: topic is inf \(NaN/Infinity\)"):
         HFDatasetTask(path=str(path), domain_column="topic").dataset()
 
 
@@ -221,3 +221,13 @@ def test_hf_node_checks_prompts_with_the_saved_tokenizer_and_positions(tiny_poli
     assert model.prompt_problem("x" * 224, 32) is None  # 256 - 32 = 224 positions for the prompt
     assert model.prompt_problem("x" * 225, 32).startswith("is 225 tokens, more than the 224 positions")
     assert HFModel(name_or_path="Qwen/Qwen3-0.6B").prompt_problem("é" * 10**5, 32) is None  # a hub name: not fetched
+
+
+def test_a_saved_dataset_with_a_nan_answer_is_refused_not_turned_into_text(tmp_path):
+    from datasets import Dataset
+
+    from align_kit.errors import ConfigError
+
+    Dataset.from_dict({"prompt": ["1+1=", "2+2="], "answer": [2.0, float("nan")]}).save_to_disk(str(tmp_path / "ds"))
+    with pytest.raises(ConfigError, match=r"row 2: answer is nan \(NaN/Infinity\)"):
+        HFDatasetTask(path=str(tmp_path / "ds")).dataset()

@@ -189,3 +189,15 @@ def test_torch_compile_backend_and_mode_must_be_known():
         check_machine(effective(torch_compile_mode="fastest"))
     check_machine(effective(torch_compile_backend="inductor", torch_compile_mode="reduce-overhead"))
     check_machine(effective(torch_compile_backend="eager"))
+
+
+def test_the_cpu_fallback_warning_is_one_plan_note(machine, tmp_path):
+    from align_kit.config import compose
+    from align_kit.plan import build_plan
+    from align_kit.train import component_choices
+
+    machine(gpu=False)
+    plan = build_plan(compose(["trainer.use_cpu=false"]), component_choices(), str(tmp_path))
+    assert [note for note in plan.notes if "use_cpu" in note] == [
+        "warning: trainer.use_cpu=false, but this machine has no GPU: training runs on the CPU"
+    ]

@@ -278,11 +278,11 @@ DATA_STRICT = [
     ),
     (
         ["train", "task=hf_dataset", "task.path={data}/nan_answer.jsonl"],
-        "nan_answer.jsonl row 5: answer is nan (JSON NaN",
+        "nan_answer.jsonl row 5: answer is nan (NaN/Infinity",
     ),
     (
         ["train", "task=hf_dataset", "task.path={data}/inf_answer.json"],
-        "inf_answer.json row 2: answer is inf (JSON NaN",
+        "inf_answer.json row 2: answer is inf (NaN/Infinity",
     ),
     (
         ["train", "task=hf_dataset", "task.path={data}/neg_inf_answer.jsonl"],
@@ -291,7 +291,7 @@ DATA_STRICT = [
     (["train", "task=hf_dataset", "task.path={data}/nan_prompt.jsonl"], "nan_prompt.jsonl row 5: prompt is float nan"),
     (
         ["train", "task=hf_dataset", "task.path={data}/nan_topic.jsonl", "task.domain_column=topic"],
-        "nan_topic.jsonl row 5: topic is nan (JSON NaN",
+        "nan_topic.jsonl row 5: topic is nan (NaN/Infinity",
     ),
     (
         ["train", "task=hf_dataset", "task.path={data}/inf_topic.json", "task.domain_column=topic"],

@@ -187,8 +187,9 @@ def _domain_problem(value: Any) -> str | None:
     return None
 
 
-# JSON's NaN / Infinity would become the text "nan" / "inf": an answer no completion is meant to match.
-_NON_FINITE = "is {value} (JSON NaN/Infinity), not text; write the value as a string or fix the row"
+# NaN / Infinity (JSON allows them, a float column holds them) would become the text "nan" / "inf": an answer
+# no completion is meant to match.
+_NON_FINITE = "is {value} (NaN/Infinity), not text; write the value as a string or fix the row"
 
 
 def _text(path: Path, source: str) -> str:
