@@ -28,6 +28,7 @@ from align_kit.models.tiny import TinyModel
 from align_kit.processes import world_size
 from align_kit.run_folder import require_checkpoint
 from align_kit.schema import check_config, check_trainer
+from align_kit.trainer_needs import check_trainer_config, cpu_fallback_warning
 
 COMPONENT_GROUPS = component_groups()
 # The groups whose node choices name a run (W&B tags, summary.json, compare arms).
@@ -184,6 +185,20 @@ def _check_batch_shape(plan: ExperimentPlan) -> None:
         )
 
 
+def _check_rewards_fit_task(reward_nodes: list[Component], task: Component, choices: dict[str, str]) -> None:
+    """Every column a reward reads is one the task gives (a task class that declares no COLUMNS is not checked)."""
+    given = getattr(task, "COLUMNS", None)
+    if given is None:
+        return
+    for node in reward_nodes:
+        for column, fix in getattr(node, "needs", dict)().items():
+            if column not in given:
+                raise ConfigError(
+                    f"reward.{node.group} reads the column {column!r}, which task={choices.get('task')} does not "
+                    f"give (its columns: {list(given)}); {fix}"
+                )
+
+
 def _check_completion_fits_model(plan: ExperimentPlan) -> None:
     positions = getattr(plan.model, "max_position_embeddings", None)  # known for the built-in models
     budget = plan.effective("max_completion_length")
@@ -287,6 +302,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     check_trainer(trainer)
     components = {group: instantiate_node(cfg[group], group) for group in COMPONENT_GROUPS}
     reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
+    _check_rewards_fit_task(reward_nodes, components["task"], choices)
 
     node_fields, owners = _merge_node_fields(components, choices)
     for name, value in node_fields.items():  # a node's own keys become GRPOConfig fields: same rules
@@ -319,6 +335,10 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
     )
     _check_batch_shape(plan)
+    check_trainer_config(plan.effective, components["task"], choices.get("task"))
+    warning = cpu_fallback_warning(plan.effective)
+    if warning:
+        plan.notes.append(warning)
     _check_completion_fits_model(plan)
     _check_format_schedule(plan)
     components["routing_replay"].check_model_node(components["model"], choices.get("model"))
@@ -343,13 +363,19 @@ def validate_dataset(plan: ExperimentPlan, dataset) -> None:
             f"({generation_batch} completions / trainer.num_generations={generations}); add rows or lower "
             "trainer.per_device_train_batch_size / trainer.steps_per_generation"
         )
-    if isinstance(plan.model, TinyModel) and "prompt" in dataset.column_names:
+    # The model's own check of a text prompt (model=tiny from its config, model=hf from its saved tokenizer).
+    prompt_problem = getattr(plan.model, "prompt_problem", None)
+    if prompt_problem is not None and "prompt" in dataset.column_names:
+        budget = plan.effective("max_completion_length")
         for row, prompt in enumerate(dataset["prompt"], start=1):
-            if not isinstance(prompt, str):
+            if not isinstance(prompt, str) and isinstance(plan.model, TinyModel):
                 raise ConfigError(
                     f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
                     "tokenizer has no chat template; use text prompts or model=hf"
                 )
+            problem = prompt_problem(prompt, budget) if isinstance(prompt, str) else None
+            if problem:
+                raise ConfigError(f"{source} row {row}: prompt {problem}")
     for component in plan.components.values():
         component.check_dataset(dataset)
 

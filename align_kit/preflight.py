@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from hydra.errors import HydraException
@@ -23,21 +24,49 @@ from align_kit.config import compose, override_parser
 from align_kit.errors import ConfigError
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.schema import resolved
+from align_kit.trainer_needs import check_machine
 
+PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: no pre-flight for them.
 _INSPECTING = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
 
 
 def check_writable(key: str, folder: str) -> None:
-    """`folder` exists as a writable folder, or could be created in one (nothing is created here)."""
+    """`folder` exists as a writable folder, or could be created in one: proven by creating (and removing) a
+    file in its nearest existing ancestor, never by creating the folder itself. os.access calls /proc writable
+    to root; /proc and /sys hold the kernel's files, never a run's."""
     path = Path(folder).expanduser()
     existing = path
-    while not existing.exists() and existing != existing.parent:
+    while not _exists(existing) and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{key}={folder} cannot be created: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{key}={folder} is not writable ({existing} refuses writes); choose a folder you can write")
+    limit = os.pathconf(existing, "PC_NAME_MAX")
+    for name in path.relative_to(existing).parts:
+        if len(os.fsencode(name)) > limit:
+            raise ConfigError(
+                f"{key}={folder} cannot be created: the name {name[:16]}... is {len(os.fsencode(name))} bytes, "
+                f"more than the {limit} its file system allows; shorten it"
+            )
+    real = existing.resolve()
+    pseudo = next((root for root in PSEUDO_FILE_SYSTEMS if real == root or root in real.parents), None)
+    if pseudo is not None:
+        raise ConfigError(f"{key}={folder} is under {pseudo}, the kernel's own file system; choose a folder on disk")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".align-kit-write-test-"):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"{key}={folder} is not writable ({existing} refuses a new file: {error.strerror}); "
+            "choose a folder you can write"
+        ) from None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name too long for the file system: check_writable names it
+        return False
 
 
 def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, data_cache: dict | None = None):
@@ -46,6 +75,7 @@ def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, da
 
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())} if "reward" in cfg else choices
     plan = build_plan(cfg, choices, run_dir)
+    check_machine(plan.effective)
     check_writable("paths.cache_dir", str(cfg.paths.cache_dir))
     check_data(plan, data_cache if data_cache is not None else {})
     return plan
@@ -114,14 +144,24 @@ def _varying(jobs: list[list[str]]) -> set[str]:
     return {key for key, seen in values.items() if len(seen) > 1 or len(jobs) == 1}
 
 
+def check_override_keys(overrides: list[str]) -> None:
+    """Every override names a key: Hydra reads `=0.3` as a config group override without a group and fails
+    with a ValueError deep in its defaults list."""
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if equals and not key.lstrip("+~"):
+            raise ConfigError(f"{override!r} sets no key; write key=value (e.g. clip.eps_high={value})")
+
+
 def check_command(overrides: list[str], multirun: bool) -> list[ExperimentPlan]:
     """Validate every job of the command; a failure is one ConfigError line (naming the job in a sweep)."""
+    check_override_keys(overrides)
     try:
         if not multirun:
             return [validate_job(overrides)]
         jobs = sweep_jobs(overrides)
     except (HydraException, OmegaConfBaseException) as error:
-        raise ConfigError(_one_line(error)) from None
+        raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
     plans, data_cache = [], {}
     for index, job in enumerate(jobs):
@@ -131,11 +171,11 @@ def check_command(overrides: list[str], multirun: bool) -> list[ExperimentPlan]:
         except ConfigError as error:
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
         except (HydraException, OmegaConfBaseException) as error:
-            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {_one_line(error)}") from None
+            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
     return plans
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     text = str(error).split("Config search path:")[0]  # Hydra appends its search path: noise here
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(lines) or type(error).__name__

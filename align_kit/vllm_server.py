@@ -71,12 +71,20 @@ def serve_command(model_folder: str, rollout, max_model_length: int | None) -> l
 
 def main(overrides: list[str]) -> None:
     """`align-kit vllm-serve [overrides]`: serve the policy these overrides would train."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from align_kit.config import compose
     from align_kit.plan import build_plan
+    from align_kit.preflight import check_override_keys, one_line
     from align_kit.train import component_choices
 
     try:
-        cfg = compose(["rollout=vllm", "rollout.mode=server", *overrides])
+        check_override_keys(overrides)
+        try:
+            cfg = compose(["rollout=vllm", "rollout.mode=server", *overrides])
+        except (HydraException, OmegaConfBaseException) as error:  # an unknown node or key: Hydra's own words
+            raise ConfigError(one_line(error)) from None
         plan = build_plan(cfg, component_choices(), run_dir=os.devnull)
     except ConfigError as error:
         print(f"align-kit: config error: {error}", file=sys.stderr)

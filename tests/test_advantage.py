@@ -48,6 +48,41 @@ def test_ngrpo_acts_on_the_weighted_total_and_skips_unscorable_rows():
     assert advantages.tolist() == pytest.approx([(t - mean) / (spread + EPS) for t in totals] + [0.0])
 
 
+@pytest.mark.parametrize(("weights", "group_size"), [([0.8, 1.0], 8), ([0.8, 1.0], 5), ([0.7, 0.2, 0.1], 16)])
+def test_ngrpo_perfect_group_is_exactly_zero_under_any_weights(weights, group_size):
+    # The rule of 16.6.5: every sample at the best total, mean = r_max, so every advantage is 0 (no float noise
+    # divided by the 1e-4 guard: with 0.8 and 1.0 that noise was -0.0012 each).
+    rewards = torch.ones(group_size, len(weights))
+    advantages = NGRPOAdvantage().compute(rewards, torch.tensor(weights), group_size)
+    assert advantages.tolist() == [0.0] * group_size
+
+
+def test_ngrpo_group_within_float_tolerance_of_the_best_total_is_flat():
+    # Totals 1.8 less a float32 rounding (1.8 - 2**-22 ~ 1.8 - 2.4e-7): the best total, so flat.
+    below = 1.8 - 2**-22
+    advantages = NGRPOAdvantage(r_max=1.8).compute(column(below, 1.8, below, below), torch.tensor([1.0]), 4)
+    assert advantages.tolist() == [0.0] * 4
+
+
+def test_ngrpo_group_clearly_below_the_best_total_is_pushed_down():
+    # 1.79 is a real shortfall (0.01 below r_max = 1.8): five samples at 1.79 and one virtual 1.8.
+    augmented = [1.79] * 5 + [1.8]
+    mean, spread = statistics.mean(augmented), statistics.stdev(augmented)
+    expected = (1.79 - mean) / (spread + EPS)
+    advantages = NGRPOAdvantage(r_max=1.8).compute(column(*[1.79] * 5), torch.tensor([1.0]), 5)
+    assert advantages.tolist() == pytest.approx([expected] * 5, rel=1e-4)
+    assert expected == pytest.approx(-0.39848, rel=1e-4)  # -(0.01/6) / (0.0040825 + 1e-4)
+
+
+def test_ngrpo_mixed_group_under_weights_0_8_and_1_0_by_hand():
+    # Totals 1.8, 1.8, 1.0, 1.8 plus the virtual 1.8: mean 8.2/5 = 1.64; squared deviations 4*0.0256 + 0.4096 =
+    # 0.512, Bessel /4 = 0.128, std = 0.357771.
+    rewards = torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.0, 1.0], [1.0, 1.0]])
+    advantages = NGRPOAdvantage().compute(rewards, torch.tensor([0.8, 1.0]), 4)
+    high, low = 0.16 / (0.357771 + EPS), -0.64 / (0.357771 + EPS)
+    assert advantages.tolist() == pytest.approx([high, high, low, high], rel=1e-5)
+
+
 GROUPED = torch.tensor([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
 WEIGHTS = torch.tensor([0.8, 0.2])
 TOTALS = [1.0, 0.2, 0.8, 0.0, 1.0, 0.8]  # 0.8 * correctness + 0.2 * format, by row

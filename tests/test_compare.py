@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import matplotlib.image
@@ -605,3 +606,43 @@ def test_a_bad_prediction_is_a_one_line_error(sweep, tmp_path):
         compare([str(sweep)], out=tmp_path / "out", predictions=["entropy:up"])
     with pytest.raises(CompareError, match="kl is not among the compared metrics"):
         compare([str(sweep)], out=tmp_path / "out", predictions=["kl:higher"])
+
+
+def test_text_valued_metrics_are_named_once_not_dropped_silently(sweep, tmp_path, capsys, monkeypatch):
+    for number in (0, 3):  # a text-valued metric in two runs of different arms: one note names it
+        metrics = sweep / str(number) / "metrics.jsonl"
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        metrics.write_text("".join(json.dumps({**row, "phase": "warmup", "status": "ok"}) + "\n" for row in rows))
+    monkeypatch.setenv("COLUMNS", "160")
+    cli.main(["compare", str(sweep), "--metrics", "reward,phase", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.splitlines()
+    note = "align-kit: note: logged as text, not numbers, so not compared: phase (e.g. 'warmup'), status (e.g. 'ok')"
+    assert [line for line in err if "phase" in line] == [note]
+    assert f"- {note.removeprefix('align-kit: note: ')}" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_finite_values_near_the_float_maximum_show_as_themselves(tmp_path, capsys, monkeypatch):
+    # One arm of two seeds: seed 1 logs 1e308 at every step, seed 2 -1e308. Final and AUC/span per run are
+    # +-1e308; over the seeds the mean is 0 and the sample std sqrt(2 * (1e308)^2 / 1) = 1.414e308.
+    for seed, value in ((1, 1e308), (2, -1e308)):
+        folder = tmp_path / "sweep" / str(seed - 1)
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"choices": {"clip": "symmetric"}, "seed": seed}))
+        rows = [{"step": step, "big": value, "reward": 0.5} for step in range(1, 6)]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setenv("COLUMNS", "160")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow RuntimeWarning would fail the test
+        result = compare([str(tmp_path / "sweep")], metrics=["big"], out=tmp_path / "out")
+    (summary,) = result.tables["big"]
+    assert (summary.final.mean, summary.auc.mean) == (0.0, 0.0)
+    assert summary.final.std == pytest.approx(math.sqrt(2) * 1e308)
+    assert "0 ± 1.41e+308" in capsys.readouterr().out
+    assert_valid_png(tmp_path / "out" / "metric_big.png")
+
+
+def test_a_single_seed_at_the_float_maximum_is_its_value_not_na():
+    series = Series(np.array([1.0, 2.0, 3.0]), np.array([1e308, 1e308, 1e308]))
+    run = Run("a", {}, {}, 1, {"big": series})
+    (summary,) = summarise_metric(group_into_arms([run]), "big")
+    assert (summary.final.mean, summary.auc.mean) == (1e308, 1e308)

@@ -26,19 +26,25 @@ SWEEPS = sorted(p.stem for p in (PROJECT_ROOT / "sweeps").glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def saved_model_dir(tmp_path_factory) -> str:
-    # model=hf needs an existing folder; an empty one is enough to validate (nothing loads here).
-    return str(tmp_path_factory.mktemp("hf_model"))
+    # model=hf needs a folder as save_pretrained leaves it; the files' names are enough to validate (nothing loads).
+    folder = tmp_path_factory.mktemp("hf_model")
+    (folder / "config.json").write_text('{"model_type": "qwen3"}')
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "tokenizer.json").write_text("{}")
+    return str(folder)
 
 
 def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
+    task = ["task=tool_calls"] if name.startswith("tool_") else []  # the step rewards read its `calls` column
     if group == "reward" and name == "tool_penalty":  # a penalty's best is 0: it rides beside a reward
-        return ["reward=[tool_choice,tool_penalty]", "reward.tool_choice.weight=1.0"]
+        return [*task, "reward=[tool_choice,tool_penalty]", "reward.tool_choice.weight=1.0"]
     if group == "reward":
         # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3).
-        return [f"reward=[{name}]", f"reward.{name}.weight=1.0"]
+        return [*task, f"reward=[{name}]", f"reward.{name}.weight=1.0"]
     extra = {
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],
         ("task", "hf_dataset"): ["task.path=some/dataset"],
+        ("task", "tool_calls"): ["reward=[tool_steps]"],  # correctness reads an `answer` column it does not give
         ("logger", "wandb"): ["logger.mode=offline"],  # no API key here; the node itself is tested below
         ("routing_replay", "r2"): ["model=tiny_moe"],  # replay needs an MoE model
         ("routing_replay", "r3"): ["model=tiny_moe"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,113 @@ def test_hf_dataset_task_composes_with_a_local_file(tmp_path):
     path.write_text('{"prompt": "1+1=", "answer": "2"}\n')
     plan = build_plan(compose(["task=hf_dataset", f"task.path={path}"]), component_choices(), str(tmp_path))
     assert plan.task.dataset()["domain"] == ["default"]
+
+
+def test_jsonl_strings_holding_unicode_line_separators_load_exactly(tmp_path):
+    # U+2028, U+2029 and U+0085 are line breaks to str.splitlines but plain characters inside a JSON string.
+    prompts = ["a\u2028b=", "c\x85d=", "e\u2029f="]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": p, "answer": "1"}, ensure_ascii=False) + "\n" for p in prompts))
+    assert HFDatasetTask(path=str(path)).dataset()["prompt"] == prompts
+
+
+def test_csv_quoted_values_keep_their_line_breaks(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes('prompt,answer\r\n"two\nlines=",2\r\n"sep\u2028=",3\r\n'.encode())
+    rows = HFDatasetTask(path=str(path)).dataset()
+    assert rows["prompt"] == ["two\nlines=", "sep\u2028="] and rows["answer"] == ["2", "3"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "twice.jsonl",
+            '{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": "4", "answer": "9"}\n',
+            "twice.jsonl line 2: key 'answer' appears twice",
+        ),
+        (
+            "nested.json",
+            '[{"prompt": [{"role": "user", "content": "a", "role": "system"}], "answer": "1"}]',
+            "nested.json row 1: key 'role' appears twice",
+        ),
+        ("header.csv", "prompt,answer,prompt\n1+1=,2,x\n", "header.csv line 1: the header names column 'prompt' twice"),
+        ("nan.jsonl", '{"prompt": "1+1=", "answer": NaN}\n', "nan.jsonl row 1: answer is nan (NaN/Infinity)"),
+        ("inf.json", '[{"prompt": "1+1=", "answer": -Infinity}]', "inf.json row 1: answer is -inf"),
+    ],
+)
+def test_hf_dataset_refuses_what_it_would_coerce(tmp_path, name, text, message):
+    from align_kit.errors import ConfigError
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        HFDatasetTask(path=str(path)).dataset()
+
+
+def test_hf_dataset_refuses_a_non_finite_domain(tmp_path):
+    from align_kit.errors import ConfigError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"prompt": "1+1=", "answer": "2", "topic": "math"}\n{"prompt": "2+2=", "answer": "4", "topic": Infinity}\n'
+    )
+    with pytest.raises(ConfigError, match=r"row 2: topic is inf \(NaN/Infinity\)"):
+        HFDatasetTask(path=str(path), domain_column="topic").dataset()
+
+
+@pytest.mark.parametrize("text", ["37+45=", "a\nb", "<think>1+1=2</think>2", "¿3+1?", "4\t+1=", "数", "x🙂", "\u2028"])
+def test_the_tokenizer_check_agrees_with_the_real_character_tokenizer(text):
+    from align_kit.models.char_tokenizer import token_count, unencodable
+
+    tokenizer = build_char_tokenizer()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    first_unknown = next((ch for ch in text if tokenizer.convert_tokens_to_ids(ch) == tokenizer.unk_token_id), None)
+    assert unencodable(text) == first_unknown
+    if first_unknown is None:
+        assert token_count(text) == len(ids)  # a think tag is one token
+    else:
+        assert tokenizer.unk_token_id in ids
+
+
+def test_tiny_prompt_problem_names_the_character_and_the_positions():
+    model = TinyModel(max_position_embeddings=64)
+    assert model.prompt_problem("1+1=", 32) is None
+    assert model.prompt_problem("é", 32).startswith("holds 'é' (U+00E9), which model=tiny's character tokenizer")
+    # 64 positions - 32 for the completion leave 32 for the prompt: 33 characters are one too many.
+    assert model.prompt_problem("x" * 32, 32) is None
+    assert model.prompt_problem("x" * 33, 32).startswith("is 33 tokens, more than the 32 positions")
+    assert model.prompt_problem("<think>" + "x" * 31, 32) is None  # the tag is one token: 32 in all
+
+
+def test_hf_node_accepts_a_saved_folder_and_refuses_one_from_pretrained_cannot_read(tiny_policy, tmp_path):
+    from align_kit.errors import ConfigError
+
+    saved = Path(tiny_policy[2].path)
+    HFModel(name_or_path=str(saved)).validate()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "model.safetensors"):  # a copy without its tokenizer files
+        (broken / name).write_bytes((saved / name).read_bytes())
+    with pytest.raises(ConfigError, match="holds no tokenizer"):
+        HFModel(name_or_path=str(broken)).validate()
+
+
+def test_hf_node_checks_prompts_with_the_saved_tokenizer_and_positions(tiny_policy):
+    # The saved tiny model: a character tokenizer with <unk>, and 256 positions in its config.json.
+    model = HFModel(name_or_path=tiny_policy[2].path)
+    assert model.prompt_problem("12+7=", 32) is None
+    assert model.prompt_problem("12+7=é", 32).startswith("holds 'é', which the tokenizer of model.name_or_path=")
+    assert model.prompt_problem("x" * 224, 32) is None  # 256 - 32 = 224 positions for the prompt
+    assert model.prompt_problem("x" * 225, 32).startswith("is 225 tokens, more than the 224 positions")
+    assert HFModel(name_or_path="Qwen/Qwen3-0.6B").prompt_problem("é" * 10**5, 32) is None  # a hub name: not fetched
+
+
+def test_a_saved_dataset_with_a_nan_answer_is_refused_not_turned_into_text(tmp_path):
+    from datasets import Dataset
+
+    from align_kit.errors import ConfigError
+
+    Dataset.from_dict({"prompt": ["1+1=", "2+2="], "answer": [2.0, float("nan")]}).save_to_disk(str(tmp_path / "ds"))
+    with pytest.raises(ConfigError, match=r"row 2: answer is nan \(NaN/Infinity\)"):
+        HFDatasetTask(path=str(tmp_path / "ds")).dataset()

@@ -144,3 +144,61 @@ def test_json_reads_an_array_or_lines(tmp_path):
     with pytest.raises(ConfigError) as refused:
         read_json_rows(lines, "F")
     assert str(refused.value) == "F line 2: not valid JSON (Expecting ',' delimiter at column 16)"
+
+
+def test_a_writable_folder_is_proven_by_a_file_created_and_removed_in_its_nearest_existing_ancestor(tmp_path):
+    from align_kit.preflight import check_writable
+
+    check_writable("hydra.run.dir", str(tmp_path / "runs" / "a"))
+    assert list(tmp_path.iterdir()) == []  # neither the run folder nor the probe file is left
+
+
+@pytest.mark.parametrize("folder", ["/proc/align_kit_run", "/proc/self", "/sys/kernel/align_kit", "/proc"])
+def test_kernel_file_systems_are_refused_though_os_access_calls_them_writable(folder):
+    from align_kit.preflight import check_writable
+
+    with pytest.raises(ConfigError, match=f"paths.cache_dir={folder} is under /(proc|sys), the kernel's own"):
+        check_writable("paths.cache_dir", folder)
+
+
+def test_a_folder_that_refuses_a_new_file_is_refused_even_for_root(tmp_path):
+    from align_kit.preflight import check_writable
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    # root passes every permission bit; an immutable folder refuses even root (needs chattr and CAP_LINUX_IMMUTABLE).
+    if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+        locked.chmod(0o555)
+    try:
+        if _can_create(locked):
+            pytest.skip("this user can write in the locked folder")
+        with pytest.raises(ConfigError, match="hydra.run.dir=.*/locked/run is not writable .*refuses a new file"):
+            check_writable("hydra.run.dir", str(locked / "run"))
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
+        locked.chmod(0o755)
+
+
+def _can_create(folder: Path) -> bool:
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return False
+    (folder / "probe").unlink()
+    return True
+
+
+@pytest.mark.parametrize("override", ["=0.3", "+=1", "++=x", "~=y"])
+def test_an_override_without_a_key_is_one_line(override):
+    with pytest.raises(ConfigError, match="sets no key; write key=value"):
+        check_command([override], multirun=False)
+
+
+def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
+    from align_kit.preflight import check_writable
+
+    name = "n" * 256  # one byte over NAME_MAX (255 on ext4, tmpfs, xfs)
+    with pytest.raises(ConfigError, match="the name nnnnnnnnnnnnnnnn... is 256 bytes, more than the 255"):
+        check_writable("hydra.run.dir", str(tmp_path / name / "run"))
+    check_writable("hydra.run.dir", str(tmp_path / ("n" * 255) / "run"))
+    assert list(tmp_path.iterdir()) == []

@@ -254,7 +254,190 @@ SANDBOX = [
     (["train", "task=tool_calls", "task.code_memory_mb=128.0"], "task.code_memory_mb=128.0"),
     (["train", "task=tool_calls", "task.code_memory_mb=false"], "task.code_memory_mb=false"),
 ]
-CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX
+# Silent coercion and what passed the pre-flight to crash at step 0: duplicate keys, non-finite text, prompts the
+# tiny model cannot encode or fit, rewards the task cannot feed, GRPOConfig values that need an absent package,
+# file, eval split or GPU, hf model folders from_pretrained cannot read, folders nothing can be written in.
+DATA_STRICT = [
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_answer.jsonl"],
+        "dup_answer.jsonl line 5: key 'answer' appears",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/dup_prompt.json"], "dup_prompt.json row 3: key 'prompt' appears"),
+    (["train", "task=hf_dataset", "task.path={data}/dup_role.jsonl"], "dup_role.jsonl line 2: key 'role' appears"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_topic.jsonl", "task.domain_column=topic"],
+        "dup_topic.jsonl line 16: key 'topic' appears",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_answer.csv"],
+        "dup_answer.csv line 1: the header names column 'answer'",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_prompt.csv"],
+        "dup_prompt.csv line 1: the header names column 'prompt'",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/nan_answer.jsonl"],
+        "nan_answer.jsonl row 5: answer is nan (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/inf_answer.json"],
+        "inf_answer.json row 2: answer is inf (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/neg_inf_answer.jsonl"],
+        "neg_inf_answer.jsonl row 5: answer is -inf",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/nan_prompt.jsonl"], "nan_prompt.jsonl row 5: prompt is float nan"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/nan_topic.jsonl", "task.domain_column=topic"],
+        "nan_topic.jsonl row 5: topic is nan (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/inf_topic.json", "task.domain_column=topic"],
+        "inf_topic.json row 1: topic is inf",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/spanish.jsonl"], "spanish.jsonl row 5: prompt holds '¿' (U+00BF)"),
+    (["train", "task=hf_dataset", "task.path={data}/chinese.jsonl"], "chinese.jsonl row 5: prompt holds '三' (U+4E09)"),
+    (["train", "task=hf_dataset", "task.path={data}/emoji.jsonl"], "emoji.jsonl row 5: prompt holds '🙂' (U+1F642)"),
+    (["train", "task=hf_dataset", "task.path={data}/russian.csv"], "russian.csv row 2: prompt holds 'С' (U+0421)"),
+    (["train", "task=hf_dataset", "task.path={data}/arabic.json"], "arabic.json row 1: prompt holds 'ك' (U+0643)"),
+    (["train", "task=hf_dataset", "task.path={data}/tab.jsonl"], "tab.jsonl row 5: prompt holds '\\t' (U+0009)"),
+    (["train", "task=hf_dataset", "task.path={data}/nbsp.jsonl"], "nbsp.jsonl row 5: prompt holds '\\xa0' (U+00A0)"),
+    (["train", "task=hf_dataset", "task.path={data}/zero_width.jsonl"], "zero_width.jsonl row 5: prompt holds"),
+    (["train", "task=hf_dataset", "task.path={data}/line_sep.jsonl"], "line_sep.jsonl row 1: prompt holds '\\u2028'"),
+    (["train", "task=hf_dataset", "task.path={data}/next_line.jsonl"], "next_line.jsonl row 1: prompt holds '\\x85'"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/long.jsonl"],
+        "long.jsonl row 5: prompt is 302 tokens, more than the 224",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/long.csv"], "long.csv row 1: prompt is 302 tokens"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/medium.jsonl", "trainer.max_completion_length=160"],
+        "medium.jsonl row 5: prompt is 102 tokens, more than the 96 positions",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/medium.jsonl", "+model.max_position_embeddings=100"],
+        "model.max_position_embeddings=100 leaves after trainer.max_completion_length=32",
+    ),
+]
+STEP_ZERO = [
+    (
+        ["train", "reward=[tool_steps]"],
+        "reward.tool_steps reads the column 'calls', which task=arithmetic does not give",
+    ),
+    (
+        ["train", "task=two_style", "reward=[tool_choice,tool_params,tool_reasoning,tool_plan]"],
+        "reward.tool_choice reads the column 'calls', which task=two_style",
+    ),
+    (["train", "reward=[correctness,format,tool_penalty]"], "reward.tool_penalty reads the column 'calls'"),
+    (
+        ["train", "task=tool_calls", "reward=[correctness]", "reward.correctness.weight=1"],
+        "reward.correctness reads the column 'answer', which task=tool_calls",
+    ),
+    (["train", "recipe=tool_calls", "reward=[tool_steps,correctness]"], "which task=tool_calls does not give"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/good.jsonl", "reward.correctness.answer_column=nope"],
+        "reward.correctness reads the column 'nope', which task=hf_dataset",
+    ),
+    (["train", "reward.correctness.answer_column=solution"], "the column 'solution', which task=arithmetic"),
+    (
+        [
+            "train",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+            "task.answer_column=topic",
+            "reward.correctness.answer_column=topic",
+        ],
+        "the column 'topic', which task=hf_dataset",
+    ),
+    (["train", "trainer.fp16=true"], "trainer.fp16=true has no effect on the CPU (trainer.use_cpu=true)"),
+    (["train", "recipe=dapo", "trainer.fp16=true"], "so training would be fp32"),
+    (["train", "trainer.tf32=true"], "trainer.tf32=true needs an Ampere or newer GPU"),
+    (
+        ["train", "trainer.eval_strategy=steps"],
+        "trainer.eval_strategy=steps evaluates on eval data, but task=arithmetic",
+    ),
+    (["train", "task=two_style", "trainer.eval_strategy=epoch"], "task=two_style gives the trainer none"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/saved", "task.eval_split=test", "trainer.eval_strategy=steps"],
+        "task=hf_dataset gives the trainer none",
+    ),
+    (["train", "trainer.optim=adamw_bnb_8bit"], "trainer.optim=adamw_bnb_8bit needs the bitsandbytes package"),
+    (["train", "trainer.optim=paged_lion_8bit"], "needs the bitsandbytes package"),
+    (["train", "trainer.optim=galore_adamw_layerwise"], "needs the galore-torch package"),
+    (["train", "trainer.optim=schedule_free_adamw"], "needs the schedulefree package"),
+    (["train", "trainer.optim=adalomo"], "needs the lomo-optim package"),
+    (["train", "trainer.optim=adamw_torch_4bit"], "needs the torchao package"),
+    (["train", "trainer.optim=stable_adamw"], "needs the torch-optimi package"),
+    (["train", "trainer.optim=adamw_anyprecision"], "needs the torchdistx package"),
+    (["train", "trainer.optim=apollo_adamw"], "needs the apollo-torch package"),
+    (["train", "trainer.optim=grokadamw"], "needs the grokadamw package"),
+    (["train", "trainer.use_liger_kernel=true"], "trainer.use_liger_kernel=true needs the liger-kernel package"),
+    (["train", "trainer.lr_scheduler_type=reduce_lr_on_plateau"], "reduce_lr_on_plateau steps on an eval metric"),
+    (["train", "trainer.lr_scheduler_type=cosine_with_min_lr"], "needs exactly one of min_lr / min_lr_rate"),
+    (
+        [
+            "train",
+            "trainer.lr_scheduler_type=cosine_warmup_with_min_lr",
+            "trainer.lr_scheduler_kwargs={min_lr:1e-6,min_lr_rate:0.1}",
+        ],
+        "(got ['min_lr', 'min_lr_rate'])",
+    ),
+    (["train", "trainer.lr_scheduler_type=polynomial", "trainer.learning_rate=1e-8"], "decays to lr_end=1e-07"),
+    (["train", "trainer.lr_scheduler_type=polynomial", "trainer.lr_scheduler_kwargs={lr_end:0.001}"], "lr_end=0.001"),
+    (["train", "trainer.deepspeed={data}/no_such_zero3.json"], "no_such_zero3.json needs the deepspeed package"),
+    (["train", "trainer.deepspeed=ds_config.json"], "trainer.deepspeed=ds_config.json needs the deepspeed package"),
+    (["train", "trainer.torch_compile_backend=bogus"], "trainer.torch_compile_backend=bogus is not a backend"),
+    (["train", "trainer.torch_compile=true", "trainer.torch_compile_mode=turbo"], "torch_compile_mode=turbo is not"),
+    (["train", "trainer.load_best_model_at_end=true"], "needs trainer.eval_strategy (no) to match"),
+    (["train", "model=hf", "model.name_or_path={data}/empty_dir"], "{data}/empty_dir holds no config.json"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_bad_json"], "config.json is not valid JSON (line 1"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_list_json"], "config.json holds a JSON list, not an object"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_string_json"], "config.json holds a JSON str, not an object"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_latin1"], "config.json is not valid JSON (not UTF-8)"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_type"], "config.json names no model_type"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_weights"], "hf_no_weights holds no weights"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_tokenizer"], "hf_no_tokenizer holds no tokenizer"),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/spanish.jsonl"],
+        "spanish.jsonl row 5: prompt holds '¿', which the tokenizer of model.name_or_path={data}/hf_char maps to its",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/emoji.jsonl"],
+        "prompt holds '🙂', which the tokenizer",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/medium.jsonl"],
+        "row 5: prompt is 102 tokens, more than the 32 positions the model's max_position_embeddings=64 leaves",
+    ),
+    (
+        [
+            "train",
+            "model=hf",
+            "model.name_or_path={data}/hf_bad_tokenizer",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+        ],
+        "hf_bad_tokenizer/tokenizer.json cannot be read (",
+    ),
+    (["train", "hydra.run.dir=/proc/align_kit_run"], "hydra.run.dir=/proc/align_kit_run is under /proc"),
+    (["train", "hydra.run.dir=/proc"], "hydra.run.dir=/proc is under /proc"),
+    (["train", "hydra.run.dir=/sys/fs/align_kit/run"], "is under /sys"),
+    (["train", "paths.cache_dir=/proc/self/align_kit"], "paths.cache_dir=/proc/self/align_kit is under /proc"),
+    (["train", "paths.cache_dir=/sys/kernel/align_kit"], "paths.cache_dir=/sys/kernel/align_kit is under /sys"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir=/proc/sweeps"], "hydra.sweep.dir=/proc/sweeps/0 is under /proc"),
+    (["train", "hydra.run.dir=/tmp/" + "n" * 300 + "/run"], "is 300 bytes, more than the 255 its file system"),
+    (["train", "paths.cache_dir=" + "c" * 260], "paths.cache_dir=" + "c" * 260 + " cannot be created: the name"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir=" + "s" * 256], "hydra.sweep.dir=" + "s" * 256 + "/0 cannot be"),
+    (["train", "=0.3"], "'=0.3' sets no key; write key=value"),
+    (["train", "+=1"], "'+=1' sets no key"),
+    (["train", "-m", "=0.1,0.2"], "'=0.1,0.2' sets no key"),
+    (["vllm-serve", "clip=nope"], "Could not find 'clip/nope'"),
+    (["vllm-serve", "clip.nokey=1"], "Could not override 'clip.nokey'"),
+    (["vllm-serve", "=2"], "'=2' sets no key"),
+]
+CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX + DATA_STRICT + STEP_ZERO
 
 
 def make_victims(folder: Path) -> tuple[Path, Path]:
@@ -328,8 +511,79 @@ def make_data_files(folder: Path) -> Path:
     (folder / "scalars.json").write_text(json.dumps([good[0], 5]))
     (folder / "chat.jsonl").write_text(_jsonl([{"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}] * 16))
     (folder / "empty_dir").mkdir()
+    _make_strict_data_files(folder, good)
     DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
     return folder
+
+
+def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
+    """The files of DATA_STRICT and of STEP_ZERO's hf model folders."""
+    row_5 = '{"prompt": "4+1=", "answer": "5", "answer": "999", "topic": "math"}\n'
+    lines = _jsonl(good).splitlines(keepends=True)
+    (folder / "dup_answer.jsonl").write_text("".join(lines[:4]) + row_5 + "".join(lines[5:]))
+    (folder / "dup_prompt.json").write_text(
+        "[" + ",\n".join([*(json.dumps(r) for r in good[:2]), '{"prompt": "a", "prompt": "b", "answer": "1"}']) + "]"
+    )
+    chat = {"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}
+    (folder / "dup_role.jsonl").write_text(
+        json.dumps(chat) + '\n{"prompt": [{"role": "user", "content": "2+2=", "role": "system"}], "answer": "4"}\n'
+    )
+    (folder / "dup_topic.jsonl").write_text(
+        "".join(lines[:15]) + '{"prompt": "x=", "answer": "1", "topic": "a", "topic": "b"}\n'
+    )
+    (folder / "dup_answer.csv").write_text("prompt,answer,answer\n1+1=,2,999\n")
+    (folder / "dup_prompt.csv").write_text("prompt,answer,prompt\n1+1=,2,3+3=\n")
+    (folder / "nan_answer.jsonl").write_text(_with_row_5(answer=float("nan")))  # json.dumps writes NaN
+    (folder / "inf_answer.json").write_text(json.dumps([good[0], {"prompt": "2+2=", "answer": float("inf")}]))
+    (folder / "neg_inf_answer.jsonl").write_text(_with_row_5(answer=float("-inf")))
+    (folder / "nan_prompt.jsonl").write_text(_with_row_5(prompt=float("nan")))
+    (folder / "nan_topic.jsonl").write_text(_with_row_5(topic=float("nan")))
+    (folder / "inf_topic.json").write_text(json.dumps([{**good[0], "topic": float("inf")}, good[1]]))
+    for name, prompt in (
+        ("spanish", "¿Cuánto es 4+1?"),
+        ("chinese", "三加二等于几="),
+        ("emoji", "4+1=🙂"),
+        ("tab", "4\t+1="),
+        ("nbsp", "4\xa0+1="),
+        ("zero_width", "4+\u200b1="),
+        ("long", "2+" * 150 + "2="),
+        ("medium", "1+" * 50 + "1="),
+    ):
+        (folder / f"{name}.jsonl").write_text(_with_row_5(prompt=prompt))
+    csv_rows = "".join(f"{row['prompt']},{row['answer']}\n" for row in good)  # enough rows for one batch
+    (folder / "russian.csv").write_text("prompt,answer\n1+1=,2\nСколько 2+2?,4\n" + csv_rows, encoding="utf-8")
+    arabic = [{"prompt": "كم 1+1", "answer": "2"}, *good]
+    (folder / "arabic.json").write_text(json.dumps(arabic, ensure_ascii=False), encoding="utf-8")
+    (folder / "long.csv").write_text("prompt,answer\n" + "2+" * 150 + "2=,302\n" + csv_rows)
+    # Valid JSON lines whose strings hold line separators: they load (they were "Unterminated string"), then the
+    # tiny tokenizer refuses the character.
+    for name, separator in (("line_sep", "\u2028"), ("next_line", "\x85")):
+        rows = [{"prompt": f"1{separator}+1=", "answer": "2"}, *good[1:]]
+        (folder / f"{name}.jsonl").write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+        )
+    config = json.dumps({"model_type": "qwen3", "vocab_size": 104})
+    hf_folders = {
+        "hf_bad_json": {"config.json": '{"model_type": "qwen3",'},
+        "hf_list_json": {"config.json": "[1, 2]"},
+        "hf_string_json": {"config.json": '"qwen3"'},
+        "hf_no_type": {"config.json": '{"vocab_size": 104}'},
+        "hf_no_weights": {"config.json": config, "tokenizer.json": "{}"},
+        "hf_no_tokenizer": {"config.json": config, "model.safetensors": ""},
+        "hf_bad_tokenizer": {"config.json": config, "model.safetensors": "", "tokenizer.json": '{"model": '},
+    }
+    for name, files in hf_folders.items():
+        (folder / name).mkdir()
+        for file, text in files.items():
+            (folder / name / file).write_text(text)
+    # A folder as save_pretrained leaves it, with the tiny model's character tokenizer and 64 positions.
+    from align_kit.models.char_tokenizer import build_char_tokenizer
+
+    build_char_tokenizer().save_pretrained(folder / "hf_char")
+    (folder / "hf_char" / "config.json").write_text(json.dumps({"model_type": "qwen3", "max_position_embeddings": 64}))
+    (folder / "hf_char" / "model.safetensors").write_bytes(b"")
+    (folder / "hf_latin1").mkdir()
+    (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
 
 
 @pytest.fixture

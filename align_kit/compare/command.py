@@ -113,7 +113,8 @@ def choose_metrics(runs: list[Run], requested: list[str] | None, notes: list[str
             f"the {len(runs)} runs share no metric (e.g. {example}); compare runs that log the same metrics"
         )
     if requested:
-        missing = [metric for metric in requested if metric not in common]
+        text = {metric for run in runs for metric in run.text_valued}  # noted once already, by load_inputs
+        missing = [metric for metric in requested if metric not in common and metric not in text]
         if missing:
             notes.append(f"not in every run, so left out: {', '.join(missing)}")
         chosen = [metric for metric in requested if metric in common]

@@ -9,6 +9,7 @@ an exponential moving average s_t = a * s_(t-1) + (1 - a) * x_t starting at s_0 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 
 from align_kit.compare.arms import Arm
 from align_kit.compare.runs import Series
+from align_kit.compare.statistics import HUGE
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,12 @@ def planned_figures(metrics: list[str]) -> list[tuple[str, str, list[tuple[str, 
     return figures
 
 
+def axis_unit(series: list[Series]) -> float:
+    """A power of ten the curves are drawn in when they are huge (matplotlib's axis range overflows near 1e308)."""
+    peak = max(float(np.max(np.abs(s.values))) for s in series)
+    return 10.0 ** math.floor(math.log10(peak)) if peak > HUGE else 1.0
+
+
 def write_figures(arms: list[Arm], metrics: list[str], out_dir: Path, smoothing: float = 0) -> list[FigureFile]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -135,12 +143,14 @@ def write_figures(arms: list[Arm], metrics: list[str], out_dir: Path, smoothing:
         figure = Figure(figsize=(5.5 * len(panels), 4.0 + 0.25 * len(arms)), layout="constrained")
         FigureCanvasAgg(figure)
         for axes, (label, metric) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
+            unit = axis_unit([run.series[metric] for arm in arms for run in arm.runs])
             for index, arm in enumerate(arms):
-                steps, mean, std = seed_band([run.series[metric] for run in arm.runs], smoothing)
+                scaled = [Series(run.series[metric].steps, run.series[metric].values / unit) for run in arm.runs]
+                steps, mean, std = seed_band(scaled, smoothing)
                 color = f"C{index % 10}"  # an arm keeps its colour across figures
                 axes.plot(steps, mean, color=color, label=f"{arm.name} (n={len(arm.runs)})")
                 axes.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
-            axes.set_title(label)
+            axes.set_title(label if unit == 1.0 else f"{label} (x {unit:.0e})")
             axes.set_xlabel("step")
             axes.grid(alpha=0.3)
         # One legend below the panels: arm names can be long, and each arm has the same colour in every panel.

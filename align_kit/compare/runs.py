@@ -45,6 +45,7 @@ class Run:
     skipped_lines: int = 0
     notes: list[str] = field(default_factory=list)
     non_finite: dict[str, int] = field(default_factory=dict)  # metric -> values left out (NaN, inf, null)
+    text_valued: dict[str, str] = field(default_factory=dict)  # metric logged as text -> its first such value
     folder: Path | None = None  # resolved, for a run read from a folder
 
 
@@ -60,6 +61,16 @@ def count_non_finite(rows: list[tuple[float, dict]], null_counts: bool) -> dict[
             if key not in NOT_METRICS and bad:
                 counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def text_values(rows: list[tuple[float, dict]]) -> dict[str, str]:
+    """Per metric logged as text somewhere (a phase name, a status), its first text value: no curve to compare."""
+    found: dict[str, str] = {}
+    for _, row in rows:
+        for key, value in row.items():
+            if isinstance(value, str) and key not in NOT_METRICS:
+                found.setdefault(key, value)
+    return found
 
 
 def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -125,6 +136,7 @@ def load_run_folder(folder: Path) -> Run:
         skipped_lines=skipped,
         notes=notes,
         non_finite=count_non_finite(rows, null_counts=True),
+        text_valued=text_values(rows),
         folder=folder.resolve(),
     )
 
@@ -236,8 +248,20 @@ def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
             f"no runs found in {', '.join(inputs)}: no {METRICS_FILE} (or wandb/offline-run-*) with a metric in them "
             "or below them; pass a run folder or a multirun sweep folder (align-kit train -m ...)"
         )
-    notes += non_finite_notes(runs)
+    notes += non_finite_notes(runs) + text_metric_notes(runs)
     return runs, notes
+
+
+def text_metric_notes(runs: list[Run]) -> list[str]:
+    """One note naming every metric logged as text (left out of tables and figures), with an example value."""
+    examples: dict[str, str] = {}
+    for run in runs:
+        for metric, value in run.text_valued.items():
+            examples.setdefault(metric, value)
+    if not examples:
+        return []
+    named = ", ".join(f"{metric} (e.g. {examples[metric]!r})" for metric in sorted(examples))
+    return [f"logged as text, not numbers, so not compared: {named}"]
 
 
 def non_finite_notes(runs: list[Run]) -> list[str]:

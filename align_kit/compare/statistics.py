@@ -23,17 +23,29 @@ from align_kit.compare.arms import Arm
 from align_kit.compare.runs import Series
 
 DEFAULT_LAST_K = 10
+# Above this magnitude squares (and sums of a few values) overflow float64: statistics are taken on the values
+# divided by their largest magnitude and scaled back in Python floats, so a finite 1e308 shows as itself.
+HUGE = 1e150
+
+
+def magnitude(values) -> float:
+    """What to divide `values` by before summing or squaring them: their largest magnitude when huge, else 1."""
+    peak = float(np.max(np.abs(values))) if len(values) else 0.0
+    return peak if peak > HUGE else 1.0
 
 
 def final_value(series: Series, last_k: int = DEFAULT_LAST_K) -> float:
-    return float(np.mean(series.values[-last_k:]))
+    values = series.values[-last_k:]
+    scale = magnitude(values)
+    return float(np.mean(values / scale)) * scale
 
 
 def auc_per_step(series: Series) -> float:
     span = series.steps[-1] - series.steps[0]
     if span == 0:
         return float(series.values[-1])
-    return float(np.trapezoid(series.values, series.steps) / span)
+    scale = magnitude(series.values)
+    return float(np.trapezoid(series.values / scale, series.steps) / span) * scale
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,10 @@ class Spread:
 
     @classmethod
     def of(cls, samples: list[float]) -> Spread:
-        std = float(np.std(samples, ddof=1)) if len(samples) > 1 else math.nan
-        return cls(float(np.mean(samples)), std, len(samples))
+        values = np.asarray(samples, dtype=float)
+        scale = magnitude(values)
+        std = float(np.std(values / scale, ddof=1)) * scale if len(values) > 1 else math.nan
+        return cls(float(np.mean(values / scale)) * scale, std, len(values))
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,10 @@ class Difference:
 
     @classmethod
     def between(cls, arm: Spread, baseline: Spread) -> Difference:
-        return cls(arm.mean - baseline.mean, math.sqrt(arm.std**2 / arm.n + baseline.std**2 / baseline.n))
+        # hypot: the same sqrt(a^2 + b^2) without squaring a std near the float maximum.
+        return cls(
+            arm.mean - baseline.mean, math.hypot(arm.std / math.sqrt(arm.n), baseline.std / math.sqrt(baseline.n))
+        )
 
 
 @dataclass(frozen=True)

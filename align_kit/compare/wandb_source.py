@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.compare import CompareError
-from align_kit.compare.runs import Run, count_non_finite, flatten_config, is_number, series_from_rows
+from align_kit.compare.runs import (
+    Run,
+    count_non_finite,
+    flatten_config,
+    is_number,
+    series_from_rows,
+    text_values,
+)
 from align_kit.tracking.wandb_offline import find_offline_runs, read_config, read_history, read_run_info
 
 METRIC_PREFIX = "train/"
@@ -45,6 +52,7 @@ def run_from_wandb(wandb_run: Any, label: str | None = None) -> Run:
         seed=config.get("seed"),
         series=series_from_rows(rows),
         non_finite=count_non_finite(rows, null_counts=False),
+        text_valued=text_values(rows),
     )
 
 

@@ -29,6 +29,9 @@ from align_kit.errors import ConfigError
 _SCALES = ("group", "batch", "none")
 _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 STD_EPSILON = 1e-4  # TRL's guard in (r - mean) / (std + eps)
+# NGRPO: a total this close to r_max is r_max. float32 totals (0.8*1 + 1.0*1) and a group mean of equal values
+# differ from r_max in the last bits; divided by the 1e-4 guard, that noise gave a perfect group ~-1e-3.
+BEST_TOTAL_RTOL, BEST_TOTAL_ATOL = 1e-5, 1e-6
 
 
 def weighted_reward_total(values, reward_weights, unscorable=None):
@@ -136,12 +139,15 @@ class NGRPOAdvantage(Component):
         total = weighted_reward_total(rewards_per_func, reward_weights)
         grouped = total.view(-1, group_size)
         r_max = attainable_max(reward_weights, self.reward_maxes) if self.r_max is None else self.r_max
+        at_best = torch.isclose(grouped, torch.tensor(r_max, dtype=total.dtype), BEST_TOTAL_RTOL, BEST_TOTAL_ATOL)
+        grouped = torch.where(at_best, r_max, grouped)
         virtual = torch.full((grouped.size(0), self.n_virtual), r_max, dtype=total.dtype)
         augmented = torch.cat([grouped, virtual], dim=1)
         mean = torch.nanmean(augmented, dim=1, keepdim=True)
         spread = nanstd(augmented, dim=1, keepdim=True)
         advantages = (grouped - mean) / (spread + STD_EPSILON)
-        return torch.nan_to_num(advantages.view(-1), nan=0.0)
+        perfect = (at_best | torch.isnan(grouped)).all(dim=1, keepdim=True)  # every sample at r_max: flat, as 16.6.5
+        return torch.nan_to_num(advantages.masked_fill(perfect, 0.0).view(-1), nan=0.0)
 
 
 class ReplaceAdvantages(TrainerHook):

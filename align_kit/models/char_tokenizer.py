@@ -9,6 +9,17 @@ from __future__ import annotations
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 TAG_TOKENS = ["<think>", "</think>"]
 CHARACTERS = ["\n"] + [chr(code) for code in range(32, 127)]
+_KNOWN = frozenset(CHARACTERS)
+
+
+def unencodable(text: str) -> str | None:
+    """The first character of `text` the tokenizer maps to <unk> (it knows printable ASCII and the newline)."""
+    return next((character for character in text if character not in _KNOWN), None)
+
+
+def token_count(text: str) -> int:
+    """Tokens of an encodable `text`: one per character, a think tag one in all."""
+    return len(text) - sum(text.count(tag) * (len(tag) - 1) for tag in TAG_TOKENS)
 
 
 def build_char_tokenizer():

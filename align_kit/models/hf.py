@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,14 @@ from align_kit.errors import ConfigError
 from align_kit.models.tiny import LoadedPolicy
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+# What a folder saved with save_pretrained holds besides config.json: any one of each.
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def looks_like_local_path(name: str) -> bool:
@@ -32,6 +41,75 @@ class HFModel(Component):
             )
         if self.dtype not in DTYPES:
             raise ConfigError(f"model.dtype={self.dtype!r} is not one of {list(DTYPES)}")
+        if looks_like_local_path(self.name_or_path):
+            self._check_saved_folder(Path(self.name_or_path).expanduser())
+
+    def _check_saved_folder(self, folder: Path) -> None:
+        """A local folder holds what from_pretrained reads (it failed at step 0 with a traceback otherwise)."""
+        key = f"model.name_or_path={self.name_or_path}"
+        fix = "point it at a folder saved with save_pretrained (config.json + weights + tokenizer files)"
+        config = folder / "config.json"
+        if not config.is_file():
+            raise ConfigError(f"{key}: {folder} holds no config.json; {fix}")
+        try:
+            loaded = json.loads(config.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            where = f"line {error.lineno}: {error.msg}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+            raise ConfigError(f"{key}: {config} is not valid JSON ({where}); restore it from the saved model") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{key}: {config} holds a JSON {type(loaded).__name__}, not an object; {fix}")
+        if not isinstance(loaded.get("model_type"), str):
+            raise ConfigError(f"{key}: {config} names no model_type, so no architecture can load it; {fix}")
+        for kind, names in (("weights", WEIGHT_FILES), ("tokenizer", TOKENIZER_FILES)):
+            if not any((folder / name).is_file() for name in names):
+                raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
+
+    def prompt_problem(self, prompt: str, completion_budget: int) -> str | None:
+        """Why the saved tokenizer cannot take `prompt` as written: a character it maps to its unknown token, or
+        more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
+        local folder's tokenizer.json (no model, no transformers); a hub model or another tokenizer format is
+        not checked here."""
+        saved = self._saved_tokenizer()
+        if saved is None:
+            return None
+        tokenizer, unknown, positions = saved
+        encoding = tokenizer.encode(prompt, add_special_tokens=False)
+        if unknown is not None and unknown in encoding.ids:
+            start, end = encoding.offsets[encoding.ids.index(unknown)]
+            return (
+                f"holds {prompt[start:end]!r}, which the tokenizer of model.name_or_path={self.name_or_path} maps to "
+                "its unknown token; rewrite the prompt or use a model whose tokenizer covers it"
+            )
+        if isinstance(positions, int) and len(encoding.ids) > positions - completion_budget:
+            return (
+                f"is {len(encoding.ids)} tokens, more than the {positions - completion_budget} positions the model's "
+                f"max_position_embeddings={positions} leaves after trainer.max_completion_length={completion_budget}; "
+                "shorten it or lower trainer.max_completion_length"
+            )
+        return None
+
+    def _saved_tokenizer(self):
+        """(tokenizer, its unknown token's id or None, config.json's max_position_embeddings), once; None when
+        the model is not a local folder with a tokenizer.json."""
+        if not hasattr(self, "_tokenizer_cache"):
+            folder = Path(self.name_or_path).expanduser()
+            self._tokenizer_cache = None
+            if looks_like_local_path(self.name_or_path) and (folder / "tokenizer.json").is_file():
+                from tokenizers import Tokenizer
+
+                try:
+                    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+                    unknown = json.loads((folder / "tokenizer.json").read_text()).get("model", {}).get("unk_token")
+                except Exception as error:  # tokenizers' own parse errors: AutoTokenizer would fail the same way
+                    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                    raise ConfigError(
+                        f"model.name_or_path={self.name_or_path}: {folder / 'tokenizer.json'} cannot be read ({text}); "
+                        "restore it from the saved model"
+                    ) from None
+                config = json.loads((folder / "config.json").read_text())
+                unknown_id = tokenizer.token_to_id(unknown) if isinstance(unknown, str) else None
+                self._tokenizer_cache = (tokenizer, unknown_id, config.get("max_position_embeddings"))
+        return self._tokenizer_cache
 
     def load(self, task, cache_dir, reward=None, max_new_tokens: int = 32) -> LoadedPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -69,6 +69,26 @@ class TinyModel(Component):
                 f"known: {sorted(WarmStartConfig.__dataclass_fields__)}"
             )
 
+    def prompt_problem(self, prompt: str, completion_budget: int) -> str | None:
+        """Why the character tokenizer cannot take `prompt` as written; known from the config, before any build."""
+        from align_kit.models.char_tokenizer import token_count, unencodable
+
+        character = unencodable(prompt)
+        if character is not None:
+            return (
+                f"holds {character!r} (U+{ord(character):04X}), which model=tiny's character tokenizer cannot encode "
+                "(it knows printable ASCII and the newline), so it would train as <unk>; write the prompt in ASCII "
+                "or use model=hf"
+            )
+        room = self.max_position_embeddings - completion_budget
+        if token_count(prompt) > room:
+            return (
+                f"is {token_count(prompt)} tokens, more than the {room} positions model.max_position_embeddings="
+                f"{self.max_position_embeddings} leaves after trainer.max_completion_length={completion_budget}; "
+                "shorten it, lower trainer.max_completion_length or raise model.max_position_embeddings"
+            )
+        return None
+
     @property
     def warm_start_config(self) -> WarmStartConfig:
         return WarmStartConfig(**self.warm_start)

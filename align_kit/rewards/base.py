@@ -33,6 +33,11 @@ class RewardNode(Component):
         num_generations from them)."""
         return [self.spec()]
 
+    def needs(self) -> dict[str, str]:
+        """The dataset columns this reward reads, each with what to do when the task lacks it (checked against
+        the task's `COLUMNS` before anything loads: a missing one was a KeyError at step 0)."""
+        return {}
+
     def spec(self) -> RewardSpec:
         # TRL names reward metrics after `__name__` (rewards/<name>/mean).
         self.__name__ = self.group

@@ -33,6 +33,9 @@ class Correctness(RewardNode):
                 "pip install 'align_kit[math]', or use checker=exact"
             )
 
+    def needs(self) -> dict[str, str]:
+        return {self.answer_column: f"set reward.{self.group}.answer_column to one of them, or choose another reward"}
+
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         if self.answer_column not in kwargs:
             raise KeyError(

@@ -160,6 +160,9 @@ def _check_penalties(group: str, penalties: list[Penalty]) -> None:
 class _EpisodeReward(RewardNode):
     """Scores completions of task=tool_calls from the `calls` column (and the rollout's `tool_turns`)."""
 
+    def needs(self) -> dict[str, str]:
+        return {"calls": "it scores task=tool_calls episodes against their ground-truth calls; use task=tool_calls"}
+
     def episodes(self, completions: list[Any], kwargs: dict) -> list[tuple[list[str], list[dict]]]:
         if "calls" not in kwargs:
             raise KeyError(f"reward.{self.group} needs the `calls` column of task=tool_calls")

@@ -12,6 +12,7 @@ from typing import Any
 
 
 class GeneratedTask:
+    COLUMNS = ("prompt", "answer", "domain")  # what `dataset` gives the rewards
     seed: int
     num_train: int
     num_eval: int

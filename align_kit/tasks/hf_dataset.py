@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
@@ -14,6 +16,8 @@ from align_kit.errors import ConfigError
 
 @dataclass
 class HFDatasetTask(Component):
+    # What `dataset` gives the rewards: the user's columns mapped by task.prompt_column / answer_column / domain_column.
+    COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "answer", "domain")
     path: str | None = None
     name: str | None = None  # the dataset's configuration name on the hub
     split: str = "train"
@@ -110,8 +114,9 @@ class HFDatasetTask(Component):
                     raise ConfigError(f"{self.source} row {row}: {column} {problem}")
         if self.domain_column:
             for row, value in enumerate(_values(raw, self.domain_column), start=1):
-                if value is None or (isinstance(value, str) and not value.strip()):
-                    raise ConfigError(f"{self.source} row {row}: {self.domain_column} is empty")
+                problem = _domain_problem(value)
+                if problem:
+                    raise ConfigError(f"{self.source} row {row}: {self.domain_column} {problem}")
 
     def demonstrations(self) -> list[tuple[str, str]]:
         if not self.completion_column:
@@ -169,15 +174,30 @@ def _answer_problem(value: Any) -> str | None:
         return "is null"
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return f"is {type(value).__name__} {value!r}; expected a string or a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.format(value=value)
     return None if str(value).strip() else "is empty"
 
 
-def _text_lines(path: Path, source: str) -> list[str]:
+def _domain_problem(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "is empty"
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE.format(value=value)
+    return None
+
+
+# NaN / Infinity (JSON allows them, a float column holds them) would become the text "nan" / "inf": an answer
+# no completion is meant to match.
+_NON_FINITE = "is {value} (NaN/Infinity), not text; write the value as a string or fix the row"
+
+
+def _text(path: Path, source: str) -> str:
+    """The file as text, checked to be UTF-8 line by line (so an error names the line)."""
     data = path.read_bytes()
     if not data.strip():
         raise ConfigError(f"{source} is empty")
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
             raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as error:
@@ -185,27 +205,54 @@ def _text_lines(path: Path, source: str) -> list[str]:
                 f"{source} line {number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
                 "save the file as UTF-8"
             ) from None
-    return data.decode("utf-8-sig").splitlines()
+    return data.decode("utf-8-sig")
+
+
+class _DuplicateKeys(dict):
+    """A JSON object that named a key twice (json keeps the last value silently)."""
+
+    duplicate = ""
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) == len(keys):
+        return dict(pairs)
+    flagged = _DuplicateKeys(pairs)
+    flagged.duplicate = next(key for index, key in enumerate(keys) if key in keys[:index])
+    return flagged
+
+
+def _duplicate_key(value: Any) -> str | None:
+    """The first key some object in `value` (nested objects included) names twice."""
+    if isinstance(value, _DuplicateKeys):
+        return value.duplicate
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((key for key in map(_duplicate_key, children) if key), None)
+
+
+def _parse_json(text: str):
+    return json.loads(text, object_pairs_hook=_json_object)
 
 
 def read_json_rows(path: Path, source: str) -> list[dict]:
-    """A JSON array of objects, or JSON lines (one object a line; blank lines skipped)."""
-    lines = _text_lines(path, source)
-    text = "\n".join(lines).strip()
-    if text.startswith("["):
+    """A JSON array of objects, or JSON lines (one object a line; blank lines skipped). Lines end at
+    "\n" only: U+2028 or U+0085 inside a string is text, not a line break."""
+    text = _text(path, source)
+    if text.strip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = _parse_json(text)
         except json.JSONDecodeError as error:
             raise ConfigError(f"{source} line {error.lineno}: not valid JSON ({error.msg})") from None
         numbered = list(enumerate(rows, start=1))
         where = "row"
     else:
         numbered = []
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:
-                numbered.append((number, json.loads(line)))
+                numbered.append((number, _parse_json(line)))
             except json.JSONDecodeError as error:
                 problem = f"not valid JSON ({error.msg} at column {error.colno})"
                 raise ConfigError(f"{source} line {number}: {problem}") from None
@@ -213,14 +260,26 @@ def read_json_rows(path: Path, source: str) -> list[dict]:
     for number, row in numbered:
         if not isinstance(row, dict):
             raise ConfigError(f"{source} {where} {number}: expected a JSON object, got {type(row).__name__}")
+        duplicate = _duplicate_key(row)
+        if duplicate is not None:
+            raise ConfigError(
+                f"{source} {where} {number}: key {duplicate!r} appears twice in one object (JSON would keep the "
+                "last silently); keep one"
+            )
     return [row for _, row in numbered]
 
 
 def read_csv_rows(path: Path, source: str) -> list[dict]:
     """CSV with a header line; every value stays text (an answer "007" is not the number 7)."""
-    reader = csv.reader(_text_lines(path, source))
+    reader = csv.reader(io.StringIO(_text(path, source), newline=""))
     try:
         header = next(reader)
+        repeated = next((name for index, name in enumerate(header) if name in header[:index]), None)
+        if repeated is not None:
+            raise ConfigError(
+                f"{source} line {reader.line_num}: the header names column {repeated!r} twice (the last would win "
+                "silently); rename one"
+            )
         rows = []
         for values in reader:
             if not any(value.strip() for value in values):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from align_kit.components.base import Component
 from align_kit.errors import ConfigError
@@ -108,6 +109,7 @@ def make_episode(rng: random.Random, tools: list[str], length: int) -> Episode:
 
 @dataclass
 class ToolCallsTask(Component):
+    COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "calls", "domain")  # what `dataset` gives the rewards
     num_train: int = 2000
     num_eval: int = 0
     min_calls: int = 1
