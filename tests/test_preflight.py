@@ -37,7 +37,8 @@ def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouch
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "align-kit: config error: logger._target_=builtins.open is outside align_kit; a config builds only "
-        "align_kit's classes (list your own module in train.allowed_targets=[my_package] to build yours)"
+        "align_kit's component classes (list your own package in train.allowed_targets=[my_package] to build its "
+        "classes)"
     ]
     assert victim.read_text() == "keep me\n"
     assert list(work.iterdir()) == []
