@@ -110,7 +110,7 @@ def check_buildable(cfg: DictConfig) -> None:
     if not isinstance(allowed, list) or not all(isinstance(name, str) for name in allowed):
         raise ConfigError(f"train.allowed_targets={show(allowed)}: expected a list of your package names")
     check_allowed_packages(allowed)
-    check_allowed_on_command_line(allowed, list(HydraConfig.get().overrides.task))
+    check_allowed_on_command_line(allowed, OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False))
     check_written_targets("", OmegaConf.to_container(cfg, resolve=False))
     check_targets("", data, allowed)
     check_hydra_tree(HydraConfig.get(), allowed)
