@@ -179,6 +179,8 @@ def check_handler(path: str, node: Mapping, run_dir: Path | None) -> None:
     cls = node.get("class")
     if cls not in HANDLER_CLASSES:
         raise ConfigError(f"{path}.class={show(cls)}: expected one of {', '.join(HANDLER_CLASSES)}")
+    if "stream" in node and node["stream"] not in STREAMS:
+        raise ConfigError(f"{path}.stream={show(node['stream'])}: expected one of {', '.join(STREAMS)}")
     if cls != "logging.FileHandler":
         return
     if run_dir is None:
