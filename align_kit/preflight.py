@@ -23,14 +23,7 @@ from align_kit.config import compose, override_parser
 from align_kit.errors import ConfigError
 from align_kit.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.schema import (
-    check_allowed_on_command_line,
-    check_allowed_packages,
-    check_targets,
-    check_written_targets,
-    resolved,
-    show,
-)
+from align_kit.schema import allowed_packages, resolved
 
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
 _INSPECTING = ("help", "hydra_help", "cfg", "info", "shell_completion")
@@ -101,19 +94,14 @@ def validate_job(
 
 
 def check_buildable(cfg: DictConfig) -> None:
-    """What the composed job (and Hydra's tree) can make Python build or write, before anything else is read:
-    align_kit.schema's `_target_` rule and align_kit.hydra_tree's rules for `hydra.*`."""
+    """What the composed job can make Hydra build or log (align_kit.hydra_tree), and that its own packages are
+    named on the command line, before anything else is read; the job's nodes are align_kit.schema's to check
+    (every `_target_`, before any is imported or built)."""
     from hydra.core.hydra_config import HydraConfig
 
-    data = resolved(cfg)
-    allowed = (data.get("train") or {}).get("allowed_targets") or []
-    if not isinstance(allowed, list) or not all(isinstance(name, str) for name in allowed):
-        raise ConfigError(f"train.allowed_targets={show(allowed)}: expected a list of your package names")
-    check_allowed_packages(allowed)
-    check_allowed_on_command_line(allowed, OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False))
-    check_written_targets("", OmegaConf.to_container(cfg, resolve=False))
-    check_targets("", data, allowed)
-    check_hydra_tree(HydraConfig.get(), allowed)
+    hydra_cfg = HydraConfig.get()
+    allowed = allowed_packages(resolved(cfg), OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    check_hydra_tree(hydra_cfg, allowed)
 
 
 def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list[str]]:

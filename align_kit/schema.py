@@ -484,8 +484,13 @@ def under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(f"{prefix}.")
 
 
-def check_allowed_packages(allowed: list[str]) -> None:
-    """`train.allowed_targets` names the user's own packages: not the standard library, not the machinery."""
+def allowed_packages(data: Mapping, task_overrides: list[str] | None = None) -> list[str]:
+    """`train.allowed_targets` of the resolved config: the user's own packages (not the standard library, not
+    the machinery). With `task_overrides` (the command line's), each must be named there, where the user sees
+    it: a preset or a shared config file cannot widen what a run may build."""
+    allowed = (data.get("train") or {}).get("allowed_targets") or []
+    if not isinstance(allowed, list) or not all(isinstance(name, str) for name in allowed):
+        raise ConfigError(f"train.allowed_targets={show(allowed)}: expected a list of your package names")
     for index, name in enumerate(allowed):
         key = f"train.allowed_targets[{index}]"
         if not all(part.isidentifier() for part in name.split(".")):
@@ -496,23 +501,20 @@ def check_allowed_packages(allowed: list[str]) -> None:
                 f"{key}={name}: expected your own package; {top} is "
                 f"{'align_kit or what it runs on' if top in NOT_USER_PACKAGES else 'a standard-library module'}"
             )
+    if task_overrides is not None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
 
-
-def check_allowed_on_command_line(allowed: list[str], task_overrides: list[str]) -> None:
-    """The packages a run may build from are named on the command line (`train.allowed_targets=[...]`), where
-    the user sees them: a preset or a shared config file cannot widen them."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    named: set[str] = set()
-    for override in OverridesParser.create().parse_overrides(list(task_overrides)):
-        if override.key_or_group == "train.allowed_targets" and isinstance(override.value(), list):
-            named |= {str(item) for item in override.value()}
-    unnamed = [name for name in allowed if name not in named]
-    if unnamed:
-        raise ConfigError(
-            f"train.allowed_targets lists {', '.join(unnamed)} from a config file; name the packages a run may build "
-            f"from on the command line: train.allowed_targets=[{', '.join(allowed)}]"
-        )
+        named: set[str] = set()
+        for override in OverridesParser.create().parse_overrides(list(task_overrides)):
+            if override.key_or_group == "train.allowed_targets" and isinstance(override.value(), list):
+                named |= {str(item) for item in override.value()}
+        unnamed = [name for name in allowed if name not in named]
+        if unnamed:
+            raise ConfigError(
+                f"train.allowed_targets lists {', '.join(unnamed)} from a config file; name the packages a run may "
+                f"build from on the command line: train.allowed_targets=[{', '.join(allowed)}]"
+            )
+    return allowed
 
 
 def buildable_class(where: str, target: Any, allowed: list[str]) -> type:
@@ -645,11 +647,10 @@ def check_config(cfg: DictConfig) -> dict:
     """Targets, types and ranges of the whole composed config (without `hydra`), before anything is
     instantiated; returns the resolved config."""
     data = resolved(cfg)
-    check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
-    allowed = (data.get("train") or {}).get("allowed_targets") or []
-    check_allowed_packages(allowed)
+    allowed = allowed_packages(data)
     check_written_targets("", OmegaConf.to_container(cfg, resolve=False))
-    check_targets("", data, allowed)
+    check_targets("", data, allowed)  # first: what may be built, wherever it sits
+    check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
     known = {"seed", "train", "paths", "trainer", "reward", *NODE_GROUPS}
     unknown = sorted(set(data) - known)
     if unknown:
