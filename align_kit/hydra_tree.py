@@ -10,7 +10,7 @@ there. The pre-flight checks the composed tree before Hydra acts on it:
 - logging uses a small set of handler classes, no factories, and a log file only inside the run folder;
 - `hydra.job.name` and `hydra.output_subdir` keep the job's files in the run folder, `hydra.job.chdir` is
   off (paths in the config are read from the folder the command starts in), `hydra.searchpath` lists
-  folders only;
+  folders only, `hydra.job.env_set` leaves the loader's, Python's, Hydra's and align_kit's variables alone;
 - any other `_target_` follows align_kit.schema's rule.
 """
 
@@ -42,6 +42,10 @@ HYDRA_PLUGINS = {
 HANDLER_CLASSES = ("logging.StreamHandler", "logging.FileHandler", "logging.NullHandler")
 FORMATTER_CLASSES = ("logging.Formatter",)
 STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
+# Environment variables a job may not set (`hydra.job.env_set`): they change what code runs (the loader's
+# and Python's paths), Hydra's own instantiate policy, or align_kit's sandbox.
+PROTECTED_ENV = ("ALIGN_KIT_", "HYDRA_", "LD_", "PYTHON")
+PROTECTED_ENV_NAMES = ("PATH",)
 # A file name the file system takes with ".log" appended (255 bytes on the common ones).
 JOB_NAME_BYTES = 200
 OWN_CALLBACKS = "align_kit's own Hydra callbacks (the run-folder guard, the sweep summary)"
@@ -93,6 +97,12 @@ def check_hydra_tree(hydra: DictConfig, allowed: list[str]) -> None:
             "folder the command starts in (set hydra.run.dir for where the run goes)"
         )
     check_job_files(job.name, hydra.output_subdir)
+    for name in job.env_set or {}:
+        if str(name).startswith(PROTECTED_ENV) or name in PROTECTED_ENV_NAMES:
+            raise ConfigError(
+                f"hydra.job.env_set.{name}: a config may not set {name} (it changes what code runs or how align_kit "
+                "isolates it); set it in the environment you start align-kit from"
+            )
     for group, plugins in HYDRA_PLUGINS.items():
         node = tree[group] or {}
         if node.get("_target_") not in plugins:

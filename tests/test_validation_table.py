@@ -437,6 +437,13 @@ SECURITY = [
     (["train", "hydra.job.chdir=true", "task=hf_dataset", "task.path=good.jsonl"], "hydra.job.chdir=true"),
     (["train", "hydra.output_subdir={victim_dir}"], "hydra.output_subdir={victim_dir}: expected a folder inside"),
     (["train", "hydra.output_subdir=../../victim_dir"], "hydra.output_subdir=../../victim_dir"),
+    (
+        ["train", "+hydra.job.env_set.ALIGN_KIT_SANDBOX=process"],
+        "hydra.job.env_set.ALIGN_KIT_SANDBOX: a config may not",
+    ),
+    (["train", "+hydra.job.env_set.LD_PRELOAD={victim}"], "hydra.job.env_set.LD_PRELOAD"),
+    (["train", "+hydra.job.env_set.HYDRA_INSTANTIATE_ALLOWLIST_OVERRIDE=shutil.copyfile"], "hydra.job.env_set.HYDRA_"),
+    (["train", "--config-dir", "{data}/presets", "recipe=env"], "hydra.job.env_set.PYTHONPATH"),
     # shared configs from another folder: --config-dir and hydra.searchpath get the same pre-flight
     (
         ["train", "--config-dir", "{data}/presets", "recipe=shared"],
@@ -583,6 +590,7 @@ PRESETS = {
     "recipe/allow.yaml": _GLOBAL + "train:\n  allowed_targets: [tests]\n",
     "recipe/chdir.yaml": _GLOBAL + "hydra:\n  job:\n    chdir: true\n",
     "recipe/jobname.yaml": _GLOBAL + "hydra:\n  job:\n    name: ../../escape\n",
+    "recipe/env.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {PYTHONPATH: ../victim_dir}\n",
     "sweep/evil.yaml": _GLOBAL
     + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
     + "  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
