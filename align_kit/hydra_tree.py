@@ -11,7 +11,8 @@ there. The pre-flight checks the composed tree before Hydra acts on it:
 - `hydra.job.name` and `hydra.output_subdir` keep the job's files in the run folder, `hydra.job.chdir` is
   off (paths in the config are read from the folder the command starts in), `hydra.searchpath` lists
   folders only, `hydra.job.env_set` leaves the loader's, Python's, Hydra's and align_kit's variables alone;
-- any other `_target_` follows align_kit.schema's rule.
+- a node inside the launcher, sweeper or a callback follows align_kit.schema's `_target_` rule.
+The rest of `hydra.*` is data Hydra reads (folders, overrides, help texts), never built.
 """
 
 from __future__ import annotations
