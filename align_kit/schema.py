@@ -575,8 +575,8 @@ def check_function_names(key: str, node: Mapping, cls: type, allowed: list[str])
         module_name = name.rpartition(".")[0] if isinstance(name, str) else ""
         if not any(under(module_name, prefix) for prefix in allowed):
             raise ConfigError(
-                f"{where}={show(name)} is not in a package listed in train.allowed_targets; "
-                f"name your own function and list its package: train.allowed_targets=[{module_name or 'my_package'}]"
+                f"{where}={show(name)} is not in a package listed in train.allowed_targets; name a function of "
+                "your own package and list it: train.allowed_targets=[my_package]"
             )
         try:
             found = getattr(importlib.import_module(module_name), name.rpartition(".")[2], None)
