@@ -163,8 +163,13 @@ def run_preflight(argv: list[str]) -> None:
     is checked for what Hydra would build or log (it configures logging too), not for the data."""
     from hydra._internal.utils import get_args_parser
 
-    args, _ = get_args_parser().parse_known_args(argv)
+    args, unknown = get_args_parser().parse_known_args(argv)
     try:
+        if unknown:  # Hydra's own parser refuses them too, with its usage text
+            raise ConfigError(
+                f"unrecognized arguments: {' '.join(unknown)} (put -m, --config-dir and Hydra's other flags before "
+                "the overrides)"
+            )
         config_dir = check_entry_arguments(args)
         if any(getattr(args, name, None) for name in _INSPECTING):
             check_inspecting(args.overrides, config_dir)

@@ -415,6 +415,15 @@ SECURITY = [
         "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
     ),
     (
+        [
+            "sweep",
+            "clip_higher",
+            "+hydra.hydra_logging.handlers.f={class:logging.FileHandler,filename:{victim}}",
+            "--help",
+        ],
+        "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
+    ),
+    (
         ["train", "--cfg", "job", "hydra.job_logging.handlers.console.class=builtins.open"],
         "hydra.job_logging.handlers.console.class=builtins.open",
     ),
@@ -492,6 +501,12 @@ SECURITY = [
     (["train", "hydra.searchpath=[pkg://antigravity]"], "hydra.searchpath entry pkg://antigravity: expected a folder"),
     (["train", "hydra.searchpath=[{data}/no_such_folder]"], "{data}/no_such_folder is not a folder"),
     (["train", "--config-dir", "{data}/no_such_folder", "recipe=shared"], "--config-dir {data}/no_such_folder"),
+    (["train", "--config-dir", "{data}/presets", "clip=broken"], "clip.eps_high=abc"),
+    (
+        ["train", "seed=1", "-m", "--config-dir", "{data}/presets", "recipe=shared"],
+        "unrecognized arguments: recipe=shared",
+    ),
+    (["train", "-m", "hydra.searchpath=[{data}/presets]", "clip=broken,symmetric"], "sweep job 0 of 2 (clip=broken)"),
     (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
     (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
@@ -599,6 +614,7 @@ PRESETS = {
     "hydra/hydra_logging/formatter.yaml": "version: 1\nformatters:\n"
     + "  evil: {'()': os.makedirs, name: ../victim_dir/made}\n",
     "hydra/launcher/evil.yaml": "_target_: shutil.copyfile\nsrc: /etc/hostname\ndst: ../victim.txt\n",
+    "clip/broken.yaml": "_target_: align_kit.components.clip.TokenClip\neps_low: 0.2\neps_high: abc\n",
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
 }
 
