@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from align_kit import CONF_DIR
 
 CONFIG_NAME = "train"
+JOB_NAME = "train"  # hydra.job.name of `align-kit train` (Hydra names a job after the entry's file, train.py)
 # Groups in the defaults list that are not one component node each.
 NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
 
@@ -40,21 +43,43 @@ def register_open_trainer_node() -> None:
     _registered = True
 
 
-def compose(overrides: list[str] | None = None, job_num: int | None = None) -> DictConfig:
-    """The config `align-kit train` would run with these overrides, HydraConfig set as in a job
-    (`job_num`: the job's index in a multirun, which names its folder)."""
+def search_path(config_dir: str | None = None):
+    """The config search path of align_kit's app, as Hydra's entry point builds it: Hydra's own configs,
+    conf/, then a `--config-dir` folder (searched after conf/, so it adds configs and replaces none)."""
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.config_search_path import SearchPathQuery
+
+    path = create_config_search_path(str(CONF_DIR))
+    if config_dir is not None:
+        path.prepend("command-line", f"file://{os.path.abspath(config_dir)}", anchor=SearchPathQuery(provider="schema"))
+    return path
+
+
+def compose(
+    overrides: list[str] | None = None, job_num: int | None = None, config_dir: str | None = None
+) -> DictConfig:
+    """The config `align-kit train [--config-dir config_dir] <overrides>` would run with, HydraConfig set as in
+    a job (`job_num`: the job's index in a multirun, which names its folder; `hydra.runtime.output_dir` is
+    that folder, as Hydra sets it when the job starts)."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from hydra import version
+    from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
     register_open_trainer_node()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    version.setbase("1.3")
+    Hydra.create_main_hydra2(task_name=JOB_NAME, config_search_path=search_path(config_dir))
+    try:
         cfg = hydra_compose(config_name=CONFIG_NAME, overrides=overrides or [], return_hydra_config=True)
-    if job_num is not None:
-        with read_write(cfg.hydra.job):
+    finally:
+        GlobalHydra.instance().clear()
+    with read_write(cfg.hydra):
+        if job_num is not None:
             cfg.hydra.job.num = job_num
+        folder = cfg.hydra.run.dir if job_num is None else f"{cfg.hydra.sweep.dir}/{cfg.hydra.sweep.subdir}"
+        cfg.hydra.runtime.output_dir = os.path.abspath(str(folder))
     HydraConfig.instance().set_config(cfg)
     with_hydra = cfg
     cfg = OmegaConf.masked_copy(with_hydra, [k for k in with_hydra if k != "hydra"])
@@ -62,12 +87,11 @@ def compose(overrides: list[str] | None = None, job_num: int | None = None) -> D
     return cfg
 
 
-def override_parser():
+def override_parser(config_dir: str | None = None):
     """Hydra's override parser with a config loader, so `glob(...)` sweeps can list a group's nodes as
     Hydra's own sweeper does."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    loader = ConfigLoaderImpl(config_search_path=search_path(config_dir))
     return OverridesParser.create(config_loader=loader)

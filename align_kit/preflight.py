@@ -17,18 +17,19 @@ import tempfile
 from pathlib import Path
 
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.config import compose, override_parser
 from align_kit.errors import ConfigError
+from align_kit.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.schema import resolved
+from align_kit.schema import allowed_packages, resolved
 from align_kit.trainer_needs import check_machine
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
-# Hydra's own flags that print or inspect instead of running a job: no pre-flight for them.
-_INSPECTING = ("help", "hydra_help", "version", "cfg", "info", "shell_completion", "experimental_rerun")
+# Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
+_INSPECTING = ("help", "hydra_help", "cfg", "info", "shell_completion")
 
 
 def check_writable(key: str, folder: str) -> None:
@@ -101,11 +102,14 @@ def _run_dir(job_index: int | None) -> tuple[str, str]:
     return str(Path(hydra_cfg.sweep.dir) / str(hydra_cfg.sweep.subdir)), "hydra.sweep.dir"
 
 
-def validate_job(overrides: list[str], job_index: int | None = None, data_cache: dict | None = None):
-    """Compose one job as Hydra will and validate it; returns its plan."""
+def validate_job(
+    overrides: list[str], job_index: int | None = None, data_cache: dict | None = None, config_dir: str | None = None
+):
+    """Compose one job as Hydra will (`config_dir`: a `--config-dir` folder) and validate it; returns its plan."""
     from hydra.core.hydra_config import HydraConfig
 
-    cfg = compose(overrides, job_index)
+    cfg = compose(overrides, job_index, config_dir)
+    check_buildable(cfg)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
@@ -119,15 +123,26 @@ def validate_job(overrides: list[str], job_index: int | None = None, data_cache:
     return validate_composed(cfg, tagged_choices(HydraConfig.get().runtime.choices), run_dir, data_cache)
 
 
-def sweep_jobs(overrides: list[str]) -> list[list[str]]:
+def check_buildable(cfg: DictConfig) -> None:
+    """What the composed job can make Hydra build or log (align_kit.hydra_tree), and that its own packages are
+    named on the command line, before anything else is read; the job's nodes are align_kit.schema's to check
+    (every `_target_`, before any is imported or built)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    allowed = allowed_packages(resolved(cfg), OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    check_hydra_tree(hydra_cfg, allowed)
+
+
+def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list[str]]:
     """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
     `hydra.sweeper.params` and the command line's overrides."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.hydra_config import HydraConfig
 
-    parser = override_parser()
+    parser = override_parser(config_dir)
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
-    compose(fixed)
+    compose(fixed, config_dir=config_dir)
     params = HydraConfig.get().sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
@@ -153,13 +168,14 @@ def check_override_keys(overrides: list[str]) -> None:
             raise ConfigError(f"{override!r} sets no key; write key=value (e.g. clip.eps_high={value})")
 
 
-def check_command(overrides: list[str], multirun: bool) -> list[ExperimentPlan]:
-    """Validate every job of the command; a failure is one ConfigError line (naming the job in a sweep)."""
+def check_command(overrides: list[str], multirun: bool, config_dir: str | None = None) -> list[ExperimentPlan]:
+    """Validate every job of the command (`config_dir`: its `--config-dir`); a failure is one ConfigError line
+    (naming the job in a sweep)."""
     check_override_keys(overrides)
     try:
         if not multirun:
-            return [validate_job(overrides)]
-        jobs = sweep_jobs(overrides)
+            return [validate_job(overrides, config_dir=config_dir)]
+        jobs = sweep_jobs(overrides, config_dir)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
@@ -167,7 +183,7 @@ def check_command(overrides: list[str], multirun: bool) -> list[ExperimentPlan]:
     for index, job in enumerate(jobs):
         arm = " ".join(override for override in job if override.partition("=")[0] in arms)
         try:
-            plans.append(validate_job(job, index, data_cache))
+            plans.append(validate_job(job, index, data_cache, config_dir))
         except ConfigError as error:
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
         except (HydraException, OmegaConfBaseException) as error:
@@ -182,22 +198,23 @@ def one_line(error: BaseException) -> str:
 
 
 def run_preflight(argv: list[str]) -> None:
-    """The pre-flight of `align-kit train <argv>`: returns when every job is valid (or Hydra is only
-    asked to inspect), else prints one line and exits 2."""
+    """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): returns when every
+    job is valid, else prints one line and exits 2. A command that only inspects (`--cfg`, `--help`, ...)
+    is checked for what Hydra would build or log (it configures logging too), not for the data."""
     from hydra._internal.utils import get_args_parser
 
-    args, _ = get_args_parser().parse_known_args(argv)
-    if any(getattr(args, name, None) for name in _INSPECTING):
-        return
-    if (
-        args.config_path
-        or args.config_name
-        or args.config_dir
-        or any(override.startswith("hydra.searchpath") for override in args.overrides)
-    ):
-        return  # another config tree: the job validates itself when it starts
+    args, unknown = get_args_parser().parse_known_args(argv)
     try:
-        check_command(args.overrides, bool(args.multirun))
+        if unknown:  # Hydra's own parser refuses them too, with its usage text
+            raise ConfigError(
+                f"unrecognized arguments: {' '.join(unknown)} (put -m, --config-dir and Hydra's other flags before "
+                "the overrides)"
+            )
+        config_dir = check_entry_arguments(args)
+        if any(getattr(args, name, None) for name in _INSPECTING):
+            check_inspecting(args.overrides, config_dir)
+            return
+        check_command(args.overrides, bool(args.multirun), config_dir)
     except ConfigError as error:
         print(f"align-kit: config error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -205,3 +222,35 @@ def run_preflight(argv: list[str]) -> None:
         from hydra.core.global_hydra import GlobalHydra
 
         GlobalHydra.instance().clear()  # Hydra's own entry initialises it afresh
+
+
+def check_entry_arguments(args) -> str | None:
+    """Hydra's own flags that change where the config comes from; returns the `--config-dir` folder."""
+    if args.experimental_rerun:
+        raise ConfigError(
+            f"--experimental-rerun {args.experimental_rerun}: not accepted (it loads a pickled config, which can "
+            "run any code); rerun with the run's overrides (its .hydra/overrides.yaml)"
+        )
+    for flag, value in (("--config-name", args.config_name), ("--config-path", args.config_path)):
+        if value:
+            raise ConfigError(
+                f"{flag} {value}: align-kit composes its own train config; add your configs with --config-dir DIR "
+                "(recipe/NAME.yaml, sweep/NAME.yaml or any group's NAME.yaml there) and select them, e.g. recipe=NAME"
+            )
+    try:
+        check_hydra_overrides(args.overrides)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConfigError(one_line(error)) from None
+    if args.config_dir is not None:
+        check_search_folder(f"--config-dir {args.config_dir}", args.config_dir)
+    return args.config_dir
+
+
+def check_inspecting(overrides: list[str], config_dir: str | None) -> None:
+    """`--cfg`, `--help` and the like compose (and Hydra sets up its logging) without running a job: only what
+    Hydra would build or log is checked; a config that does not compose is Hydra's to report."""
+    try:
+        cfg = compose(overrides, config_dir=config_dir)
+    except (HydraException, OmegaConfBaseException):
+        return
+    check_buildable(cfg)

@@ -8,8 +8,10 @@ inf are refused, and the ranges a type cannot say (counts >= 1, probabilities, s
 tables here. Rules that tie several keys together stay in each component's `validate()` and in
 `align_kit.plan`. Every error is one ConfigError line: `<key>=<value>: expected <what>, got <what>`.
 
-`_target_` may name align_kit's own classes only, plus the module prefixes a user lists in
-`train.allowed_targets` (their own components); anything else is refused before it is imported.
+`_target_` may name only a class: an align_kit component (`align_kit.components.base.BUILDABLE`, by its own
+defining module path), or a class defined in a package the user lists in `train.allowed_targets` (their own
+components). Functions, re-exported names, interpolated targets and Hydra's `_args_`/`_partial_`/`_convert_`/
+`_recursive_` are refused, and nothing outside align_kit and the listed packages is imported to check a name.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import ast
 import dataclasses
 import fnmatch
 import importlib
+import inspect
 import json
 import math
+import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
@@ -38,8 +42,8 @@ OWN_PACKAGE = "align_kit"
 # Groups holding one node each (built through `_target_`), read from the defaults list like the plan's;
 # `reward` holds a node per selected reward.
 NODE_GROUPS = (*component_groups(), "monitor")
-# Hydra's keys a node may carry: what to build, and (a nested function node) `_partial_: true`.
-NODE_KEYS = ("_target_", "_partial_")
+# The one Hydra key a node carries: the class to build (align_kit.schema's targets section).
+NODE_KEYS = ("_target_",)
 SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
 INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
 
@@ -49,7 +53,7 @@ class TrainSettings:
     resume: bool = False
     overwrite: bool = False
     allow_reward_max_below_one: bool = False
-    allowed_targets: list[str] = field(default_factory=list)  # module prefixes a `_target_` may name
+    allowed_targets: list[str] = field(default_factory=list)  # your packages whose classes a `_target_` may name
 
 
 @dataclass
@@ -275,8 +279,9 @@ def check_value(key: str, value: Any, kind: Kind) -> None:
         raise _refuse(key, value, describe(kind))
 
 
-def check_fields(key: str, node: Mapping, cls: type) -> None:
-    """Every key of `node` is a field of the dataclass `cls`, with a value of the field's kind."""
+def check_fields(key: str, node: Mapping, cls: type, allowed: Sequence[str] = ()) -> None:
+    """Every key of `node` is a field of the dataclass `cls`, with a value of the field's kind (`allowed`: the
+    packages a node inside it may come from)."""
     kinds = dataclass_kinds(cls)
     for name, value in node.items():
         if name in NODE_KEYS:
@@ -286,7 +291,7 @@ def check_fields(key: str, node: Mapping, cls: type) -> None:
             where = f"{key} ({cls.__name__})" if key else "the config"
             raise ConfigError(f"{path} is not a key of {where}; its keys: {', '.join(sorted(kinds))}")
         if isinstance(value, Mapping) and "_target_" in value:  # a node inside a node (reward.arena.judge)
-            check_node(path, value, [])
+            check_node(path, value, allowed)
             continue
         check_value(path, value, kinds[name])
         check_range(path, value, kinds[name])
@@ -466,25 +471,135 @@ def check_trainer_range(name: str, value: Any, trainer: Mapping) -> None:
 
 # -------------------------------------------------------------------------------------------- targets
 
+# Hydra's instantiate keys a config may not carry: a node is built from its `_target_` class with named keys
+# only (positional `_args_`, a deferred `_partial_` call and `_convert_`/`_recursive_` change what is built).
+HYDRA_SPECIAL_KEYS = ("_args_", "_partial_", "_convert_", "_recursive_")
+# Never a user's own package: the machinery align_kit runs on (and align_kit, whose components need no listing).
+NOT_USER_PACKAGES = (OWN_PACKAGE, "hydra", "hydra_plugins", "omegaconf")
+ALLOW_HINT = "list your own package in train.allowed_targets=[my_package] to build its classes"
 
-def target_allowed(target: str, allowed: list[str]) -> bool:
-    prefixes = [OWN_PACKAGE, *allowed]
-    return any(target == prefix or target.startswith(f"{prefix}.") for prefix in prefixes)
+
+def under(name: str, prefix: str) -> bool:
+    """`name` is the module `prefix` or inside it (whole module names: `my_rew` is not under `my_rewards`)."""
+    return name == prefix or name.startswith(f"{prefix}.")
+
+
+def allowed_packages(data: Mapping, task_overrides: list[str] | None = None) -> list[str]:
+    """`train.allowed_targets` of the resolved config: the user's own packages (not the standard library, not
+    the machinery). With `task_overrides` (the command line's), each must be named there, where the user sees
+    it: a preset or a shared config file cannot widen what a run may build."""
+    allowed = (data.get("train") or {}).get("allowed_targets") or []
+    if not isinstance(allowed, list) or not all(isinstance(name, str) for name in allowed):
+        raise ConfigError(f"train.allowed_targets={show(allowed)}: expected a list of your package names")
+    for index, name in enumerate(allowed):
+        key = f"train.allowed_targets[{index}]"
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(f"{key}={show(name)}: expected a package name, e.g. my_package or my_package.rewards")
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or top in NOT_USER_PACKAGES:
+            raise ConfigError(
+                f"{key}={name}: expected your own package; {top} is "
+                f"{'align_kit or what it runs on' if top in NOT_USER_PACKAGES else 'a standard-library module'}"
+            )
+    if task_overrides is not None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        named: set[str] = set()
+        for override in OverridesParser.create().parse_overrides(list(task_overrides)):
+            if override.key_or_group == "train.allowed_targets" and isinstance(override.value(), list):
+                named |= {str(item) for item in override.value()}
+        unnamed = [name for name in allowed if name not in named]
+        if unnamed:
+            raise ConfigError(
+                f"train.allowed_targets lists {', '.join(unnamed)} from a config file; name the packages a run may "
+                f"build from on the command line: train.allowed_targets=[{', '.join(allowed)}]"
+            )
+    return allowed
+
+
+def buildable_class(where: str, target: Any, allowed: list[str]) -> type:
+    """The class a `_target_` names: a component registered in align_kit's BUILDABLE, or a class defined in a
+    package listed in `allowed`, each by its own defining path. Nothing outside align_kit and the listed
+    packages is imported to find out."""
+    from align_kit.components.base import BUILDABLE
+
+    if target == "???":
+        raise ConfigError(f"{where} is not set; name the class to build: {where}=my_package.module.MyClass")
+    if not isinstance(target, str) or not target.strip():
+        raise ConfigError(f"{where}={show(target)}: expected the dotted name of a component class")
+    module_name = target.rpartition(".")[0]
+    own = under(module_name, OWN_PACKAGE)
+    if not own and not any(under(module_name, prefix) for prefix in allowed):
+        raise ConfigError(
+            f"{where}={target} is outside align_kit; a config builds only align_kit's component classes ({ALLOW_HINT})"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        module = None
+    if own:
+        if target not in BUILDABLE:
+            raise ConfigError(
+                f"{where}={target} is not an align_kit component class; a config builds components only "
+                "(functions, re-exported names and other modules' attributes are refused)"
+            )
+        return BUILDABLE[target]
+    found = getattr(module, target.rpartition(".")[2], None) if module is not None else None
+    if found is None:
+        raise ConfigError(f"{where}={target} cannot be imported; check the module and class name")
+    if not isinstance(found, type):
+        raise ConfigError(f"{where}={target} is not a class; a config builds classes only ({_got(found)})")
+    defined = f"{found.__module__}.{found.__qualname__}"
+    if defined != target:
+        raise ConfigError(
+            f"{where}={target} is {defined}, defined elsewhere; name a class of your listed packages where it "
+            "is defined"
+        )
+    return found
+
+
+def check_function_names(key: str, node: Mapping, cls: type, allowed: list[str]) -> None:
+    """A node's fields marked `metadata={"function": True}` name a user's function (the callable judge): it
+    must be a plain function defined in a package listed in train.allowed_targets."""
+    if not dataclasses.is_dataclass(cls):
+        return
+    for item in dataclasses.fields(cls):
+        if not item.metadata.get("function") or item.name not in node:
+            continue
+        where, name = f"{key}.{item.name}", node[item.name]
+        if name == "???":
+            raise ConfigError(
+                f"{where} is not set; name your function: {where}=my_package.module.my_function "
+                "(with train.allowed_targets=[my_package])"
+            )
+        module_name = name.rpartition(".")[0] if isinstance(name, str) else ""
+        if not any(under(module_name, prefix) for prefix in allowed):
+            raise ConfigError(
+                f"{where}={show(name)} is not in a package listed in train.allowed_targets; name a function of "
+                "your own package and list it: train.allowed_targets=[my_package]"
+            )
+        try:
+            found = getattr(importlib.import_module(module_name), name.rpartition(".")[2], None)
+        except ImportError:
+            found = None
+        if not inspect.isfunction(found) or f"{found.__module__}.{found.__qualname__}" != name:
+            raise ConfigError(f"{where}={name}: expected a function defined there (def {name.rpartition('.')[2]}(...))")
 
 
 def check_targets(key: str, value: Any, allowed: list[str]) -> None:
-    """Every `_target_` anywhere in the tree names align_kit or an allowed prefix (nothing imported)."""
+    """Every `_target_` anywhere in the (resolved) tree names a buildable class, and no node carries Hydra's
+    other instantiate keys."""
     if isinstance(value, Mapping):
-        if "_target_" in value:
-            target = value["_target_"]
-            where = f"{key}._target_" if key else "_target_"
-            if target == "???":  # a node that asks for its target (reward/judge=callable)
-                raise ConfigError(f"{where} is not set; name what to build: {where}=my_module.my_function")
-            if not isinstance(target, str) or not target_allowed(target, allowed):
+        for name, item in value.items():
+            path = f"{key}.{name}" if key else str(name)
+            if name in HYDRA_SPECIAL_KEYS:
                 raise ConfigError(
-                    f"{where}={show(target)} is outside align_kit; a config builds only align_kit's classes "
-                    "(list your own module in train.allowed_targets=[my_package] to build yours)"
+                    f"{path}={show(item)}: Hydra's {name} is not accepted; a node is built from its _target_ class "
+                    "and its named keys only"
                 )
+        if "_target_" in value:
+            where = f"{key}._target_" if key else "_target_"
+            check_function_names(key, value, buildable_class(where, value["_target_"], allowed), allowed)
         for name, item in value.items():
             check_targets(f"{key}.{name}" if key else str(name), item, allowed)
     elif isinstance(value, list):
@@ -492,14 +607,18 @@ def check_targets(key: str, value: Any, allowed: list[str]) -> None:
             check_targets(f"{key}[{index}]", item, allowed)
 
 
-def target_class(key: str, target: str) -> type | None:
-    """The class a node's `_target_` names (None for a function or anything that is not a class)."""
-    module_name, _, attribute = target.rpartition(".")
-    try:
-        found = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"{key}._target_={target} cannot be imported; check the module and class name") from None
-    return found if isinstance(found, type) else None
+def check_written_targets(key: str, raw: Any, names: tuple[str, ...] = ("_target_",)) -> None:
+    """What a node builds is written out, not interpolated (`_target_: ${oc.env:X}` could differ between the
+    check and the build); `raw` is the unresolved tree."""
+    if isinstance(raw, Mapping):
+        for name, item in raw.items():
+            path = f"{key}.{name}" if key else str(name)
+            if name in names and isinstance(item, str) and "${" in item:
+                raise ConfigError(f"{path}={item}: write the class name out; it may not be an interpolation")
+            check_written_targets(path, item, names)
+    elif isinstance(raw, list):
+        for index, item in enumerate(raw):
+            check_written_targets(f"{key}[{index}]", item, names)
 
 
 # ---------------------------------------------------------------------------------------------- entry
@@ -519,18 +638,19 @@ def check_node(key: str, node: Any, allowed: list[str]) -> None:
     """A group's node: a mapping with a `_target_` whose class's fields it matches."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(f"{key}={show(node)}: expected a node with a _target_; select one, e.g. {key}=<name>")
-    cls = target_class(key, node["_target_"])
-    if cls is not None and dataclasses.is_dataclass(cls):
-        check_fields(key, node, cls)
+    cls = buildable_class(f"{key}._target_", node["_target_"], allowed)
+    if dataclasses.is_dataclass(cls):
+        check_fields(key, node, cls, allowed)
 
 
 def check_config(cfg: DictConfig) -> dict:
     """Targets, types and ranges of the whole composed config (without `hydra`), before anything is
     instantiated; returns the resolved config."""
     data = resolved(cfg)
+    allowed = allowed_packages(data)
+    check_written_targets("", OmegaConf.to_container(cfg, resolve=False))
+    check_targets("", data, allowed)  # first: what may be built, wherever it sits
     check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
-    allowed = (data.get("train") or {}).get("allowed_targets") or []
-    check_targets("", data, allowed)
     known = {"seed", "train", "paths", "trainer", "reward", *NODE_GROUPS}
     unknown = sorted(set(data) - known)
     if unknown:

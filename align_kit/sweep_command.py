@@ -94,6 +94,9 @@ def main(rest: list[str]) -> None:
         sys.exit(2)
     inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
     if inspect:
+        from align_kit.preflight import run_preflight
+
+        run_preflight([f"sweep={rest[0]}", *rest[1:]])  # Hydra sets up its logging for --help: checked first
         sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
         train.main()
         return

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
 from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
+from align_kit.hydra_tree import install_callbacks
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
 from align_kit.processes import is_main_process
 from align_kit.run_files import CONFIG_FILE, SUMMARY_FILE
@@ -142,6 +143,7 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
 
 
 register_open_trainer_node()
+install_callbacks()  # the run-folder guard and the sweep summary run whatever the config's hydra.callbacks say
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
@@ -198,7 +200,7 @@ def resume_command(run_dir: str) -> str:
     return shlex.join(["align-kit", "train", *kept, f"hydra.run.dir={run_dir}", "train.resume=true"])
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # as safe as `align-kit train`: the same pre-flight first
     from align_kit.preflight import run_preflight
 
     run_preflight(sys.argv[1:])

@@ -338,7 +338,7 @@ def preflight_error(*overrides: str) -> str:
         (["reward/judge=http", "reward.arena.judge.retries=abc"], "reward.arena.judge.retries=abc"),
         (["reward/judge=http", "reward.arena.judge.endpoint=embeddings"], "reward.arena.judge.endpoint=embeddings"),
         (["reward/judge=http", "reward.arena.judge.template='{a} vs {b}'"], "reward.arena.judge.template"),
-        (["reward/judge=callable"], "reward.arena.judge._target_ is not set"),
+        (["reward/judge=callable"], "reward.arena.judge.function is not set"),
         (["reward/judge=hf"], "reward.arena.judge.name_or_path is not set"),
         (["reward.arena.judge={_target_: os.system}"], "reward.arena.judge._target_=os.system is outside align_kit"),
     ],
@@ -349,7 +349,7 @@ def test_bad_arena_values_get_one_line_naming_the_key(overrides, start, override
 
 
 def prefer_shorter(prompt, a, b):
-    """A user's judge function (built through `_partial_: true`)."""
+    """A user's judge function (reward/judge=callable names it)."""
     return 0.5 if len(a) == len(b) else float(len(a) < len(b))
 
 
@@ -370,7 +370,7 @@ def test_judge_nodes_compose_and_build(overrides_for, tmp_path):
     custom = arena(
         "train.allowed_targets=[tests]",
         "reward/judge=callable",
-        "reward.arena.judge._target_=tests.test_arena.prefer_shorter",
+        "reward.arena.judge.function=tests.test_arena.prefer_shorter",
     )
     assert custom.judge("p", "ab", "abc") == 1.0
 

@@ -37,7 +37,8 @@ def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouch
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "align-kit: config error: logger._target_=builtins.open is outside align_kit; a config builds only "
-        "align_kit's classes (list your own module in train.allowed_targets=[my_package] to build yours)"
+        "align_kit's component classes (list your own package in train.allowed_targets=[my_package] to build its "
+        "classes)"
     ]
     assert victim.read_text() == "keep me\n"
     assert list(work.iterdir()) == []
@@ -202,3 +203,163 @@ def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
         check_writable("hydra.run.dir", str(tmp_path / name / "run"))
     check_writable("hydra.run.dir", str(tmp_path / ("n" * 255) / "run"))
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ what a config can make Hydra build or write
+
+
+def run_module(cache_dir: str, cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m align_kit.train <args>` (or `python -c <code> <args>`) from `cwd`."""
+    entry = ["-c", code] if code else ["-m", "align_kit.train"]
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(cli_env(cache_dir), PYTHONPATH=root)
+    return subprocess.run([sys.executable, *entry, *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_python_m_align_kit_train_refuses_a_hostile_shared_preset_before_anything_runs(tmp_path, cache_dir):
+    """The module entry runs the same pre-flight as `align-kit train`: a preset from another folder that adds
+    a Hydra callback copying a file over the victim is refused, and nothing is written."""
+    victim, work, presets = tmp_path / "victim.txt", tmp_path / "work", tmp_path / "my" / "recipe"
+    victim.write_text("keep me\n")
+    work.mkdir()
+    presets.mkdir(parents=True)
+    (presets / "shared.yaml").write_text(
+        "# @package _global_\nhydra:\n  callbacks:\n    telemetry:\n"
+        f"      {{_target_: shutil.copyfile, src: /etc/hostname, dst: {victim}}}\n"
+    )
+    result = run_module(cache_dir, work, "--config-dir", str(tmp_path / "my"), "recipe=shared")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "align-kit: config error: hydra.callbacks.telemetry._target_=shutil.copyfile is outside align_kit; a config "
+        "builds only align_kit's component classes (list your own package in train.allowed_targets=[my_package] to "
+        "build its classes)"
+    ]
+    assert victim.read_text() == "keep me\n" and list(work.iterdir()) == []
+
+
+def write_old_run(folder: Path) -> bytes:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("- seed=5\n")
+    (folder / "config.yaml").write_text("seed: 5\n")
+    (folder / "metrics.jsonl").write_text('{"step": 1, "loss": 0.1}\n')
+    return (folder / ".hydra" / "overrides.yaml").read_bytes()
+
+
+def test_removing_the_run_folder_guard_is_refused_before_hydra_writes(tmp_path, cache_dir):
+    old = tmp_path / "old_run"
+    record = write_old_run(old)
+    result = run_module(cache_dir, tmp_path, "~hydra.callbacks.run_folder", f"hydra.run.dir={old}", "seed=6")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "align-kit: config error: ~hydra.callbacks.run_folder: align_kit's own Hydra callbacks (the run-folder guard, "
+        "the sweep summary) always run; a config cannot remove them"
+    ]
+    assert (old / ".hydra" / "overrides.yaml").read_bytes() == record
+
+
+def test_the_run_folder_guard_runs_without_the_preflight_and_without_any_config_entry(tmp_path, cache_dir):
+    """Hydra's app builds align_kit's callbacks itself (conf/ names none): a job started straight through
+    `align_kit.train.main`, with no pre-flight, is still refused by the guard before Hydra writes .hydra/."""
+    old = tmp_path / "old_run"
+    record = write_old_run(old)
+    code = "import sys\nfrom align_kit.train import main\nsys.argv = ['align-kit train', *sys.argv[1:]]\nmain()\n"
+    result = run_module(cache_dir, tmp_path, f"hydra.run.dir={old}", "seed=6", code=code)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith(
+        f"align-kit: config error: hydra.run.dir={old} already holds a run"
+    )
+    assert (old / ".hydra" / "overrides.yaml").read_bytes() == record
+
+
+USER_CALLBACK = """
+from hydra.experimental.callback import Callback
+
+class Announce(Callback):
+    def __init__(self, word: str = "hello"):
+        self.word = word
+"""
+
+
+@pytest.fixture
+def user_callback(tmp_path, monkeypatch):
+    package = tmp_path / "my_callbacks"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "announce.py").write_text(USER_CALLBACK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "+hydra.callbacks.announce={_target_: my_callbacks.announce.Announce, word: hi}"
+
+
+def test_a_users_hydra_callback_runs_after_align_kits_own_through_the_allowlist(user_callback, tmp_path, monkeypatch):
+    from hydra._internal import hydra as hydra_app
+
+    import align_kit.train  # noqa: F401  (installs the app's callbacks)
+    from align_kit.hydra_tree import AppCallbacks
+    from align_kit.run_folder import RunFolderGuard
+    from align_kit.sweep_summary import SweepSummary
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ConfigError, match="hydra.callbacks.announce._target_=my_callbacks.announce.Announce is outside"
+    ):
+        check_command([user_callback], multirun=False)
+    check_command([user_callback, "train.allowed_targets=[my_callbacks]"], multirun=False)
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from align_kit.config import compose as compose_job
+
+    compose_job([user_callback, "train.allowed_targets=[my_callbacks]"])
+    full = HydraConfig.instance().cfg.hydra._get_parent()  # the composed root, hydra node included
+    built = hydra_app.Callbacks(full).callbacks
+    assert hydra_app.Callbacks is AppCallbacks
+    assert [type(c) for c in built[:2]] == [RunFolderGuard, SweepSummary] and built[2].word == "hi"
+    assert [type(c) for c in AppCallbacks(None).callbacks] == [RunFolderGuard, SweepSummary]
+
+
+def test_the_app_builds_no_callback_the_preflight_would_refuse(capsys):
+    """Started without the pre-flight, a hostile hydra.callbacks entry is refused before anything is built."""
+    from omegaconf import OmegaConf
+
+    from align_kit.hydra_tree import AppCallbacks
+
+    config = OmegaConf.create({"hydra": {"callbacks": {"x": {"_target_": "os.makedirs", "name": "never"}}}})
+    with pytest.raises(SystemExit) as exit_info:
+        AppCallbacks(config)
+    assert exit_info.value.code == 2 and not Path("never").exists()
+    assert capsys.readouterr().err.startswith("align-kit: config error: hydra.callbacks.x._target_=os.makedirs")
+
+
+@pytest.mark.parametrize(
+    ("name", "subdir", "refused"),
+    [
+        ("train", ".hydra", None),
+        ("a\0b", ".hydra", "hydra.job.name="),
+        ("..", ".hydra", "hydra.job.name=.."),
+        ("x" * 201, ".hydra", "hydra.job.name=xxx"),
+        ("train", "/etc", "hydra.output_subdir=/etc"),
+        ("train", "a/../../b", "hydra.output_subdir=a/../../b"),
+        ("train", None, None),
+    ],
+)
+def test_the_jobs_files_stay_in_the_run_folder(name, subdir, refused):
+    from align_kit.hydra_tree import check_job_files
+
+    if refused is None:
+        check_job_files(name, subdir)
+        return
+    with pytest.raises(ConfigError) as error:
+        check_job_files(name, subdir)
+    assert str(error.value).startswith(refused)
+
+
+def test_a_users_class_named_on_the_command_line_passes_and_from_a_preset_does_not(user_package, tmp_path):
+    presets = tmp_path / "presets" / "recipe"
+    presets.mkdir(parents=True)
+    (presets / "mine.yaml").write_text("# @package _global_\ntrain:\n  allowed_targets: [my_rewards]\n")
+    with pytest.raises(ConfigError, match="train.allowed_targets lists my_rewards from a config file"):
+        check_command([user_package, "recipe=mine"], False, str(tmp_path / "presets"))
+    [plan] = check_command(
+        [user_package, "recipe=mine", "train.allowed_targets=[my_rewards]"], False, str(tmp_path / "presets")
+    )
+    assert [spec.name for spec in plan.rewards] == ["correctness", "format", "length"]

@@ -78,7 +78,7 @@ def test_short_training_with_step_rewards_and_group_arena(train_once, tmp_path):
     """GAR on the tool task with a local judge (tests.test_arena.prefer_shorter: the shorter episode wins, equal
     lengths tie): every played match hands out one point in total, so with no failures the arena reward's batch
     mean is exactly 0.5, and a group of 4 makes at most 6 judge calls."""
-    judge = ["reward/judge=callable", "reward.arena.judge._target_=tests.test_arena.prefer_shorter"]
+    judge = ["reward/judge=callable", "reward.arena.judge.function=tests.test_arena.prefer_shorter"]
     arena = ["reward=[tool_steps,arena]", "reward.arena.weight=0.5", "train.allowed_targets=[tests]", *judge]
     train_once(tmp_path / "run", *TOOL_RUN, *arena, "trainer.max_steps=2", "logger=none")
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -191,3 +191,135 @@ def test_the_oracle_reads_values_as_hydra_does():
     assert parsed("''") == "" and parsed("true") is True and parsed("null") is None and parsed("1e300") == 1e300
     assert must_refuse("seed", 0, "0.5") and must_refuse("trainer.max_steps", 200, "0")
     assert not must_refuse("trainer.max_steps", 200, "2") and must_refuse("kl.bias_corrected", False, "null")
+
+
+# ------------------------------------------------------------- the hydra subtree and nodes inside nodes
+
+HYDRA_SEED = 20261201
+HYDRA_CASES = 90
+# Values for a key that names what to build: functions, classes of the standard library and of align_kit,
+# Hydra's own plugins, an interpolation, plain values.
+NAMES = [
+    "shutil.copyfile", "os.makedirs", "builtins.open", "pathlib.Path", "subprocess.Popen", "logging.FileHandler",
+    "logging.StreamHandler", "logging.handlers.SocketHandler", "align_kit.run_folder.move_aside",
+    "align_kit.sandbox.run_python", "align_kit.run_folder.Path", "align_kit.sandbox.shutil.rmtree",
+    "align_kit.components.clip.TokenClip", "align_kit.rewards.judges.ArithmeticJudge",
+    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+    "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "${oc.env:HOME}", "abc", "''", "1", "null",
+]  # fmt: skip
+# Values for a key that names a file or folder of the job.
+PATHS = ["../x", "/tmp/x", "a/b", "..", "x" * 300, "''", "ok", ".hydra", "${hydra.runtime.output_dir}/other.log"]
+STREAMS = ["ext://sys.stdout", "ext://sys.stderr", "ext://os.environ", "ext://shutil.copyfile", "abc"]
+# (the overrides that select the node, the key or the node to add `{}` around the value, what the value is).
+POSITIONS = [
+    ([], "hydra.launcher._target_", "plugin"),
+    ([], "hydra.sweeper._target_", "plugin"),
+    ([], "+hydra.callbacks.extra={_target_:{}}", "callback"),
+    ([], "hydra.job_logging.handlers.console.class", "handler"),
+    ([], "hydra.job_logging.handlers.file.class", "handler"),
+    ([], "hydra.hydra_logging.handlers.console.class", "hydra_handler"),
+    ([], "+hydra.job_logging.formatters.extra={class:{}}", "formatter"),
+    ([], "hydra.job_logging.handlers.file.filename", "log_file"),
+    ([], "hydra.job_logging.handlers.console.stream", "stream"),
+    ([], "hydra.hydra_logging.handlers.console.stream", "stream"),
+    ([], "hydra.job.name", "job_name"),
+    ([], "hydra.output_subdir", "subdir"),
+    ([], "hydra.job.chdir", "chdir"),
+    (["reward=[correctness,arena]"], "reward.arena.judge._target_", "node"),
+    (["reward=[correctness,arena]"], "+reward.arena.judge.inner={_target_:{}}", "node"),
+    (["kl=per_domain"], "+kl.betas.extra={_target_:{}}", "node"),
+    ([], "+reward.extra={_target_:{},weight:0.0}", "node"),
+    ([], "+trainer.extra={_target_:{}}", "node"),
+    ([], "clip._target_", "node"),
+]
+VALUES = {"log_file": PATHS, "job_name": PATHS, "subdir": PATHS, "stream": STREAMS, "chdir": ["true", "false", "null"]}
+
+
+def conf_classes() -> set[str]:
+    """The classes the shipped configs build (read from conf/'s YAML, not from align_kit)."""
+    found = set()
+    for path in CONF_DIR.rglob("*.yaml"):
+        for line in path.read_text().splitlines():
+            if line.strip().startswith("_target_:"):
+                found.add(line.split(":", 1)[1].split("#")[0].strip())
+    return found - {"???"}
+
+
+def must_refuse_in_hydra(kind: str, text: str) -> bool:
+    """The oracle for the hydra subtree and nested nodes: what nothing may build or write (from the docs)."""
+    value = parsed(text)
+    if kind == "node":  # only align_kit's own component classes
+        return value not in conf_classes()
+    if kind == "plugin":  # Hydra's own launchers and sweeper
+        return not str(value).startswith("hydra.")
+    if kind == "callback":  # nothing of align_kit or the standard library is a user's Hydra callback
+        return True
+    if kind in ("handler", "hydra_handler", "formatter"):
+        if kind == "hydra_handler" and value == "logging.FileHandler":  # Hydra logs before the run folder exists
+            return True
+        return not str(value).startswith("logging.") or str(value).startswith("logging.handlers.")
+    if kind == "log_file":
+        return not str(value).startswith("${hydra.runtime.output_dir}/")
+    if kind == "job_name":
+        return not value or "/" in str(value) or str(value) == ".." or len(str(value)) > 255
+    if kind == "subdir":
+        return value is not None and (not value or str(value).startswith("/") or ".." in str(value).split("/"))
+    if kind == "stream":
+        return value not in ("ext://sys.stdout", "ext://sys.stderr")
+    return kind == "chdir" and value is True
+
+
+def hydra_cases() -> list[tuple[list[str], str, str]]:
+    rng = random.Random(HYDRA_SEED)
+    cases = []
+    for _ in range(HYDRA_CASES):
+        base, key, kind = rng.choice(POSITIONS)
+        text = rng.choice(VALUES.get(kind, NAMES))
+        override = key.replace("{}", text) if "{}" in key else f"{key}={text}"
+        cases.append(([*base, override], kind, text))
+    return cases
+
+
+HYDRA_CASE_LIST = hydra_cases()
+
+
+def test_generated_hydra_and_nested_node_values_are_accepted_or_refused_in_one_line(tmp_path, monkeypatch, cache_dir):
+    """Through the real pre-flight (composition included): one ConfigError line or a valid config, never a
+    traceback, never an accepted value the oracle refuses, and nothing written."""
+    from align_kit.preflight import check_command
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    outcomes = {"accepted": 0, "refused": 0}
+    wrongly_accepted, tracebacks = [], []
+    for overrides, kind, text in HYDRA_CASE_LIST:
+        try:
+            check_command(overrides, multirun=False)
+        except ConfigError as error:
+            assert "\n" not in str(error), overrides
+            outcomes["refused"] += 1
+            continue
+        except Exception as error:  # a traceback at the CLI
+            tracebacks.append(f"{overrides}: {type(error).__name__}: {error}")
+            continue
+        outcomes["accepted"] += 1
+        if must_refuse_in_hydra(kind, text):
+            wrongly_accepted.append(" ".join(overrides))
+    assert tracebacks == []
+    assert wrongly_accepted == []
+    assert list(work.iterdir()) == []
+    assert outcomes["accepted"] >= 5 and outcomes["refused"] >= 60  # both paths exercised
+    assert {kind for _, kind, _ in HYDRA_CASE_LIST} == {kind for _, _, kind in POSITIONS}
+
+
+def test_the_hydra_oracle_reads_the_docs_rules():
+    assert must_refuse_in_hydra("node", "shutil.copyfile") and not must_refuse_in_hydra(
+        "node", "align_kit.components.clip.TokenClip"
+    )
+    assert must_refuse_in_hydra("plugin", "align_kit.run_folder.Path") and not must_refuse_in_hydra(
+        "plugin", "hydra.x.Y"
+    )
+    assert must_refuse_in_hydra("job_name", "../x") and not must_refuse_in_hydra("job_name", "ok")
+    assert must_refuse_in_hydra("chdir", "true") and not must_refuse_in_hydra("chdir", "null")

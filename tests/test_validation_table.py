@@ -437,7 +437,280 @@ STEP_ZERO = [
     (["vllm-serve", "clip.nokey=1"], "Could not override 'clip.nokey'"),
     (["vllm-serve", "=2"], "'=2' sets no key"),
 ]
-CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX + DATA_STRICT + STEP_ZERO
+# Configs that try to build or write something beside the run: every `_target_` must be an align_kit
+# component class (or a class of a package named with train.allowed_targets on the command line), Hydra's
+# tree (callbacks, logging, launcher, sweeper, job files) is checked as strictly, and every way of adding
+# config (--config-dir, hydra.searchpath) goes through the same pre-flight. `{data}/presets` holds hostile
+# shared configs (make_data_files); their paths are relative to the working folder (`../victim.txt`).
+SECURITY = [
+    # align_kit's own functions, modules, re-exported names and other modules' attributes
+    (
+        ["train", "clip._target_=align_kit.sandbox.run_python", "+clip.code=x"],
+        "clip._target_=align_kit.sandbox.run_python is not",
+    ),
+    (
+        ["train", "+reward.mv={_target_:align_kit.run_folder.move_aside,folder:{victim_dir},key:k}"],
+        "reward.mv._target_=align_kit.run_folder.move_aside",
+    ),
+    (
+        ["train", "kl._target_=align_kit.sandbox.subprocess.getoutput", "+kl.cmd=rm -rf {victim_dir}"],
+        "kl._target_=align_kit.sandbox.subprocess.getoutput",
+    ),
+    (["train", "logger._target_=align_kit.run_folder.Path", "+logger._args_=[{victim}]"], "logger._args_=["),
+    (
+        ["train", "advantage._target_=align_kit.sandbox.shutil.rmtree", "+advantage.path={victim_dir}"],
+        "advantage._target_=align_kit.sandbox.shutil.rmtree",
+    ),
+    (
+        ["train", "task._target_=align_kit.components.advantage.Component"],
+        "task._target_=align_kit.components.advantage.Component is not",
+    ),
+    (["train", "model._target_=align_kit.models"], "model._target_=align_kit.models is not an align_kit component"),
+    (
+        [
+            "train",
+            "monitor._target_=align_kit.run_folder.shutil.move",
+            "+monitor.src={victim}",
+            "+monitor.dst={victim}.x",
+        ],
+        "monitor._target_=align_kit.run_folder.shutil.move",
+    ),
+    (["train", "sampling._target_=align_kit.config.compose"], "sampling._target_=align_kit.config.compose is not"),
+    (
+        ["train", "rollout._target_=align_kit.processes.os.system", "+rollout.command=touch {victim}"],
+        "rollout._target_=align_kit.processes.os.system",
+    ),
+    # the standard library, in group nodes, reward nodes and nodes inside nodes
+    (
+        ["train", "clip._target_=shutil.copyfile", "+clip.src=/etc/hostname", "+clip.dst={victim}"],
+        "clip._target_=shutil.copyfile is outside align_kit",
+    ),
+    (
+        ["train", "+reward.mk={_target_:os.makedirs,name:{victim_dir}/made}"],
+        "reward.mk._target_=os.makedirs is outside",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "reward.arena.judge._target_=builtins.open",
+            "+reward.arena.judge.file={victim}",
+            "+reward.arena.judge.mode=w",
+        ],
+        "reward.arena.judge._target_=builtins.open",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "+reward.arena.judge.inner={_target_:pathlib.Path,_args_:[{victim_dir}]}",
+        ],
+        "reward.arena.judge.inner._args_=",
+    ),
+    (
+        ["train", "kl=per_domain", "+kl.betas.evil={_target_:subprocess.Popen,args:[touch,{victim}]}"],
+        "kl.betas.evil._target_=subprocess.Popen",
+    ),
+    (
+        ["train", "logger=none", "logger._target_=logging.FileHandler", "+logger.filename={victim}", "+logger.mode=w"],
+        "logger._target_=logging.FileHandler",
+    ),
+    (["train", "+trainer.evil={_target_:os.makedirs,name:{victim_dir}/x}"], "trainer.evil._target_=os.makedirs"),
+    (
+        [
+            "train",
+            "+paths.evil={_target_:shutil.copyfile,src:/etc/hostname,dst:{victim}}",
+            "+reward.copy=${paths.evil}",
+        ],
+        "paths.evil._target_=shutil.copyfile",
+    ),
+    # Hydra's other instantiate keys and interpolated targets
+    (["train", "+task._partial_=true"], "task._partial_=true: Hydra's _partial_ is not accepted"),
+    (["train", "+clip._convert_=all"], "clip._convert_=all"),
+    (["train", "+kl._recursive_=false"], "kl._recursive_=false"),
+    (["train", "+reward.correctness._args_=[{victim}]"], "reward.correctness._args_="),
+    (["train", "clip._target_=${oc.env:HOME}"], "clip._target_=${oc.env:HOME}: write the class name out"),
+    (["train", "logger._target_=${oc.decode:shutil.copyfile}"], "logger._target_=${oc.decode:shutil.copyfile}"),
+    # the user's packages: named on the command line, classes only, never the standard library or align_kit
+    (["train", "train.allowed_targets=[shutil]", "clip._target_=shutil.copyfile"], "train.allowed_targets[0]=shutil"),
+    (
+        ["train", "train.allowed_targets=[align_kit]", "clip._target_=align_kit.run_folder.Path"],
+        "train.allowed_targets[0]=align_kit",
+    ),
+    (
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.test_arena.prefer_shorter"],
+        "clip._target_=tests.test_arena.prefer_shorter is not a class",
+    ),
+    (
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.test_preflight.Path"],
+        "is pathlib.Path, defined elsewhere",
+    ),
+    (
+        ["train", "reward=[correctness,arena]", "reward/judge=callable", "reward.arena.judge.function=os.system"],
+        "reward.arena.judge.function=os.system is not in a package",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "reward/judge=callable",
+            "reward.arena.judge.function=tests.test_arena.pytest",
+            "train.allowed_targets=[tests]",
+        ],
+        "reward.arena.judge.function=tests.test_arena.pytest",
+    ),
+    (
+        ["train", "reward=[correctness,arena]", "reward/judge=callable", "+reward.arena.judge._partial_=true"],
+        "reward.arena.judge._partial_=true",
+    ),
+    # Hydra's callbacks: align_kit's own always run, a config adds only a user's Hydra callback class
+    (
+        ["train", "+hydra.callbacks.x={_target_:shutil.copyfile,src:/etc/hostname,dst:{victim}}"],
+        "hydra.callbacks.x._target_=shutil.copyfile",
+    ),
+    (
+        ["train", "+hydra.callbacks.mv={_target_:align_kit.run_folder.move_aside,folder:{victim_dir},key:x}"],
+        "hydra.callbacks.mv._target_=align_kit.run_folder.move_aside",
+    ),
+    (
+        ["train", "+hydra.callbacks.c={_target_:align_kit.components.clip.TokenClip}"],
+        "hydra.callbacks.c._target_=align_kit.components.clip.TokenClip is not a Hydra callback",
+    ),
+    (["train", "~hydra.callbacks.run_folder"], "~hydra.callbacks.run_folder: align_kit's own Hydra callbacks"),
+    (["train", "-m", "seed=1,2", "~hydra.callbacks.sweep_summary"], "~hydra.callbacks.sweep_summary"),
+    (["train", "~hydra.callbacks"], "~hydra.callbacks: align_kit's own"),
+    # logging: a small set of handler classes, no factories, a log file only inside the run folder
+    (
+        ["train", "hydra.job_logging.handlers.file.filename={victim}", "+hydra.job_logging.handlers.file.mode=w"],
+        "hydra.job_logging.handlers.file.filename={victim}: expected a file inside the run folder",
+    ),
+    (
+        [
+            "train",
+            "hydra.job_logging.handlers.console.class=shutil.copyfile",
+            "+hydra.job_logging.handlers.console.src=/etc/hostname",
+            "+hydra.job_logging.handlers.console.dst={victim}",
+        ],
+        "hydra.job_logging.handlers.console.class=shutil.copyfile",
+    ),
+    (
+        ["train", "+hydra.job_logging.handlers.evil={class:logging.FileHandler,filename:{victim_dir}/log.txt}"],
+        "hydra.job_logging.handlers.evil.filename={victim_dir}/log.txt",
+    ),
+    (
+        ["train", "+hydra.hydra_logging.handlers.evil={class:logging.FileHandler,filename:{victim},mode:w}"],
+        "hydra.hydra_logging.handlers.evil.class=logging.FileHandler",
+    ),
+    (
+        ["train", "hydra.job_logging.handlers.console.class=logging.handlers.SocketHandler"],
+        "hydra.job_logging.handlers.console.class=logging.handlers.SocketHandler",
+    ),
+    (
+        ["train", "hydra.hydra_logging.handlers.console.stream=ext://os.environ"],
+        "hydra.hydra_logging.handlers.console.stream=ext://os.environ",
+    ),
+    (
+        ["train", "--help", "+hydra.hydra_logging.handlers.f={class:logging.FileHandler,filename:{victim},mode:w}"],
+        "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
+    ),
+    (
+        [
+            "sweep",
+            "clip_higher",
+            "+hydra.hydra_logging.handlers.f={class:logging.FileHandler,filename:{victim}}",
+            "--help",
+        ],
+        "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
+    ),
+    (
+        ["train", "--cfg", "job", "hydra.job_logging.handlers.console.class=builtins.open"],
+        "hydra.job_logging.handlers.console.class=builtins.open",
+    ),
+    # Hydra's launcher and sweeper: its own plugins only
+    (
+        ["train", "hydra.launcher._target_=os.makedirs"],
+        "hydra.launcher._target_=os.makedirs: expected one of Hydra's own launchers",
+    ),
+    (["train", "-m", "seed=1,2", "hydra.sweeper._target_=builtins.open"], "hydra.sweeper._target_=builtins.open"),
+    (
+        ["train", "hydra.launcher._target_=align_kit.run_folder.RunFolderGuard"],
+        "hydra.launcher._target_=align_kit.run_folder.RunFolderGuard",
+    ),
+    # the job's files stay in the run folder; align_kit never changes folder
+    (["train", "hydra.job.name=../../escape"], "hydra.job.name=../../escape: expected a plain file name"),
+    (["train", "hydra.job.name=logs/run"], "hydra.job.name=logs/run"),
+    (["train", f"hydra.job.name={'n' * 240}"], "hydra.job.name=nnnn"),
+    (["train", "hydra.job.name=''"], "hydra.job.name=''"),
+    (["train", "hydra.job.chdir=true"], "hydra.job.chdir=true: align_kit does not change folder"),
+    (["train", "hydra.job.chdir=true", "task=hf_dataset", "task.path=good.jsonl"], "hydra.job.chdir=true"),
+    (["train", "hydra.output_subdir={victim_dir}"], "hydra.output_subdir={victim_dir}: expected a folder inside"),
+    (["train", "hydra.output_subdir=../../victim_dir"], "hydra.output_subdir=../../victim_dir"),
+    (
+        ["train", "+hydra.job.env_set.ALIGN_KIT_SANDBOX=process"],
+        "hydra.job.env_set.ALIGN_KIT_SANDBOX: a config may not",
+    ),
+    (["train", "+hydra.job.env_set.LD_PRELOAD={victim}"], "hydra.job.env_set.LD_PRELOAD"),
+    (["train", "+hydra.job.env_set.HYDRA_INSTANTIATE_ALLOWLIST_OVERRIDE=shutil.copyfile"], "hydra.job.env_set.HYDRA_"),
+    (["train", "--config-dir", "{data}/presets", "recipe=env"], "hydra.job.env_set.PYTHONPATH"),
+    # shared configs from another folder: --config-dir and hydra.searchpath get the same pre-flight
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=shared"],
+        "hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=makedirs"], "clip._target_=os.makedirs"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=logfile"],
+        "hydra.job_logging.handlers.file.filename=../victim.txt",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/job_logging=factory"],
+        "hydra.job_logging.handlers.copy.()=shutil.copyfile",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/hydra_logging=formatter"],
+        "hydra.hydra_logging.formatters.evil.()=os.makedirs",
+    ),
+    (["train", "--config-dir", "{data}/presets", "hydra/launcher=evil"], "hydra.launcher._target_=shutil.copyfile"),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/callbacks=evil"],
+        "hydra.callbacks.telemetry._target_=os.makedirs",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=interp"],
+        "clip._target_=${oc.env:ALIGN_KIT_EVIL_TARGET,shutil.copyfile}",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=allow", "clip._target_=tests.test_arena.prefer_shorter"],
+        "train.allowed_targets lists tests from a config file",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=chdir"], "hydra.job.chdir=true"),
+    (["train", "--config-dir", "{data}/presets", "recipe=jobname"], "hydra.job.name=../../escape"),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=evil"],
+        "sweep job 0 of 2 (seed=1): hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (
+        ["train", "hydra.searchpath=[file://{data}/presets]", "recipe=shared"],
+        "hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (
+        ["train", "hydra.searchpath=[{data}/presets]", "hydra/job_logging=factory"],
+        "hydra.job_logging.handlers.copy.()=shutil.copyfile",
+    ),
+    (["train", "hydra.searchpath=[pkg://antigravity]"], "hydra.searchpath entry pkg://antigravity: expected a folder"),
+    (["train", "hydra.searchpath=[{data}/no_such_folder]"], "{data}/no_such_folder is not a folder"),
+    (["train", "--config-dir", "{data}/no_such_folder", "recipe=shared"], "--config-dir {data}/no_such_folder"),
+    (["train", "--config-dir", "{data}/presets", "clip=broken"], "clip.eps_high=abc"),
+    (
+        ["train", "seed=1", "-m", "--config-dir", "{data}/presets", "recipe=shared"],
+        "unrecognized arguments: recipe=shared",
+    ),
+    (["train", "-m", "hydra.searchpath=[{data}/presets]", "clip=broken,symmetric"], "sweep job 0 of 2 (clip=broken)"),
+    (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
+    (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
+    (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
+]
+CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX + DATA_STRICT + STEP_ZERO + SECURITY
 
 
 def make_victims(folder: Path) -> tuple[Path, Path]:
@@ -513,6 +786,9 @@ def make_data_files(folder: Path) -> Path:
     (folder / "empty_dir").mkdir()
     _make_strict_data_files(folder, good)
     DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
+    for name, text in PRESETS.items():
+        (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "presets" / name).write_text(text)
     return folder
 
 
@@ -584,6 +860,33 @@ def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
     (folder / "hf_char" / "model.safetensors").write_bytes(b"")
     (folder / "hf_latin1").mkdir()
     (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
+
+
+# Shared configs a hostile colleague could hand over (the SECURITY rows' --config-dir and hydra.searchpath);
+# paths are relative to the working folder, beside which the victims lie.
+_GLOBAL = "# @package _global_\n"
+PRESETS = {
+    "recipe/shared.yaml": _GLOBAL
+    + "hydra:\n  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
+    "recipe/makedirs.yaml": _GLOBAL + "clip:\n  _target_: os.makedirs\n  name: ../victim_dir/made\n",
+    "recipe/logfile.yaml": _GLOBAL
+    + "hydra:\n  job_logging:\n    handlers:\n      file: {filename: ../victim.txt, mode: w}\n",
+    "recipe/interp.yaml": _GLOBAL + "clip:\n  _target_: ${oc.env:ALIGN_KIT_EVIL_TARGET,shutil.copyfile}\n",
+    "recipe/allow.yaml": _GLOBAL + "train:\n  allowed_targets: [tests]\n",
+    "recipe/chdir.yaml": _GLOBAL + "hydra:\n  job:\n    chdir: true\n",
+    "recipe/jobname.yaml": _GLOBAL + "hydra:\n  job:\n    name: ../../escape\n",
+    "recipe/env.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {PYTHONPATH: ../victim_dir}\n",
+    "sweep/evil.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
+    + "  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
+    "hydra/job_logging/factory.yaml": "version: 1\nhandlers:\n"
+    + "  copy: {'()': shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\nroot: {handlers: [copy]}\n",
+    "hydra/hydra_logging/formatter.yaml": "version: 1\nformatters:\n"
+    + "  evil: {'()': os.makedirs, name: ../victim_dir/made}\n",
+    "hydra/launcher/evil.yaml": "_target_: shutil.copyfile\nsrc: /etc/hostname\ndst: ../victim.txt\n",
+    "clip/broken.yaml": "_target_: align_kit.components.clip.TokenClip\neps_low: 0.2\neps_high: abc\n",
+    "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
+}
 
 
 @pytest.fixture

@@ -1,9 +1,23 @@
-"""The component contract: every Hydra node is a small typed object built through `_target_`."""
+"""The component contract: every Hydra node is a small typed object built through `_target_`.
+
+`BUILDABLE` is every class a config's `_target_` may name, keyed by its own defining path
+(`module.qualname`): each `Component` subclass is recorded as it is defined, and the few nodes that are
+not components (the health monitor's settings) are marked `@buildable`. A name that is not a key
+here (a function, a re-exported name, another module's attribute) is never built.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+BUILDABLE: dict[str, type] = {}
+
+
+def buildable(cls: type) -> type:
+    """Let a config build `cls` through `_target_: <its module>.<its name>`."""
+    BUILDABLE[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return cls
 
 
 @dataclass
@@ -30,6 +44,10 @@ class Component:
 
     group: str = field(default="", init=False, repr=False)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        buildable(cls)
+
     def grpo_fields(self) -> dict[str, Any]:
         return {}
 
@@ -50,3 +68,6 @@ class Component:
     def trainer_hooks(self) -> list:
         """The TrainerHooks this node adds to AlignTrainer (none: TRL's own behaviour)."""
         return []
+
+
+buildable(Component)  # step_mask=off: the node that changes nothing

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_type_hints
 
+from align_kit.components.base import buildable
 from align_kit.errors import ConfigError
 
 Action = Literal["log", "warn", "halt"]
@@ -194,6 +195,7 @@ class NonFinite:
     metrics: list[str] = field(default_factory=lambda: ["loss", "grad_norm"])
 
 
+@buildable
 @dataclass
 class HealthMonitorConfig:
     """All rules; `enabled: false` (`monitor=off`) turns every one of them off."""

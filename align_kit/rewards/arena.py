@@ -246,7 +246,7 @@ class Arena(RewardNode):
         if not callable(self.judge):
             raise ConfigError(
                 f"{key}.judge={self.judge!r}: expected a judge node: reward/judge=arithmetic|hf|http, or "
-                f"reward/judge=callable {key}.judge._target_=my_module.my_judge for a function judge(prompt, a, b)"
+                f"reward/judge=callable {key}.judge.function=my_module.my_judge for a function judge(prompt, a, b)"
             )
         if isinstance(self.judge, Component):
             self.judge.group = f"{key}.judge"

@@ -7,6 +7,8 @@ Any Python callable with that signature is a judge. Built in (conf/reward/judge/
   is its next-token probability of "A" against "B".
 - `HttpJudge` (`http`): an OpenAI-compatible server (a vLLM server, say), chat or completions
   endpoint, with a timeout, retries and a limit on requests in flight.
+- `CallableJudge` (`callable`): your own function, named by a string (`function: my_judges.prefer_shorter`)
+  and imported only from a package listed in `train.allowed_targets` (align_kit.schema checks it first).
 
 `Referee` wraps any of them for training: a failure, a timeout or an answer that is not a
 probability skips the match and is counted, never raised; results are cached within a step; with
@@ -15,6 +17,7 @@ probability skips the match and is counted, never raised; results are cached wit
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -131,6 +134,21 @@ class ArithmeticJudge(Component):
         if distances[0] == distances[1]:
             return 0.5
         return 1.0 if distances[0] < distances[1] else 0.0
+
+
+@dataclass
+class CallableJudge(Component):
+    """A user's judge function `judge(prompt, a, b)` -> the win probability of `a`, named by its dotted path.
+    A config never builds the function itself (a `_target_` names classes only): the schema checks that
+    `function` is a plain function defined in a package of `train.allowed_targets` before this node is built."""
+
+    function: str = field(default="???", metadata={"function": True})
+
+    def __call__(self, prompt: str, a: str, b: str) -> float:
+        if getattr(self, "_function", None) is None:
+            module, _, name = self.function.rpartition(".")
+            self._function = getattr(importlib.import_module(module), name)
+        return self._function(prompt, a, b)
 
 
 def label_token_ids(tokenizer, label: str) -> list[int]:
