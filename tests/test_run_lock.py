@@ -23,7 +23,6 @@ from align_kit.errors import ConfigError
 from align_kit.run_folder import claim_run_folder, folder_kind
 from align_kit.run_lock import LOCK_FILE, acquire, held
 from tests.conftest import ROOT, stubbed_cli_env
-from tests.test_run_folder import write_checkpoint
 
 # The stub run: config.yaml as the real run writes it, two metric rows, a whole checkpoint-2, then (once GO_FILE
 # exists) three more rows and the summary. STUB_BARRIER makes the first two processes that reach the folder's
