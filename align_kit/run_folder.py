@@ -426,11 +426,23 @@ def _guard(config: DictConfig, key: str) -> None:
                     f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
                     "with `align-kit sweep --resume <sweep folder>`, or move it aside with train.overwrite=true"
                 )
+            _refuse_live_sweep(folder, key)
             move_aside(folder, key)
         return
     if resume and not overwrite:  # read-only first: a refused resume leaves the run's folder as it was
         check_resume(folder, _task_config(config))
     claim_run_folder(folder, key, resume, overwrite)  # held until the run ends (on_run_end) or the process does
+
+
+def _refuse_live_sweep(folder: Path, key: str) -> None:
+    from align_kit.sweep_manifest import live_launcher  # it imports this module
+
+    launcher = live_launcher(folder)
+    if launcher is not None:
+        raise ConfigError(
+            f"train.overwrite=true would move {key}={folder} aside, but its sweep is being run by process "
+            f"{launcher}; wait for it to end (or stop it) first, or choose a new folder: {key}=<new folder>"
+        )
 
 
 def _refused(error: ConfigError) -> None:

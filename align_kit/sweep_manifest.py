@@ -1,10 +1,11 @@
 """A sweep folder's manifest, `sweep_manifest.json`: what the sweep is and where each of its jobs stands.
 
 It records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher), every job's overrides
-as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id), done or
-failed (with its outcome and last error line). It is the one record of the sweep's outcomes: the table at the end
-of a sweep, `align-kit sweep --status` and `align-kit compare` all read it. Jobs update their own entry
-under a file lock, so jobs in other processes (the joblib and submitit launchers) are recorded as well.
+as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id and its start
+time, so a reused PID is not taken for the job's), done or failed (with its outcome and last error line). It is the
+one record of the sweep's outcomes: the table at the end of a sweep, `align-kit sweep --status` and
+`align-kit compare` all read it. Jobs update their own entry under a file lock, so jobs in other processes (the
+joblib and submitit launchers) are recorded as well. The launcher is recorded the same way (PID and start time).
 
 Hydra does not resume a multirun; this makes it resumable. Launching a sweep into a folder that holds a manifest
 (the same command with `hydra.sweep.dir=<folder>`, or `align-kit sweep --resume <folder>`) checks that the sweep
@@ -176,6 +177,22 @@ def differences(saved: dict, jobs: list[list[str]]) -> list[str]:
     return found
 
 
+def _live_launcher(sweep_dir: Path, manifest: dict) -> int | None:
+    """The PID of the process running the sweep now (not this one), or None where that process is gone."""
+    launcher, started = manifest.get("launcher_pid"), manifest.get("launcher_started")
+    written = (sweep_dir / MANIFEST_FILE).stat().st_mtime
+    return launcher if launcher != os.getpid() and process_alive(launcher, started, written) else None
+
+
+def live_launcher(sweep_dir: Path) -> int | None:
+    """`_live_launcher` of the sweep in `sweep_dir`; None where it holds no readable manifest."""
+    try:
+        manifest = read(sweep_dir)
+    except ConfigError:
+        return None
+    return _live_launcher(sweep_dir, manifest) if manifest is not None else None
+
+
 def _launcher() -> dict:
     """Who runs the sweep now, by process identity: its PID and its start time (a PID alone may be reused)."""
     return {"launcher_pid": os.getpid(), "launcher_started": process_start_time()}
@@ -192,9 +209,8 @@ def start_sweep(config: DictConfig) -> dict:
     with locked(sweep_dir):
         saved = read(sweep_dir)
         if saved is not None:
-            launcher, started = saved.get("launcher_pid"), saved.get("launcher_started")
-            written = (sweep_dir / MANIFEST_FILE).stat().st_mtime
-            if launcher != os.getpid() and process_alive(launcher, started, written):
+            launcher = _live_launcher(sweep_dir, saved)
+            if launcher is not None:
                 raise ConfigError(
                     f"hydra.sweep.dir={sweep_dir} is being run by process {launcher}; wait for it, or stop it first"
                 )

@@ -241,3 +241,34 @@ def test_a_dangling_symlink_is_refused_in_process(tmp_path):
     with pytest.raises(ConfigError, match="is a symlink to .*gone, which does not exist"):
         claim_run_folder(link, "hydra.run.dir", resume=False, overwrite=False)
     assert link.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_overwrite_of_a_live_sweep_is_refused_and_moves_nothing(tmp_path, capsys):
+    from align_kit.processes import start_time_of
+    from align_kit.run_folder import RunFolderGuard
+    from tests.test_run_folder import hydra_config
+
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        wait_until(lambda: start_time_of(launcher.pid) is not None)
+        manifest = {"task_overrides": [], "jobs": [], "launcher_pid": launcher.pid}
+        (sweep / "sweep_manifest.json").write_text(
+            json.dumps({**manifest, "launcher_started": start_time_of(launcher.pid)})
+        )
+        with pytest.raises(SystemExit) as exit_info:
+            RunFolderGuard().on_multirun_start(config=hydra_config("train.overwrite=true", f"hydra.sweep.dir={sweep}"))
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.strip() == (
+            f"align-kit: config error: train.overwrite=true would move hydra.sweep.dir={sweep} aside, but its sweep "
+            f"is being run by process {launcher.pid}; wait for it to end (or stop it) first, or choose a new folder: "
+            "hydra.sweep.dir=<new folder>"
+        )
+        assert [p.name for p in tmp_path.iterdir()] == ["sweep"] and sorted(os.listdir(sweep)) == [
+            "0",
+            "sweep_manifest.json",
+        ]
+    finally:
+        launcher.kill()
+        launcher.wait()
