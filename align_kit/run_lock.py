@@ -62,7 +62,8 @@ def _holder(descriptor: int) -> str:
 
 
 def _identity() -> bytes:
-    command = shlex.join(["align-kit" if i == 0 else arg for i, arg in enumerate(sys.argv)])
+    program = sys.argv[0] if sys.argv[0].startswith("align-kit") else Path(sys.argv[0]).name  # "align-kit train"
+    command = " ".join([program, shlex.join(sys.argv[1:])])
     if len(command) > _COMMAND_CHARS:
         command = command[: _COMMAND_CHARS - 3] + "..."
     info = {"pid": os.getpid(), "host": socket.gethostname(), "started": process_start_time(), "command": command}

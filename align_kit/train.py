@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shlex
@@ -168,7 +167,7 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
     from align_kit.run_lock import hold
 
     try:
-        with hold(Path(run_dir), f"sweep job folder {run_dir}") if is_main_process() else contextlib.nullcontext():
+        with hold(Path(run_dir), f"sweep job folder {run_dir}"):  # one process per job (RunFolderGuard)
             return _job(cfg, choices, run_dir, group, name, multirun)
     except ConfigError as error:  # the job's folder is in use by a live run: this job's outcome, not the sweep's
         print(f"align-kit: config error: {error}", file=sys.stderr)

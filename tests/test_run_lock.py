@@ -35,7 +35,7 @@ if os.environ.get("STUB_LOG"):
     import align_kit.train as train
     from omegaconf import OmegaConf
 
-    def wait_for(condition, seconds=60):
+    def wait_for(condition, seconds=300):
         deadline = time.time() + seconds
         while not condition() and time.time() < deadline:
             time.sleep(0.05)
