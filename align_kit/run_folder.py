@@ -118,6 +118,12 @@ def _usable(folder: Path, key: str, resume: bool, overwrite: bool) -> str:
         raise ConfigError(
             "train.resume=true and train.overwrite=true contradict each other; resume the run, or move it aside"
         )
+    try:
+        folder.lstat()
+    except FileNotFoundError:
+        pass  # a new folder
+    except OSError as error:  # a name too long for the file system, a file where a folder should be, ...
+        raise ConfigError(f"{key}={folder} cannot be used ({error.strerror}); choose another folder") from None
     if folder.is_symlink() and not folder.exists():
         raise ConfigError(
             f"{key}={folder} is a symlink to {os.readlink(folder)}, which does not exist; create that folder, "

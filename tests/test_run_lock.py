@@ -272,3 +272,9 @@ def test_overwrite_of_a_live_sweep_is_refused_and_moves_nothing(tmp_path, capsys
     finally:
         launcher.kill()
         launcher.wait()
+
+
+def test_a_name_too_long_for_the_file_system_is_refused_in_process(tmp_path):
+    with pytest.raises(ConfigError, match=r"hydra.run.dir=.* cannot be used \(File name too long\); choose another"):
+        claim_run_folder(tmp_path / ("x" * 300), "hydra.run.dir", resume=False, overwrite=False)
+    assert list(tmp_path.iterdir()) == []
