@@ -37,36 +37,50 @@ def check_writable(key: str, folder: str) -> None:
     file in its nearest existing ancestor, never by creating the folder itself. os.access calls /proc writable
     to root; /proc and /sys hold the kernel's files, never a run's."""
     path = Path(folder).expanduser()
+    shown = folder if len(folder) <= 80 else f"{folder[:60]}...({len(folder)} characters)"
     existing = path
     while not _exists(existing) and existing != existing.parent:
+        if _exists(existing, link=True):  # a symlink to nothing: mkdir would fail on it
+            raise ConfigError(
+                f"{key}={shown} cannot be created: {existing} is a symlink to {os.readlink(existing)}, which does not "
+                "exist; create that folder, or choose another"
+            )
         existing = existing.parent
     if not existing.is_dir():
-        raise ConfigError(f"{key}={folder} cannot be created: {existing} is a file, not a folder")
-    limit = os.pathconf(existing, "PC_NAME_MAX")
-    for name in path.relative_to(existing).parts:
-        if len(os.fsencode(name)) > limit:
+        raise ConfigError(f"{key}={shown} cannot be created: {existing} is a file, not a folder")
+    name_max = os.pathconf(existing, "PC_NAME_MAX")
+    for part in path.relative_to(existing).parts:
+        if len(os.fsencode(part)) > name_max:
             raise ConfigError(
-                f"{key}={folder} cannot be created: the name {name[:16]}... is {len(os.fsencode(name))} bytes, "
-                f"more than the {limit} its file system allows; shorten it"
+                f"{key}={shown} cannot be created: the name {part[:40]}... is {len(os.fsencode(part))} bytes long, "
+                f"and the file system of {existing} allows at most {name_max}; choose a shorter name"
             )
+    path_max = os.pathconf(existing, "PC_PATH_MAX")
+    if len(os.fsencode(os.path.abspath(path))) >= path_max:
+        raise ConfigError(
+            f"{key}={shown} cannot be created: the path is longer than the {path_max} bytes the file system of "
+            f"{existing} allows; choose a shorter one"
+        )
     real = existing.resolve()
     pseudo = next((root for root in PSEUDO_FILE_SYSTEMS if real == root or root in real.parents), None)
     if pseudo is not None:
-        raise ConfigError(f"{key}={folder} is under {pseudo}, the kernel's own file system; choose a folder on disk")
+        raise ConfigError(f"{key}={shown} is under {pseudo}, the kernel's own file system; choose a folder on disk")
     try:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".align-kit-write-test-"):
             pass
     except OSError as error:
         raise ConfigError(
-            f"{key}={folder} is not writable ({existing} refuses a new file: {error.strerror}); "
+            f"{key}={shown} is not writable ({existing} refuses a new file: {error.strerror}); "
             "choose a folder you can write"
         ) from None
 
 
-def _exists(path: Path) -> bool:
+def _exists(path: Path, link: bool = False) -> bool:
+    """Whether `path` (with `link`, the link itself) exists; a name too long to look up does not (pathlib raises
+    ENAMETOOLONG)."""
     try:
-        return path.exists()
-    except OSError:  # a name too long for the file system: check_writable names it
+        return path.is_symlink() if link else path.exists()
+    except OSError:
         return False
 
 
@@ -136,7 +150,8 @@ def check_buildable(cfg: DictConfig) -> None:
 
 def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list[str]]:
     """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
-    `hydra.sweeper.params` and the command line's overrides."""
+    `hydra.sweeper.params` and the command line's overrides. A sweep of no job is refused (Hydra would report
+    "0 of 0 jobs ok"), naming the sweeps that expand to nothing."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.hydra_config import HydraConfig
 
@@ -145,8 +160,35 @@ def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list
     compose(fixed, config_dir=config_dir)
     params = HydraConfig.get().sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
-    batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
-    return [job for batch in batches for job in batch]
+    parsed = parser.parse_overrides(arguments)
+    batches = BasicSweeper.split_arguments(parsed, None)
+    jobs = [job for batch in batches for job in batch]
+    if not jobs:
+        empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
+        raise ConfigError(
+            f"-m launches no job: {' and '.join(empty)} sweeps over no value; give every swept key at least one "
+            "(e.g. seed=range(0,3) is 0, 1, 2; glob(...) must match a node of its group)"
+        )
+    return jobs
+
+
+def _one_sweep(overrides: list[str]) -> None:
+    """One `sweep=` choice: with two, Hydra silently keeps the last."""
+    chosen = [
+        override
+        for override in override_parser().parse_overrides(overrides)
+        if override.key_or_group == "sweep" and not override.is_delete()
+    ]
+    values = [value for override in chosen for value in _values(override)]
+    if len(values) > 1:
+        raise ConfigError(
+            f"{len(values)} sweeps chosen ({', '.join(f'sweep={value}' for value in values)}); a command runs one "
+            "sweep: keep one, and run the others as commands of their own"
+        )
+
+
+def _values(override) -> list[str]:
+    return list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.get_value_string()]
 
 
 def _varying(jobs: list[list[str]]) -> set[str]:
@@ -173,13 +215,14 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     (naming the job in a sweep)."""
     check_override_keys(overrides)
     try:
+        _one_sweep(overrides)
         if not multirun:
             return [validate_job(overrides, config_dir=config_dir)]
         jobs = sweep_jobs(overrides, config_dir)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
-    plans, data_cache = [], {}
+    plans, data_cache, folders = [], {}, {}
     for index, job in enumerate(jobs):
         arm = " ".join(override for override in job if override.partition("=")[0] in arms)
         try:
@@ -188,7 +231,24 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
         except (HydraException, OmegaConfBaseException) as error:
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
+        _own_folder(index, jobs, folders)
     return plans
+
+
+def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> None:
+    """Job `index` (just composed) gets a folder no earlier job has: a shared one would hold two jobs' files, and a
+    relaunch would count the second job as finished by the first."""
+    from hydra.core.hydra_config import HydraConfig
+
+    subdir = str(HydraConfig.get().sweep.subdir)
+    if subdir in folders:
+        first = folders[subdir]
+        raise ConfigError(
+            f"sweep jobs {first} and {index} of {len(jobs)} would share one folder: hydra.sweep.subdir={subdir} "
+            "for both; make the job folder depend on the job, "
+            "e.g. hydra.sweep.subdir=${hydra.job.num} (the default) or ${hydra.job.override_dirname}"
+        )
+    folders[subdir] = index
 
 
 def one_line(error: BaseException) -> str:

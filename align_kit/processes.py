@@ -40,13 +40,20 @@ def require_named_run_folder(hydra_overrides: list[str]) -> None:
 
 def process_start_time() -> float:
     """When this process started (the epoch time), from /proc; a launcher starts every rank at once."""
+    started = start_time_of("self")
+    return started if started is not None else time.time() - time.process_time()
+
+
+def start_time_of(pid: int | str) -> float | None:
+    """When process `pid` started (the epoch time), from /proc; None where that cannot be read (no such process,
+    no /proc). With the PID it names one process: a PID the OS reuses later belongs to one that started later."""
     try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         lines = Path("/proc/stat").read_text().splitlines()
         boot = next(int(line.split()[1]) for line in lines if line.startswith("btime"))
         return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, StopIteration, IndexError, ValueError):
-        return time.time() - time.process_time()
+        return None
 
 
 def wait_for_main_process(folder: Path, started: float, timeout_s: float = FOLDER_WAIT_S) -> None:

@@ -92,6 +92,14 @@ def main(rest: list[str]) -> None:
     if rest[0] not in names and not any(arg.startswith("hydra.searchpath") for arg in rest):
         print(f"align-kit sweep: no sweep {rest[0]!r}; names: {', '.join(names)}", file=sys.stderr)
         sys.exit(2)
+    named = [arg for i, arg in enumerate(rest) if arg in names and (i == 0 or not rest[i - 1].startswith("-"))]
+    if len(named) > 1:  # `sweep a b` would pass b to Hydra as an override
+        print(
+            f"align-kit sweep: {len(named)} sweeps named ({', '.join(named)}); a command runs one sweep: "
+            f"align-kit sweep {named[0]} [overrides], then the others as commands of their own",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
     if inspect:
         from align_kit.preflight import run_preflight

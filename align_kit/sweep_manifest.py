@@ -1,10 +1,11 @@
 """A sweep folder's manifest, `sweep_manifest.json`: what the sweep is and where each of its jobs stands.
 
 It records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher), every job's overrides
-as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id), done or
-failed (with its outcome and last error line). It is the one record of the sweep's outcomes: the table at the end
-of a sweep, `align-kit sweep --status` and `align-kit compare` all read it. Jobs update their own entry
-under a file lock, so jobs in other processes (the joblib and submitit launchers) are recorded as well.
+as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id and its start
+time, so a reused PID is not taken for the job's), done or failed (with its outcome and last error line). It is the
+one record of the sweep's outcomes: the table at the end of a sweep, `align-kit sweep --status` and
+`align-kit compare` all read it. Jobs update their own entry under a file lock, so jobs in other processes (the
+joblib and submitit launchers) are recorded as well. The launcher is recorded the same way (PID and start time).
 
 Hydra does not resume a multirun; this makes it resumable. Launching a sweep into a folder that holds a manifest
 (the same command with `hydra.sweep.dir=<folder>`, or `align-kit sweep --resume <folder>`) checks that the sweep
@@ -29,8 +30,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.errors import ConfigError
+from align_kit.processes import process_start_time, start_time_of
 from align_kit.run_files import SUMMARY_FILE
 from align_kit.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
+from align_kit.run_lock import LOCK_FILE as RUN_LOCK_FILE
 
 MANIFEST_FILE = "sweep_manifest.json"
 LOCK_FILE = ".sweep_manifest.lock"
@@ -51,15 +54,34 @@ def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | No
 
 
 def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: beyond any PID
         return False
     except PermissionError:
         return True
     return True
+
+
+# A process's start time as /proc gives it is exact to a clock tick; two readings of it never differ by a second.
+SAME_START_S = 1.0
+
+
+def process_alive(pid: Any, started: Any, written: float | None = None) -> bool:
+    """Whether the process recorded as `pid`, started at `started` (the epoch time), still runs: a live process
+    that has the PID now but another start time is not it (the OS reused the PID). A record without a start time
+    (written before they were recorded) can only be of a process that started before the record was last
+    `written`: a process that started later is not it; where /proc cannot tell, the PID alone decides."""
+    if not pid_alive(pid):
+        return False
+    now_started = start_time_of(pid)
+    if now_started is None:
+        return True
+    if isinstance(started, int | float) and not isinstance(started, bool):
+        return abs(now_started - started) < SAME_START_S
+    return written is None or now_started <= written + SAME_START_S
 
 
 @contextlib.contextmanager
@@ -74,16 +96,54 @@ def locked(sweep_dir: Path):
 
 
 def read(sweep_dir: Path) -> dict | None:
+    """The sweep's manifest (None where there is none); ConfigError, naming the file, where it is not one."""
     path = Path(sweep_dir) / MANIFEST_FILE
     if not path.is_file():
         return None
+    fix = "restore it, or start the sweep in a new folder"
     try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ConfigError(f"{path} is not valid JSON; restore it, or start the sweep in a new folder") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("jobs"), list):
-        raise ConfigError(f"{path} holds no job list; restore it, or start the sweep in a new folder")
+        manifest = json.loads(path.read_bytes())
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path} is not UTF-8 (byte {error.start}); {fix}") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {fix}") from None
+    except OSError as error:
+        raise ConfigError(f"{path} cannot be read ({error.strerror}); {fix}") from None
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ConfigError(f"{path} is not a sweep manifest: {problem}; {fix}")
     return manifest
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _manifest_problem(manifest: Any) -> str | None:
+    """What every reader relies on (--status, --resume, the table, compare): its types, checked once here."""
+    if not isinstance(manifest, dict):
+        return f"it holds a JSON {type(manifest).__name__}, not an object"
+    if not isinstance(manifest.get("jobs"), list):
+        return "it holds no job list (jobs)"
+    if not _strings(manifest.get("task_overrides")):
+        return "task_overrides is not a list of overrides"
+    if not _strings(manifest.get("hydra_overrides", [])):
+        return "hydra_overrides is not a list of overrides"
+    if not isinstance(manifest.get("launches", 1), int) or isinstance(manifest.get("launches"), bool):
+        return "launches is not a whole number"
+    for number, entry in enumerate(manifest["jobs"]):
+        if not isinstance(entry, dict):
+            return f"jobs[{number}] is not an object"
+        if entry.get("job") != number or isinstance(entry.get("job"), bool):
+            return f"jobs[{number}] has job={entry.get('job')!r}, not {number}"
+        if not _strings(entry.get("overrides")):
+            return f"jobs[{number}].overrides is not a list of overrides"
+        if entry.get("status") not in (PENDING, RUNNING, DONE, FAILED):
+            return f"jobs[{number}].status={entry.get('status')!r} is none of {PENDING}, {RUNNING}, {DONE}, {FAILED}"
+        for key in ("outcome", "error", "folder"):
+            if not isinstance(entry.get(key), str | None):
+                return f"jobs[{number}].{key} is not text"
+    return None
 
 
 def write(sweep_dir: Path, manifest: dict) -> None:
@@ -117,6 +177,27 @@ def differences(saved: dict, jobs: list[list[str]]) -> list[str]:
     return found
 
 
+def _live_launcher(sweep_dir: Path, manifest: dict) -> int | None:
+    """The PID of the process running the sweep now (not this one), or None where that process is gone."""
+    launcher, started = manifest.get("launcher_pid"), manifest.get("launcher_started")
+    written = (sweep_dir / MANIFEST_FILE).stat().st_mtime
+    return launcher if launcher != os.getpid() and process_alive(launcher, started, written) else None
+
+
+def live_launcher(sweep_dir: Path) -> int | None:
+    """`_live_launcher` of the sweep in `sweep_dir`; None where it holds no readable manifest."""
+    try:
+        manifest = read(sweep_dir)
+    except ConfigError:
+        return None
+    return _live_launcher(sweep_dir, manifest) if manifest is not None else None
+
+
+def _launcher() -> dict:
+    """Who runs the sweep now, by process identity: its PID and its start time (a PID alone may be reused)."""
+    return {"launcher_pid": os.getpid(), "launcher_started": process_start_time()}
+
+
 def start_sweep(config: DictConfig) -> dict:
     """At the start of a multirun: write the manifest of a new sweep, or check a resumed one against it."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -128,8 +209,8 @@ def start_sweep(config: DictConfig) -> dict:
     with locked(sweep_dir):
         saved = read(sweep_dir)
         if saved is not None:
-            launcher = saved.get("launcher_pid")
-            if launcher != os.getpid() and pid_alive(launcher):
+            launcher = _live_launcher(sweep_dir, saved)
+            if launcher is not None:
                 raise ConfigError(
                     f"hydra.sweep.dir={sweep_dir} is being run by process {launcher}; wait for it, or stop it first"
                 )
@@ -141,13 +222,13 @@ def start_sweep(config: DictConfig) -> dict:
                     f"with its own definition (align-kit sweep --resume {sweep_dir}), so start changed sweeps in a "
                     "new folder: hydra.sweep.dir=<new folder>"
                 )
-            manifest = {**saved, "hydra_overrides": hydra_overrides, "launcher_pid": os.getpid()}
+            manifest = {**saved, "hydra_overrides": hydra_overrides, **_launcher()}
             manifest["launches"] = int(saved.get("launches", 1)) + 1
         else:
             manifest = {
                 "task_overrides": task,
                 "hydra_overrides": hydra_overrides,
-                "launcher_pid": os.getpid(),
+                **_launcher(),
                 "launches": 1,
                 "jobs": [
                     {"job": n, "overrides": o, "status": PENDING, "outcome": None, "error": None, "folder": None}
@@ -162,7 +243,11 @@ def _move_attempt(folder: Path, sweep_dir: Path, job: int) -> Path | None:
     """Move a job's earlier run files (not Hydra's record of this launch) to <sweep>/.attempts/<job>-<time>/."""
     from align_kit.sweep_summary import ERROR_LOG
 
-    kept = [p for p in folder.iterdir() if p.name == HYDRA_RECORD or p.name.endswith(".log") and p.name != ERROR_LOG]
+    kept = [
+        p
+        for p in folder.iterdir()
+        if p.name in (HYDRA_RECORD, RUN_LOCK_FILE) or p.name.endswith(".log") and p.name != ERROR_LOG
+    ]
     leftovers = [p for p in folder.iterdir() if p not in kept]
     if not leftovers:
         return None
@@ -215,8 +300,8 @@ def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
         print(f"align-kit: job {job}: resumes from {latest_checkpoint(folder).name}", file=sys.stderr)
     if manifest is not None:
         # An earlier launch's outcome no longer holds: until this launch ends, the job is running (or interrupted).
-        update_job(sweep, job, status=RUNNING, pid=os.getpid(), folder=str(folder), action=action, outcome=None,
-                   error=None)  # fmt: skip
+        update_job(sweep, job, status=RUNNING, pid=os.getpid(), pid_started=process_start_time(), folder=str(folder),
+                   action=action, outcome=None, error=None)  # fmt: skip
     return action
 
 
@@ -231,7 +316,7 @@ def shown_status(entry: dict) -> str:
     status = entry.get("status")
     if status in (DONE, FAILED):
         return str(entry.get("outcome") or ("ok" if status == DONE else FAILED))
-    if status == RUNNING and not pid_alive(entry.get("pid")):
+    if status == RUNNING and not process_alive(entry.get("pid"), entry.get("pid_started")):
         return "interrupted"
     return str(status)
 

@@ -14,12 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from align_kit import CONF_DIR
 from align_kit.config import CONFIG_NAME, register_open_trainer_node
+from align_kit.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
 from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.hydra_tree import install_callbacks
 from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
 from align_kit.processes import is_main_process
 from align_kit.run_files import CONFIG_FILE, SUMMARY_FILE
-from align_kit.run_folder import check_resume, check_run_folder, latest_checkpoint
+from align_kit.run_folder import check_resume, claimed_run_folder, latest_checkpoint
 from align_kit.sweep_summary import failed_job
 from align_kit.tracking.wandb_logger import NoLogger, RunIdentity, wandb_group
 
@@ -67,14 +68,21 @@ def report(run_dir: Path, summary: dict) -> None:
 
 def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | None = None, name: str = "default"):
     """Train one experiment; returns the summary dict. ConfigError is raised before any model loads."""
-    started = time.time()
     folder = Path(run_dir)
-    main_process = is_main_process()  # rank 0 owns the run folder's files and the W&B run; every rank trains
-    if main_process:
-        # Under Hydra the RunFolderGuard callback already checked the folder before Hydra wrote .hydra/ into it.
-        check_run_folder(folder, "hydra.run.dir", bool(cfg.train.resume), bool(cfg.train.get("overwrite", False)))
+    if not is_main_process():  # rank 0 owns (and locks) the run folder; every rank trains
+        return _train(cfg, choices, folder, group, name)
+    # Under Hydra the RunFolderGuard callback already checked and locked the folder before Hydra wrote .hydra/
+    # into it (then this is a no-op); without it, or in-process, the folder is checked and locked here.
+    with claimed_run_folder(folder, "hydra.run.dir", bool(cfg.train.resume), bool(cfg.train.get("overwrite", False))):
         if cfg.train.resume:
             check_resume(folder, OmegaConf.to_container(cfg, resolve=True))
+        return _train(cfg, choices, folder, group, name)
+
+
+def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | None, name: str) -> dict:
+    started = time.time()
+    run_dir = str(folder)
+    main_process = is_main_process()
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())}
     plan = build_plan(cfg, choices, run_dir)
     for note in plan.notes:
@@ -82,7 +90,8 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
 
     folder.mkdir(parents=True, exist_ok=True)
     if main_process:
-        (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        with writing(folder, CONFIG_FILE):
+            (folder / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg, resolve=True))
     session = plan.logger.session if main_process else NoLogger().session
 
     with session(folder, run_identity(cfg, choices, group, name)) as wandb_run:
@@ -134,7 +143,8 @@ def run(cfg: DictConfig, choices: dict[str, str], run_dir: str, group: str | Non
             "final": history[-1] if history else {},
         }
         if main_process:
-            (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
+            with writing(folder, SUMMARY_FILE):
+                (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=str))
     if main_process:
         report(folder, summary)
     if halted:
@@ -154,6 +164,22 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
+    if not multirun:  # `run` checks and locks the folder (the RunFolderGuard callback did so already under Hydra)
+        return _job(cfg, choices, run_dir, group, name, multirun)
+    from align_kit.run_lock import hold
+
+    try:
+        with hold(Path(run_dir), f"sweep job folder {run_dir}"):  # one process per job (RunFolderGuard)
+            return _job(cfg, choices, run_dir, group, name, multirun)
+    except ConfigError as error:  # the job's folder is in use by a live run: this job's outcome, not the sweep's
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        return {"status": "config error", "error": str(error)}
+
+
+def _job(cfg: DictConfig, choices: dict, run_dir: str, group: str | None, name: str, multirun: bool) -> dict:
+    """One job in its folder: a sweep job first decides from its folder whether it runs at all."""
+    from hydra.core.hydra_config import HydraConfig
+
     if multirun:  # a relaunched sweep skips finished jobs, resumes stopped ones (RunFolderGuard refused train.resume)
         from align_kit.sweep_manifest import RESUME, SKIP, begin_job
 
@@ -178,6 +204,11 @@ def main(cfg: DictConfig) -> dict[str, str] | None:
     except KeyboardInterrupt:
         print("align-kit: interrupted; stopped at once, without saving a checkpoint", file=sys.stderr)
         sys.exit(130)
+    except DiskFull as full:
+        print(f"align-kit: disk full: {full.strerror}", file=sys.stderr)
+        if not multirun:
+            sys.exit(DISK_FULL_EXIT_CODE)
+        return {"status": "disk full", "error": full.strerror}
     except (ConfigError, TrainingHalted) as error:
         kind = "config error" if isinstance(error, ConfigError) else "training halted"
         print(f"align-kit: {kind}: {error}", file=sys.stderr)

@@ -32,6 +32,7 @@ from align_kit.components.kl import KLCoefficient
 from align_kit.components.rollout import HFRollout, completion_logprobs
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
 from align_kit.components.sampler import SamplerMismatch
+from align_kit.disk_space import writing
 from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
 from align_kit.monitor.rules import HealthMonitor
 from align_kit.plan import ExperimentPlan, validate_dataset
@@ -261,11 +262,13 @@ class AlignTrainer(GRPOTrainer):
     # --- checkpoints: every hook's state in one file ----------------------------------------
 
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        states = {hook.name: state for hook in self.hooks if (state := hook.state_dict())}
-        if states and self.args.should_save:
-            folder = Path(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-            (folder / HOOK_STATE_FILE).write_text(json.dumps(states))
+        folder = Path(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+        # A full disk: one line (align_kit.disk_space), and the half-written folder renamed so no resume loads it.
+        with writing(folder.parent, folder.name, partial=folder if self.args.should_save else None):
+            super()._save_checkpoint(model, trial)
+            states = {hook.name: state for hook in self.hooks if (state := hook.state_dict())}
+            if states and self.args.should_save:
+                (folder / HOOK_STATE_FILE).write_text(json.dumps(states))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         with _cpu_map_location(self.args.world_size > 1 and self.args.device.type == "cpu"):

@@ -199,7 +199,8 @@ def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
     from align_kit.preflight import check_writable
 
     name = "n" * 256  # one byte over NAME_MAX (255 on ext4, tmpfs, xfs)
-    with pytest.raises(ConfigError, match="the name nnnnnnnnnnnnnnnn... is 256 bytes, more than the 255"):
+    too_long = "the name " + "n" * 40 + r"\.\.\. is 256 bytes long, and the file system of .* allows at most 255"
+    with pytest.raises(ConfigError, match=too_long):
         check_writable("hydra.run.dir", str(tmp_path / name / "run"))
     check_writable("hydra.run.dir", str(tmp_path / ("n" * 255) / "run"))
     assert list(tmp_path.iterdir()) == []

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from align_kit.config import compose
 from align_kit.errors import ConfigError
 from align_kit.run_folder import check_resume, check_run_folder, config_differences, folder_kind
+from align_kit.run_lock import held
 from tests.conftest import cli_env
 
 # The run every resume test starts from: these overrides wrote its config.yaml.
@@ -91,7 +92,14 @@ def test_folder_kinds(tmp_path):
     (tmp_path / "train.log").write_text("")
     assert folder_kind(tmp_path) == "new"  # only Hydra's record of a launch that never trained
     (tmp_path / "config.yaml").write_text("a: 1")
-    assert folder_kind(tmp_path) == "run"  # config.yaml next to .hydra/
+    (tmp_path / "metrics.jsonl").write_text("")
+    (tmp_path / ".align_kit.lock").write_text("")
+    assert folder_kind(tmp_path) == "new"  # a launch that stopped before its first step: no row, no checkpoint
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    assert folder_kind(tmp_path) == "run"  # a metric row
+    (tmp_path / "metrics.jsonl").unlink()
+    (tmp_path / "wandb").mkdir()
+    assert folder_kind(tmp_path) == "run"  # config.yaml next to .hydra/ and more than a launch record
     project = tmp_path / "project"
     project.mkdir()
     (project / "config.yaml").write_text("a: 1")
@@ -274,9 +282,14 @@ def test_the_guard_moves_an_old_run_aside_before_hydra_writes(tmp_path, capsys):
 
     run = write_run(tmp_path / "run")
     before = snapshot(run)
-    RunFolderGuard().on_run_start(config=hydra_config(*RUN, f"hydra.run.dir={run}", "train.overwrite=true"))
+    config = hydra_config(*RUN, f"hydra.run.dir={run}", "train.overwrite=true")
+    RunFolderGuard().on_run_start(config=config)
     (backup,) = tmp_path.glob("run.replaced-*")
-    assert not run.exists() and snapshot(backup) == before
+    # The old run moved whole (with the lock file its check took); the fresh folder holds only the new run's lock.
+    assert {k: v for k, v in snapshot(backup).items() if k != ".align_kit.lock"} == before
+    assert os.listdir(run) == [".align_kit.lock"] and held(run)
+    RunFolderGuard().on_run_end(config=config)
+    assert not held(run)
     assert capsys.readouterr().err.strip() == (
         f"align-kit: train.overwrite=true: moved the old run in {run} to {backup}"
     )

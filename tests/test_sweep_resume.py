@@ -257,3 +257,48 @@ def test_a_resume_with_a_bad_value_is_refused_before_any_job_runs(stub_env, tmp_
     )
     assert "Traceback" not in refused.stderr and (sweep / "sweep_manifest.json").read_text() == manifest
     assert len(calls(log)) == 3  # the first launch's jobs only (clip_higher's three eps_high values, seed 1)
+
+
+def test_a_launcher_pid_is_told_apart_by_its_start_time():
+    from align_kit.processes import process_start_time
+    from align_kit.sweep_manifest import process_alive
+
+    me, started = os.getpid(), process_start_time()
+    assert process_alive(me, started)
+    assert not process_alive(me, started - 3600)  # this PID, but a process that started an hour earlier: not it
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        written_before = time.time() - 60
+        # A manifest without a start time (from before they were recorded): a process that started after the
+        # manifest was last written cannot have written it; one that started before may have.
+        assert not process_alive(sleeper.pid, None, written_before)
+        assert process_alive(me, None, time.time())
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not process_alive(sleeper.pid, None) and not process_alive(2**40, None)
+
+
+def test_a_manifest_whose_launcher_pid_now_names_another_process_resumes(stub_env, tmp_path):
+    from align_kit.processes import process_start_time
+
+    env, log = stub_env
+    sweep = tmp_path / "sweep"
+    done = stub(["sweep", "clip_higher", "seed=1", f"hydra.sweep.dir={sweep}", "hydra/launcher=basic"], env, calm=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = sweep / "sweep_manifest.json"
+    manifest = json.loads(path.read_text())
+    assert isinstance(manifest["launcher_started"], float)
+    manifest["jobs"][2].update(status="failed", outcome="failed")  # something left to do
+
+    # The recorded PID is alive (this test's process) and started when recorded: the sweep is being run.
+    path.write_text(json.dumps({**manifest, "launcher_pid": os.getpid(), "launcher_started": process_start_time()}))
+    refused = stub(["sweep", "--resume", str(sweep)], env, calm=True)
+    assert refused.returncode == 2
+    assert f"hydra.sweep.dir={sweep} is being run by process {os.getpid()}; wait for it" in refused.stderr
+
+    # The same PID with another start time: the OS reused it, the launcher is gone, the sweep resumes.
+    path.write_text(json.dumps({**manifest, "launcher_pid": os.getpid(), "launcher_started": 1.0}))
+    resumed = stub(["sweep", "--resume", str(sweep)], env, calm=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [call["seed"] for call in calls(log)] == [1, 1, 1, 1]  # three first, then the failed job again

@@ -427,9 +427,9 @@ STEP_ZERO = [
     (["train", "paths.cache_dir=/proc/self/align_kit"], "paths.cache_dir=/proc/self/align_kit is under /proc"),
     (["train", "paths.cache_dir=/sys/kernel/align_kit"], "paths.cache_dir=/sys/kernel/align_kit is under /sys"),
     (["train", "-m", "seed=1,2", "hydra.sweep.dir=/proc/sweeps"], "hydra.sweep.dir=/proc/sweeps/0 is under /proc"),
-    (["train", "hydra.run.dir=/tmp/" + "n" * 300 + "/run"], "is 300 bytes, more than the 255 its file system"),
-    (["train", "paths.cache_dir=" + "c" * 260], "paths.cache_dir=" + "c" * 260 + " cannot be created: the name"),
-    (["train", "-m", "seed=1,2", "hydra.sweep.dir=" + "s" * 256], "hydra.sweep.dir=" + "s" * 256 + "/0 cannot be"),
+    (["train", "hydra.run.dir=/tmp/" + "n" * 300 + "/run"], "is 300 bytes long, and the file system of /tmp allows"),
+    (["train", "paths.cache_dir=" + "c" * 260], "paths.cache_dir=" + "c" * 60 + "...(260 characters) cannot"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir=" + "s" * 256], "hydra.sweep.dir=" + "s" * 60 + "...(258"),
     (["train", "=0.3"], "'=0.3' sets no key; write key=value"),
     (["train", "+=1"], "'+=1' sets no key"),
     (["train", "-m", "=0.1,0.2"], "'=0.1,0.2' sets no key"),
@@ -710,7 +710,88 @@ SECURITY = [
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
     (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
 ]
-CASES = TYPES + MODEL_TASK_ROLLOUT + TRAINER + TOP_LEVEL + DATA + TOOLS + SANDBOX + DATA_STRICT + STEP_ZERO + SECURITY
+# Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
+# symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
+RESUME = ["logger=none", "seed=5", "trainer.max_steps=8", "trainer.save_steps=4", "train.resume=true"]
+LIFECYCLE = [
+    (["train", "-m", "seed=range(0,0)"], "-m launches no job: seed=range(0,0) sweeps over no value"),
+    (["train", "-m", "seed=range(5,5)", "clip=clip_higher"], "seed=range(5,5) sweeps over no value"),
+    (["train", "-m", "seed=range(4,1)"], "seed=range(4,1) sweeps over no value"),
+    (["train", "-m", "clip=glob(nomatch*)"], "clip=glob(nomatch*) sweeps over no value"),
+    (["train", "-m", "seed=1,2", "kl=glob(zz*)"], "kl=glob(zz*) sweeps over no value"),
+    (["train", "-m", "clip=glob(*,exclude=*)"], "clip=glob(*,exclude=*) sweeps over no value"),
+    (["train", "-m", "clip=clip_higher", "clip.eps_high=range(0.3,0.3,0.1)"], "range(0.3,0.3,0.1) sweeps over no"),
+    (["sweep", "clip_higher", "seed=range(3,3)"], "seed=range(3,3) sweeps over no value"),
+    (["train", "-m", "seed=choice()"], "empty choice is not legal"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir=same"], "sweep jobs 0 and 1 of 2 would share one folder"),
+    (["train", "-m", "seed=1,2,3", "hydra.sweep.subdir=${hydra.job.name}"], "hydra.sweep.subdir=app for both"),
+    (["train", "-m", "seed=4,5", "hydra.sweep.subdir=${trainer.max_steps}"], "hydra.sweep.subdir=200 for both"),
+    (["train", "-m", "clip=clip_higher", "clip.eps_high=0.25,0.3", "hydra.sweep.subdir=s${seed}"], "=s0 for both"),
+    (["sweep", "clip_higher", "seed=1", "hydra.sweep.subdir=fixed"], "sweep jobs 0 and 1 of 3 would share one folder"),
+    (["train", "-m", "seed=1,2", "kl=constant,none", "hydra.sweep.subdir=k_${kl.beta}"], "would share one folder"),
+    (["train", "-m", "sweep=clip_higher", "sweep=overlong"], "2 sweeps chosen (sweep=clip_higher, sweep=overlong)"),
+    (["train", "-m", "sweep=clip_higher,overlong"], "2 sweeps chosen (sweep=clip_higher, sweep=overlong)"),
+    (["sweep", "overlong", "sweep=clip_higher"], "2 sweeps chosen (sweep=overlong, sweep=clip_higher)"),
+    (["train", "sweep=overlong", "sweep=overlong"], "2 sweeps chosen"),
+    (["train", "hydra.run.dir={data}/" + "r" * 300], "is 300 bytes long, and the file system of"),
+    (["train", "hydra.run.dir='{data}/ok/" + "\u00e9" * 130 + "'"], "is 260 bytes long"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir={data}/" + "s" * 256], "is 256 bytes long"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir=" + "j" * 260 + "${hydra.job.num}"], "is 261 bytes long"),
+    (["train", "paths.cache_dir={data}/" + "c" * 280], "the name " + "c" * 40 + "... is 280 bytes long"),
+    (["train", "hydra.run.dir=" + "/".join(["d" * 200] * 25)], "is longer than the 4096 bytes"),
+    (
+        ["train", "hydra.run.dir={data}/dangling"],
+        "{data}/dangling is a symlink to {data}/nowhere, which does not exist",
+    ),
+    (["train", "hydra.run.dir={data}/dangling/run1"], "{data}/dangling is a symlink to {data}/nowhere"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir={data}/dangling"], "hydra.sweep.dir={data}/dangling/0 cannot be"),
+    (["train", "paths.cache_dir={data}/dangling"], "paths.cache_dir={data}/dangling cannot be created"),
+    (["train", "hydra.run.dir={data}/loop"], "{data}/loop is a symlink to {data}/loop"),
+    (["train", "hydra.run.dir={data}/runs/bad_yaml", *RESUME], "config.yaml is not a readable config (expected"),
+    (["train", "hydra.run.dir={data}/runs/latin1_yaml", *RESUME], "latin1_yaml/config.yaml is not UTF-8 (byte 1"),
+    (["train", "hydra.run.dir={data}/runs/list_yaml", *RESUME], "list_yaml/config.yaml holds no config (a list)"),
+    (["train", "hydra.run.dir={data}/runs/dangling_key", *RESUME], "Interpolation key 'nope' not found"),
+    (["train", "hydra.run.dir={data}/runs/rng", *RESUME], "has an unreadable rng_state.pth (truncated or corrupt"),
+    (["train", "hydra.run.dir={data}/runs/empty_rng", *RESUME], "has an unreadable rng_state_0.pth"),
+    (["train", "hydra.run.dir={data}/runs/scaler", *RESUME], "has an unreadable scaler.pt"),
+    (["train", "hydra.run.dir={data}/runs/state", *RESUME], "has an unreadable trainer_state.json (not JSON)"),
+    (["train", "hydra.run.dir={data}/runs/latin1_state", *RESUME], "has an unreadable trainer_state.json"),
+    (["train", "hydra.run.dir={data}/runs/model_config", *RESUME], "has an unreadable config.json (not JSON)"),
+    (["train", "hydra.run.dir={data}/runs/hooks", *RESUME], "has an unreadable align_kit_hooks.json (not JSON)"),
+    (["sweep", "--status", "{data}/manifests/not_json"], "sweep_manifest.json is not valid JSON (Expecting"),
+    (["sweep", "--status", "{data}/manifests/latin1"], "manifests/latin1/sweep_manifest.json is not UTF-8"),
+    (["sweep", "--status", "{data}/manifests/list"], "holds a JSON list, not an object"),
+    (["sweep", "--resume", "{data}/manifests/no_jobs"], "is not a sweep manifest: it holds no job list (jobs)"),
+    (["sweep", "--resume", "{data}/manifests/jobs_object"], "it holds no job list (jobs)"),
+    (["sweep", "--status", "{data}/manifests/job_text"], "jobs[0] is not an object"),
+    (["sweep", "--resume", "{data}/manifests/overrides_text"], "jobs[1].overrides is not a list of overrides"),
+    (["sweep", "--status", "{data}/manifests/bad_status"], "jobs[0].status='finished' is none of pending"),
+    (["sweep", "--status", "{data}/manifests/renumbered"], "jobs[1] has job=3, not 1"),
+    (["sweep", "--resume", "{data}/manifests/no_task_overrides"], "task_overrides is not a list of overrides"),
+    (["sweep", "--status", "{data}/manifests/launches_text"], "launches is not a whole number"),
+    (["sweep", "--status", "{data}/manifests/error_number"], "jobs[0].error is not text"),
+]
+CASES = (
+    TYPES
+    + MODEL_TASK_ROLLOUT
+    + TRAINER
+    + TOP_LEVEL
+    + DATA
+    + TOOLS
+    + SANDBOX
+    + DATA_STRICT
+    + STEP_ZERO
+    + SECURITY
+    + LIFECYCLE
+)
+# Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
+LIFECYCLE_OTHER = [
+    (["sweep", "clip_higher", "overlong"], "align-kit sweep: ", "2 sweeps named (clip_higher, overlong)"),
+    (["sweep", "overlong", "clip_higher", "seed=1,2"], "align-kit sweep: ", "2 sweeps named (overlong, clip_higher)"),
+    (["sweep", "overlong", "clip_higher", "overlong"], "align-kit sweep: ", "3 sweeps named"),
+    (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
+    (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
+]
 
 
 def make_victims(folder: Path) -> tuple[Path, Path]:
@@ -786,6 +867,7 @@ def make_data_files(folder: Path) -> Path:
     (folder / "empty_dir").mkdir()
     _make_strict_data_files(folder, good)
     DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
+    make_lifecycle_files(folder)
     for name, text in PRESETS.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -862,6 +944,59 @@ def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
     (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
 
 
+def _manifest(jobs: list, **changes) -> str:
+    return json.dumps({"task_overrides": ["seed=1,2"], "hydra_overrides": [], "launches": 1, "jobs": jobs, **changes})
+
+
+def _job(number: int, **changes) -> dict:
+    entry = {"job": number, "overrides": [f"seed={number + 1}"], "status": "done", "outcome": "ok", "error": None}
+    return {**entry, "folder": None, **changes}
+
+
+def make_lifecycle_files(folder: Path) -> None:
+    """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
+    from tests.test_run_folder import RUN, write_run
+
+    (folder / "dangling").symlink_to(folder / "nowhere")
+    (folder / "loop").symlink_to(folder / "loop")
+    damage = {
+        "bad_yaml": lambda run: (run / "config.yaml").write_text("seed: 5\ntrainer: [max_steps: 8\n"),
+        "latin1_yaml": lambda run: (run / "config.yaml").write_bytes(b"seed: 5\nname: caf\xe9\n"),
+        "list_yaml": lambda run: (run / "config.yaml").write_text("- seed\n- 5\n"),
+        "dangling_key": lambda run: (run / "config.yaml").write_text("seed: ${nope}\n"),
+        "rng": lambda run: (run / "checkpoint-8" / "rng_state.pth").write_bytes(b"not a torch file"),
+        "empty_rng": lambda run: (run / "checkpoint-8" / "rng_state_0.pth").write_bytes(b""),
+        "scaler": lambda run: (run / "checkpoint-8" / "scaler.pt").write_bytes(b"PK\x03\x04 cut short"),
+        "state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8, "lo'),
+        "latin1_state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_bytes(b'{"a": "\xe9"}'),
+        "model_config": lambda run: (run / "checkpoint-8" / "config.json").write_text('{"model_type": '),
+        "hooks": lambda run: (run / "checkpoint-8" / "align_kit_hooks.json").write_text("{kl: 1}"),
+    }
+    for name, damaged in damage.items():
+        damaged(write_run(folder / "runs" / name, RUN))
+    manifests = {
+        "not_json": "{jobs: []}",
+        "list": "[]",
+        "no_jobs": json.dumps({"task_overrides": []}),
+        "jobs_object": _manifest({"0": _job(0)}),
+        "job_text": _manifest(["seed=1"]),
+        "overrides_text": _manifest([_job(0), _job(1, overrides="seed=2")]),
+        "bad_status": _manifest([_job(0, status="finished")]),
+        "renumbered": _manifest([_job(0), _job(3)]),
+        "no_task_overrides": json.dumps({"jobs": [_job(0)]}),
+        "launches_text": _manifest([_job(0)], launches="2"),
+        "error_number": _manifest([_job(0, error=7)]),
+    }
+    for run in (folder / "compare" / "latin1_run", folder / "compare" / "latin1_sweep" / "0"):
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_bytes(b"seed: 1\nnote: caf\xe9\n")
+        (run / "metrics.jsonl").write_text(_jsonl([{"step": 1, "reward": 0.5}]))
+    for name, text in {**manifests, "latin1": None}.items():
+        (folder / "manifests" / name).mkdir(parents=True)
+        path = folder / "manifests" / name / "sweep_manifest.json"
+        path.write_bytes(text.encode() if text is not None else b'{"jobs": ["caf\xe9"]}')
+
+
 # Shared configs a hostile colleague could hand over (the SECURITY rows' --config-dir and hydra.searchpath);
 # paths are relative to the working folder, beside which the victims lie.
 _GLOBAL = "# @package _global_\n"
@@ -931,5 +1066,22 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert stderr[0].startswith("align-kit: config error: ")
     assert fragment in stderr[0]
     assert left == []  # no run folder, no sweep folder, no file
+    assert victims_untouched(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "prefix", "fragment"), LIFECYCLE_OTHER, ids=[" ".join(a) for a, _, _ in LIFECYCLE_OTHER]
+)
+def test_other_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, prefix, fragment, entry, data, tmp_path):
+    make_victims(tmp_path)
+    argv = [arg.replace("{data}", str(data)) for arg in argv]
+
+    status, stderr, left = entry(argv)
+
+    assert status == 2
+    assert len(stderr) == 1, stderr
+    assert stderr[0].startswith(prefix) and fragment in stderr[0], stderr[0]
+    assert left == []
     assert victims_untouched(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]

@@ -87,7 +87,11 @@ def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise CompareError(
+            f"{path} is not UTF-8 (byte {error.start}); restore it from the run's .hydra/config.yaml"
+        ) from None
     except yaml.YAMLError as error:
         raise CompareError(
             f"{path} is not valid YAML ({error}); restore it from the run's .hydra/config.yaml"

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from transformers import TrainerCallback
 
+from align_kit.disk_space import writing
+
 # Wall-clock measurements: the only fields two runs with the same seed may disagree on.
 TIMING_KEYS = frozenset(
     {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second", "tokens_per_sec"}
@@ -96,5 +98,5 @@ class MetricsFileCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         row = {"step": state.global_step, **{key: _json_safe(value) for key, value in logs.items()}}
-        with self.path.open("a") as handle:
+        with writing(self.path.parent, self.path.name), self.path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
