@@ -202,7 +202,8 @@ def check_handler(path: str, node: Mapping, run_dir: Path | None) -> None:
     filename = node.get("filename")
     inside = isinstance(filename, str) and bool(filename.strip())
     if inside:
-        target, folder = Path(filename).expanduser().resolve(), run_dir.resolve()
+        # os.path.realpath, not Path.resolve: a symlink loop in the run folder is check_writable's to name
+        target, folder = (Path(os.path.realpath(Path(p).expanduser())) for p in (filename, run_dir))
         inside = target != folder and folder in target.parents
     if not inside:
         raise ConfigError(f"{path}.filename={show(filename)}: expected a file inside the run folder ({run_dir})")

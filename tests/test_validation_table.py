@@ -724,7 +724,7 @@ LIFECYCLE = [
     (["sweep", "clip_higher", "seed=range(3,3)"], "seed=range(3,3) sweeps over no value"),
     (["train", "-m", "seed=choice()"], "empty choice is not legal"),
     (["train", "-m", "seed=1,2", "hydra.sweep.subdir=same"], "sweep jobs 0 and 1 of 2 would share one folder"),
-    (["train", "-m", "seed=1,2,3", "hydra.sweep.subdir=${hydra.job.name}"], "hydra.sweep.subdir=app for both"),
+    (["train", "-m", "seed=1,2,3", "hydra.sweep.subdir=${hydra.job.name}"], "hydra.sweep.subdir=train for both"),
     (["train", "-m", "seed=4,5", "hydra.sweep.subdir=${trainer.max_steps}"], "hydra.sweep.subdir=200 for both"),
     (["train", "-m", "clip=clip_higher", "clip.eps_high=0.25,0.3", "hydra.sweep.subdir=s${seed}"], "=s0 for both"),
     (["sweep", "clip_higher", "seed=1", "hydra.sweep.subdir=fixed"], "sweep jobs 0 and 1 of 3 would share one folder"),
