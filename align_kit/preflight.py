@@ -159,6 +159,12 @@ def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     compose(fixed, config_dir=config_dir)
     params = HydraConfig.get().sweeper.get("params") or {}
+    for key in params:
+        if str(key).lstrip("+~") == "train.allowed_targets":  # each job would read it as a command-line override
+            raise ConfigError(
+                f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
+                "on the command line: train.allowed_targets=[my_package]"
+            )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
     batches = BasicSweeper.split_arguments(parsed, None)

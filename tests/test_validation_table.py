@@ -690,6 +690,11 @@ SECURITY = [
         "sweep job 0 of 2 (seed=1): hydra.callbacks.telemetry._target_=shutil.copyfile",
     ),
     (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=allow", "clip._target_=tests.test_arena.Judge"],
+        "hydra.sweeper.params.train.allowed_targets: a sweep file may not name the packages",
+    ),
+    (["sweep", "allow", "--config-dir", "{data}/presets"], "hydra.sweeper.params.train.allowed_targets"),
+    (
         ["train", "hydra.searchpath=[file://{data}/presets]", "recipe=shared"],
         "hydra.callbacks.telemetry._target_=shutil.copyfile",
     ),
@@ -1011,6 +1016,7 @@ PRESETS = {
     "recipe/chdir.yaml": _GLOBAL + "hydra:\n  job:\n    chdir: true\n",
     "recipe/jobname.yaml": _GLOBAL + "hydra:\n  job:\n    name: ../../escape\n",
     "recipe/env.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {PYTHONPATH: ../victim_dir}\n",
+    "sweep/allow.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      train.allowed_targets: '[tests]'\n",
     "sweep/evil.yaml": _GLOBAL
     + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
     + "  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
