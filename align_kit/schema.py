@@ -634,13 +634,46 @@ def resolved(cfg: DictConfig) -> dict:
         raise ConfigError(f"{key}: cannot be resolved ({message})") from None
 
 
-def check_node(key: str, node: Any, allowed: list[str]) -> None:
-    """A group's node: a mapping with a `_target_` whose class's fields it matches."""
+def check_node(key: str, node: Any, allowed: list[str], group: str | None = None) -> None:
+    """A group's node: a mapping with a `_target_` whose class's fields it matches (with `group`, a class of
+    that group: see group_accepts)."""
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(f"{key}={show(node)}: expected a node with a _target_; select one, e.g. {key}=<name>")
     cls = buildable_class(f"{key}._target_", node["_target_"], allowed)
+    if group is not None and not group_accepts(group, cls):
+        raise ConfigError(
+            f"{key}._target_={node['_target_']} is not a {group} node; select one of the group's nodes "
+            f"({', '.join(sorted(c.__name__ for c in shipped_classes(group)))}) or a component of your own"
+        )
     if dataclasses.is_dataclass(cls):
         check_fields(key, node, cls, allowed)
+
+
+@cache
+def shipped_classes(group: str) -> frozenset[type]:
+    """The classes conf/<group>/*.yaml build (for `reward`, the nodes inside each file)."""
+    from align_kit import CONF_DIR
+    from align_kit.components.base import BUILDABLE
+
+    targets = set()
+    for path in sorted((CONF_DIR / group).glob("*.yaml")):
+        loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        nodes = loaded.values() if group == "reward" else [loaded]
+        targets |= {node["_target_"] for node in nodes if isinstance(node, Mapping) and "_target_" in node}
+    for target in targets:
+        importlib.import_module(target.rpartition(".")[0])  # registers its classes
+    return frozenset(BUILDABLE[target] for target in targets)
+
+
+def group_accepts(group: str, cls: type) -> bool:
+    """An align_kit class in a group is one of the classes the group's shipped nodes build, or a subclass of one
+    (the bare Component of step_mask=off admits itself only): a clip node cannot stand in for a reward. A class of
+    the user's listed packages is a component of their own, for any group."""
+    from align_kit.components.base import Component
+
+    if not under(cls.__module__, OWN_PACKAGE):
+        return issubclass(cls, Component)
+    return any(cls is base or (base is not Component and issubclass(cls, base)) for base in shipped_classes(group))
 
 
 def check_config(cfg: DictConfig) -> dict:
@@ -656,14 +689,14 @@ def check_config(cfg: DictConfig) -> dict:
     if unknown:
         raise ConfigError(f"{unknown[0]} is not a key of the config; its keys: {', '.join(sorted(known))}")
     for group in NODE_GROUPS:
-        check_node(group, data.get(group), allowed)
+        check_node(group, data.get(group), allowed, group)
     rewards = data.get("reward")
     if not isinstance(rewards, Mapping) or not rewards:
         raise ConfigError(
             f"reward={show(rewards)}: expected at least one reward node, e.g. reward=[correctness,format]"
         )
     for name, node in rewards.items():
-        check_node(f"reward.{name}", node, allowed)
+        check_node(f"reward.{name}", node, allowed, "reward")
     trainer = data.get("trainer")
     if not isinstance(trainer, Mapping):
         raise ConfigError(f"trainer={show(trainer)}: expected a mapping of GRPOConfig fields")

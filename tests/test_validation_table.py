@@ -443,6 +443,11 @@ STEP_ZERO = [
 # config (--config-dir, hydra.searchpath) goes through the same pre-flight. `{data}/presets` holds hostile
 # shared configs (make_data_files); their paths are relative to the working folder (`../victim.txt`).
 SECURITY = [
+    (["train", "+reward.copy=${clip}"], "reward.copy._target_=align_kit.components.clip.TokenClip is not a reward"),
+    (["train", "clip._target_=align_kit.components.kl.ConstantKL"], "clip._target_=align_kit.components.kl.ConstantKL"),
+    (["train", "step_mask._target_=align_kit.components.clip.TokenClip"], "is not a step_mask node"),
+    (["train", "model._target_=align_kit.tasks.arithmetic.ArithmeticTask"], "is not a model node"),
+    (["train", "logger._target_=align_kit.components.base.Component"], "is not a logger node"),
     # align_kit's own functions, modules, re-exported names and other modules' attributes
     (
         ["train", "clip._target_=align_kit.sandbox.run_python", "+clip.code=x"],
