@@ -76,7 +76,7 @@ def main(overrides: list[str]) -> None:
 
     from align_kit.config import compose
     from align_kit.plan import build_plan
-    from align_kit.preflight import check_override_keys, one_line
+    from align_kit.preflight import check_buildable, check_override_keys, one_line
     from align_kit.train import component_choices
 
     try:
@@ -85,6 +85,7 @@ def main(overrides: list[str]) -> None:
             cfg = compose(["rollout=vllm", "rollout.mode=server", *overrides])
         except (HydraException, OmegaConfBaseException) as error:  # an unknown node or key: Hydra's own words
             raise ConfigError(one_line(error)) from None
+        check_buildable(cfg)  # Hydra's tree, and train.allowed_targets named on the command line
         plan = build_plan(cfg, component_choices(), run_dir=os.devnull)
     except ConfigError as error:
         print(f"align-kit: config error: {error}", file=sys.stderr)

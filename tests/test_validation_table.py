@@ -436,6 +436,10 @@ STEP_ZERO = [
     (["vllm-serve", "clip=nope"], "Could not find 'clip/nope'"),
     (["vllm-serve", "clip.nokey=1"], "Could not override 'clip.nokey'"),
     (["vllm-serve", "=2"], "'=2' sets no key"),
+    (
+        ["vllm-serve", "hydra.searchpath=[{data}/presets]", "recipe=allow"],
+        "train.allowed_targets lists tests from a config file",
+    ),
 ]
 # Configs that try to build or write something beside the run: every `_target_` must be an align_kit
 # component class (or a class of a package named with train.allowed_targets on the command line), Hydra's
