@@ -112,9 +112,33 @@ def check_hydra_tree(hydra: DictConfig, allowed: list[str]) -> None:
                 f"align_kit ships configs for: {', '.join(plugins)}"
             )
         check_targets(f"hydra.{group}", {key: value for key, value in node.items() if key != "_target_"}, allowed)
+    check_launcher_setup(hydra, tree["launcher"] or {})
     check_callbacks(tree["callbacks"] or {}, allowed)
     check_logging("hydra.hydra_logging", tree["hydra_logging"], None)
     check_logging("hydra.job_logging", tree["job_logging"], Path(hydra.runtime.output_dir))
+
+
+SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
+
+
+def check_launcher_setup(hydra: DictConfig, launcher: Mapping) -> None:
+    """The SLURM launcher's `setup` lines are shell commands run before each job: they may come from the site
+    file (SITE_FILE in a config folder, as conf/hydra/launcher/slurm.yaml reads it) or from the command line
+    (`hydra.launcher.setup=[...]`), where the user sees them; from a recipe, sweep or other preset, refused."""
+    setup = launcher.get("setup")
+    if not setup:
+        return
+    command_line = [str(o) for o in [*hydra.overrides.hydra, *hydra.overrides.task]]
+    if any(o.lstrip("+~").startswith("hydra.launcher.setup=") for o in command_line):
+        return
+    for source in hydra.runtime.config_sources:
+        site = Path(str(source.path)) / SITE_FILE
+        if source.schema == "file" and site.is_file() and OmegaConf.load(site).get("setup") == setup:
+            return
+    raise ConfigError(
+        f"hydra.launcher.setup={show(setup)}: shell lines run before each job come only from {SITE_FILE} or the "
+        "command line (hydra.launcher.setup=[...]), not from a recipe, sweep or other preset"
+    )
 
 
 def check_job_files(name: Any, subdir: Any) -> None:

@@ -364,3 +364,22 @@ def test_a_users_class_named_on_the_command_line_passes_and_from_a_preset_does_n
         [user_package, "recipe=mine", "train.allowed_targets=[my_rewards]"], False, str(tmp_path / "presets")
     )
     assert [spec.name for spec in plan.rewards] == ["correctness", "format", "length"]
+
+
+def test_slurm_setup_lines_come_from_the_site_file_or_the_command_line(tmp_path):
+    from align_kit.preflight import check_buildable
+
+    site = tmp_path / "hydra" / "launcher" / "site" / "slurm_local.yaml"
+    site.parent.mkdir(parents=True)
+    site.write_text("setup: [source ~/venv/bin/activate]\n")
+    check_buildable(compose(["hydra/launcher=slurm"], config_dir=str(tmp_path)))  # the site's own lines
+    check_buildable(compose(["hydra/launcher=slurm", "hydra.launcher.setup=[echo typed]"]))
+    with pytest.raises(ConfigError, match=r'hydra.launcher.setup=\["echo preset"\]: shell lines'):
+        check_buildable(compose(["hydra/launcher=slurm", "recipe=x"], config_dir=str(_preset(tmp_path))))
+
+
+def _preset(folder: Path) -> Path:
+    recipe = folder / "presets" / "recipe" / "x.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("# @package _global_\nhydra:\n  launcher:\n    setup: [echo preset]\n")
+    return folder / "presets"

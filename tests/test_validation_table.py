@@ -704,6 +704,10 @@ SECURITY = [
     ),
     (["sweep", "allow", "--config-dir", "{data}/presets"], "hydra.sweeper.params.train.allowed_targets"),
     (
+        ["train", "--config-dir", "{data}/presets", "-m", "seed=1,2", "hydra/launcher=slurm", "recipe=setup"],
+        'sweep job 0 of 2 (seed=1): hydra.launcher.setup=["touch ../victim_dir/made"]: shell lines run before',
+    ),
+    (
         ["train", "hydra.searchpath=[file://{data}/presets]", "recipe=shared"],
         "hydra.callbacks.telemetry._target_=shutil.copyfile",
     ),
@@ -1025,6 +1029,7 @@ PRESETS = {
     "recipe/chdir.yaml": _GLOBAL + "hydra:\n  job:\n    chdir: true\n",
     "recipe/jobname.yaml": _GLOBAL + "hydra:\n  job:\n    name: ../../escape\n",
     "recipe/env.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {PYTHONPATH: ../victim_dir}\n",
+    "recipe/setup.yaml": _GLOBAL + "hydra:\n  launcher:\n    setup: [touch ../victim_dir/made]\n",
     "sweep/allow.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      train.allowed_targets: '[tests]'\n",
     "sweep/evil.yaml": _GLOBAL
     + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
