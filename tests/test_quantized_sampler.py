@@ -71,13 +71,17 @@ def test_int8_tensor_scale_by_hand():
     ]
 
 
-def test_fused_expert_tensors_get_a_scale_per_expert_row():
+def test_fused_expert_tensors_get_scales_per_expert_row_or_per_expert():
     weight = torch.tensor([[[1.0, 0.5], [8.0, 2.0]], [[0.01, 0.002], [0.3, 0.299]]])  # [experts, out, in]
     per_channel = fake_quantize(weight, "int8", "channel")
+    per_tensor = fake_quantize(weight, "int8", "tensor")
     for expert in range(2):
+        assert torch.equal(per_tensor[expert], fake_quantize(weight[expert], "int8", "tensor"))
         for row in range(2):
             expected = fake_quantize(weight[expert, row][None], "int8", "tensor")[0]
             assert torch.equal(per_channel[expert, row], expected)
+    # expert 2's own step 0.3 / 127, not expert 1's 8 / 127 (which would zero it): 0.01 -> 4 levels
+    assert per_tensor[1, 0, 0] == pytest.approx(4 * 0.3 / 127)
 
 
 def test_which_weights_an_engine_quantizes(build_trainer):

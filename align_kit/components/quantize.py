@@ -9,7 +9,8 @@ engine's (weights on the FP8/INT8 grid, activations in bf16), not its speed.
 - fp8  : E4M3 (`torch.float8_e4m3fn`, largest finite value 448), the format of FP8 rollout engines.
 - int8 : symmetric weight-only INT8, round to nearest, levels -127..127.
 - scale: `channel` takes one scale per output channel (each row of a weight as `F.linear` takes it, `[..., out,
-  in]`: every expert of a fused expert tensor has its own rows), `tensor` one scale per weight tensor.
+  in]`), `tensor` one per weight matrix; a fused expert tensor `[experts, out, in]` is one matrix per expert, as
+  vLLM's FP8 MoE keeps a weight scale per expert.
 
 Kept in bf16, as engines keep them by default: embeddings and the LM head (tied in the tiny models), norms and
 biases (1-D). The MoE router weights are quantized only with `quantize_router` (engines differ on this).
@@ -36,7 +37,7 @@ def fake_quantize(weight: torch.Tensor, fmt: str, scale: str) -> torch.Tensor:
     import torch
 
     weight = weight.float()
-    amax = weight.abs().amax(dim=-1, keepdim=True) if scale == "channel" else weight.abs().amax()
+    amax = weight.abs().amax(dim=-1 if scale == "channel" else (-2, -1), keepdim=True)
     top = torch.finfo(torch.float8_e4m3fn).max if fmt == "fp8" else INT8_MAX
     step = (amax / top).clamp(min=torch.finfo(torch.float32).tiny)  # an all-zero row stays zero
     scaled = (weight / step).clamp(-top, top)
