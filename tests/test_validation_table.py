@@ -254,6 +254,24 @@ SANDBOX = [
     (["train", "task=tool_calls", "task.code_memory_mb=128.0"], "task.code_memory_mb=128.0"),
     (["train", "task=tool_calls", "task.code_memory_mb=false"], "task.code_memory_mb=false"),
 ]
+# The quantized sampler copy (rollout.quantization, quant_scale, quantize_router).
+QUANTIZED_SAMPLER = [
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization=fp4"], "rollout.quantization='fp4'"),
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization=FP8"], "rollout.quantization='FP8'"),
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization="], "rollout.quantization=''"),
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization=8"], "rollout.quantization=8"),
+    (["train", "rollout.quantization=fp8"], "rollout.quantization=fp8 quantizes the bf16 sampler copy"),
+    (["train", "rollout.quantization=int8", "rollout.log_mismatch=true"], "set rollout.dtype=bfloat16"),
+    (["train", "rollout.dtype=bfloat16", "rollout.quant_scale=row"], "rollout.quant_scale='row'"),
+    (
+        ["train", "rollout.dtype=bfloat16", "rollout.quantization=int8", "rollout.quant_scale=group"],
+        "quant_scale='group'",
+    ),
+    (["train", "rollout.dtype=bfloat16", "rollout.quant_scale=null"], "rollout.quant_scale=null"),
+    (["train", "rollout.quantize_router=maybe"], "rollout.quantize_router=maybe"),
+    (["train", "model=tiny_moe", "rollout.dtype=bfloat16", "rollout.quantize_router=2"], "rollout.quantize_router=2"),
+    (["train", "rollout=vllm", "rollout.quantization=fp8"], "rollout.quantization"),
+]
 # Silent coercion and what passed the pre-flight to crash at step 0: duplicate keys, non-finite text, prompts the
 # tiny model cannot encode or fit, rewards the task cannot feed, GRPOConfig values that need an absent package,
 # file, eval split or GPU, hf model folders from_pretrained cannot read, folders nothing can be written in.
@@ -797,6 +815,7 @@ CASES = (
     + DATA
     + TOOLS
     + SANDBOX
+    + QUANTIZED_SAMPLER
     + DATA_STRICT
     + STEP_ZERO
     + SECURITY

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="run folder, sweep folder or wandb:ENTITY/PROJECT/GROUP"
+        "inputs", nargs="*", metavar="INPUT", help="run folder, sweep folder or wandb:ENTITY/PROJECT/GROUP"
     )
     parser.add_argument(
         "--metrics", help="comma-separated metrics (default: reward, accuracy, entropy, clip ratio, length, flip rate)"
@@ -81,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="METRIC:higher|lower",
         help="a pre-stated prediction (repeatable): each arm moves METRIC this way relative to the baseline; "
         "report.md and the console then give each arm a verdict (reproduced, weak, not reproduced; rule stated)",
+    )
+    parser.add_argument(
+        "--power",
+        metavar="EFFECT:SD[:SD_ARM] | METRIC",
+        help="print the paired seeds needed for 80%% power to be called reproduced, for a mean paired difference "
+        "EFFECT with sd SD over seeds (SD_ARM: each arm's own sd), or for METRIC's AUC/span in the INPUT runs "
+        "(each arm vs the baseline); nothing else runs",
     )
     return parser
 
@@ -189,6 +196,13 @@ def main(argv: list[str]) -> None:
     args = build_parser().parse_args(argv)
     metrics = [metric.strip() for metric in args.metrics.split(",") if metric.strip()] if args.metrics else None
     try:
+        if args.power is not None:
+            from align_kit.compare.power import report_power
+
+            report_power(args.power, args.inputs)
+            return
+        if not args.inputs:
+            raise CompareError("name at least one INPUT: a run folder, a sweep folder or wandb:ENTITY/PROJECT/GROUP")
         comparison = compare(args.inputs, metrics, args.smooth, args.last_k, args.out, args.predict)
         if args.wandb_report:
             from align_kit.compare.wandb_report import publish

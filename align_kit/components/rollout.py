@@ -12,7 +12,8 @@ processed scores, as vLLM returns them) and compared with the trainer's (`mismat
 full forward over the same tokens gives the precision gap alone (`mismatch/rescore_*`), so a gap
 in `mismatch/*` that `mismatch/rescore_*` lacks comes from the generation path. The
 importance-sampling corrections TRL offers for vLLM apply to this path too (`is_correction`:
-token/sequence x truncate/mask, capped by `is_cap_min` / `is_cap_max`).
+token/sequence x truncate/mask, capped by `is_cap_min` / `is_cap_max`). `quantization=fp8|int8` quantizes the bf16
+copy's weights as FP8/INT8 rollout engines do (16.6.1 (2); `quantize.py`), re-applied at every sync.
 """
 
 from __future__ import annotations
@@ -62,11 +63,25 @@ class Rollout(Component):
 class HFRollout(Rollout):
     dtype: str = "float32"
     log_mismatch: bool = False  # also measure sampler vs trainer log-probs with an fp32 sampler
+    quantization: str = "none"  # the bf16 copy's weights: none, fp8 (E4M3), int8 (weight-only)
+    quant_scale: str = "channel"  # one scale per output channel, or per weight tensor
+    quantize_router: bool = False  # also the MoE routers' weights
 
     def validate(self) -> None:
         super().validate()
+        from align_kit.components.quantize import FORMATS, SCALES
+
         if self.dtype not in DTYPES:
             raise ConfigError(f"rollout.dtype={self.dtype!r} is not one of {list(DTYPES)}")
+        if self.quantization not in FORMATS:
+            raise ConfigError(f"rollout.quantization={self.quantization!r} is not one of {list(FORMATS)}")
+        if self.quant_scale not in SCALES:
+            raise ConfigError(f"rollout.quant_scale={self.quant_scale!r} is not one of {list(SCALES)}")
+        if self.quantization != "none" and self.dtype != "bfloat16":
+            raise ConfigError(
+                f"rollout.quantization={self.quantization} quantizes the bf16 sampler copy (activations in bf16): "
+                "set rollout.dtype=bfloat16"
+            )
         if self.is_correction != "none" and not self.measures_mismatch:
             raise ConfigError(
                 f"rollout.is_correction={self.is_correction} needs sampler log-probs: "
@@ -232,13 +247,18 @@ def completion_logprobs(recorded, completion_ids: list[list[int]]) -> list[list[
 class LowPrecisionSampler:
     """A reduced-precision copy of the policy for generation, re-synced when the policy changed.
 
+    `quantizer`: a `quantize.WeightQuantizer` setting, (format, scale, quantize_router), or None; its weights are
+    re-quantized from the policy's at every sync.
     `fused_head`: the arguments TRL's trainer gave `add_fused_lm_head` for the policy (temperature, outputs,
     cast_lm_head_to_fp32); the copy gets its own fused LM head with them, so it can score as the policy does."""
 
-    def __init__(self, model, dtype: str, **fused_head):
+    def __init__(self, model, dtype: str, quantizer: tuple[str, str, bool] | None = None, **fused_head):
         from trl.trainer.utils import add_fused_lm_head
 
+        from align_kit.components.quantize import WeightQuantizer
+
         self.model = independent_copy(model, dtype)
+        self.quantizer = WeightQuantizer(self.model, *quantizer) if quantizer else None
         add_fused_lm_head(self.model, **fused_head)
         self._synced_step: int | None = None
 
@@ -246,6 +266,8 @@ class LowPrecisionSampler:
         if self._synced_step == step:
             return
         self.model.load_state_dict(model.state_dict())  # load_state_dict casts to the copy's dtype
+        if self.quantizer is not None:
+            self.quantizer.apply(self.model, model)
         self._synced_step = step
 
 

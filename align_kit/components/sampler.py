@@ -25,8 +25,12 @@ class SamplerMismatch(TrainerHook):
     def attach(self, trainer) -> None:
         # Before any router hooks attach (routing_replay comes later): a deep copy of a hooked model
         # would copy the hooks too.
-        if self.node.dtype != "float32":
-            self.sampler = LowPrecisionSampler(trainer.model, self.node.dtype, **trainer.fused_head())
+        node = self.node
+        if node.dtype != "float32":
+            quantizer = None
+            if node.quantization != "none":
+                quantizer = (node.quantization, node.quant_scale, node.quantize_router)
+            self.sampler = LowPrecisionSampler(trainer.model, node.dtype, quantizer, **trainer.fused_head())
 
     @contextlib.contextmanager
     def generation(self, trainer, state):
