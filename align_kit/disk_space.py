@@ -17,6 +17,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from align_kit.run_files import unused_name
+
 DISK_FULL_EXIT_CODE = 1
 NEARLY_FULL_BYTES = 1 << 20  # under this much free space, a failed write is taken for a full disk
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -88,10 +90,6 @@ def set_aside(checkpoint: Path) -> Path | None:
     """Rename a checkpoint whose save failed to `checkpoint-N.incomplete[-k]`, so nothing takes it for whole."""
     if not checkpoint.is_dir():
         return None
-    target = checkpoint.with_name(f"{checkpoint.name}.incomplete")
-    number = 1
-    while target.exists():
-        number += 1
-        target = checkpoint.with_name(f"{checkpoint.name}.incomplete-{number}")
+    target = unused_name(checkpoint.with_name(f"{checkpoint.name}.incomplete"))
     checkpoint.rename(target)
     return target

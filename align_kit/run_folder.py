@@ -46,7 +46,7 @@ from align_kit.processes import (
     wait_for_main_process,
     world_size,
 )
-from align_kit.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from align_kit.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, unused_name
 from align_kit.run_lock import LOCK_FILE, RunLock, acquire, held, release
 
 HYDRA_RECORD = ".hydra"
@@ -195,11 +195,7 @@ def move_aside(folder: Path, key: str) -> Path:
             f"train.overwrite=true would move {key}={folder}, which holds the current folder; run from outside it"
         )
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = resolved.with_name(f"{resolved.name}.replaced-{stamp}")
-    number = 1
-    while backup.exists():
-        number += 1
-        backup = resolved.with_name(f"{resolved.name}.replaced-{stamp}-{number}")
+    backup = unused_name(resolved.with_name(f"{resolved.name}.replaced-{stamp}"))
     resolved.rename(backup)
     if folder.is_symlink():
         # The link says where this run's files live (another disk, a scratch space): the old run moves aside
