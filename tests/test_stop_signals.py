@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 
 from align_kit.config import compose
@@ -38,6 +39,7 @@ def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number:
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_sigint_saves_a_checkpoint_and_prints_the_resume_command(overrides_for, cache_dir, tmp_path):
     run = tmp_path / "run"
     args = [*overrides_for(fast_training=False), *TRAINING, "trainer.save_strategy=steps", "trainer.save_steps=1000"]
@@ -58,6 +60,7 @@ def test_sigint_saves_a_checkpoint_and_prints_the_resume_command(overrides_for, 
     assert check_resume(run, OmegaConf.to_container(resumed, resolve=True)) == checkpoint
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_sigterm_without_checkpointing_exits_143_and_says_so(overrides_for, cache_dir, tmp_path):
     run = tmp_path / "run"
     args = [*overrides_for(fast_training=False), *TRAINING, "trainer.save_strategy=no"]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import cli_env
 
 STUB_SWEEP = """
@@ -66,6 +68,7 @@ def recorded(sweep_dir: Path) -> list[dict]:
     return [{key: job[key] for key in fields} for job in jobs]
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path):
     result = stub_sweep(cache_dir, tmp_path, "1,2,3,4,5")
     assert result.returncode == 1, result.stderr[-2000:]

@@ -98,6 +98,7 @@ def calls(log: Path) -> list[dict]:
     ],
     ids=["basic-then-joblib", "joblib"],
 )
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_a_killed_sweep_resumes_job_by_job(first, then, seed_4_after_kill, stub_env, tmp_path):
     env, log = stub_env
     if "hydra/launcher=joblib" in first:
@@ -279,6 +280,7 @@ def test_a_launcher_pid_is_told_apart_by_its_start_time():
     assert not process_alive(sleeper.pid, None) and not process_alive(2**40, None)
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_a_manifest_whose_launcher_pid_now_names_another_process_resumes(stub_env, tmp_path):
     from align_kit.processes import process_start_time
 

@@ -88,6 +88,7 @@ def test_cfg_job_prints_the_config_without_heavy_imports(cache_dir):
     assert "heavy: []" in result.stdout
 
 
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_multirun_gives_each_job_its_own_folder_and_wandb_run(cache_dir, overrides_for, tmp_path):
     args = [
         "-m",
