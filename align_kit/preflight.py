@@ -178,11 +178,11 @@ def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list
     return jobs
 
 
-def _one_sweep(overrides: list[str]) -> None:
-    """One `sweep=` choice: with two, Hydra silently keeps the last."""
+def _one_sweep(overrides: list[str], config_dir: str | None = None) -> None:
+    """One `sweep=` choice: with two, Hydra silently keeps the last (`config_dir`: where `glob(...)` also looks)."""
     chosen = [
         override
-        for override in override_parser().parse_overrides(overrides)
+        for override in override_parser(config_dir).parse_overrides(overrides)
         if override.key_or_group == "sweep" and not override.is_delete()
     ]
     values = [value for override in chosen for value in _values(override)]
@@ -221,7 +221,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     (naming the job in a sweep)."""
     check_override_keys(overrides)
     try:
-        _one_sweep(overrides)
+        _one_sweep(overrides, config_dir)
         if not multirun:
             return [validate_job(overrides, config_dir=config_dir)]
         jobs = sweep_jobs(overrides, config_dir)
