@@ -53,14 +53,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run_sweep(rest: list[str]) -> None:
-    from align_kit.sweep_command import main as sweep
+    from align_kit.sweep import main as sweep
 
     sweep(rest)
 
 
 def _train(argv: list[str]) -> None:
     """Validate every job first (a bad config exits 2 and leaves no folder), then let Hydra run them."""
-    from align_kit.preflight import run_preflight
+    from align_kit.runs.preflight import run_preflight
 
     run_preflight(argv)
     from align_kit import train

@@ -13,15 +13,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit import CONF_DIR
-from align_kit.config import CONFIG_NAME, register_open_trainer_node
-from align_kit.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
-from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
-from align_kit.hydra_tree import install_callbacks
-from align_kit.plan import build_plan, reward_choice, tagged_choices, validate_dataset
-from align_kit.processes import is_main_process
-from align_kit.run_files import CONFIG_FILE, SUMMARY_FILE
-from align_kit.run_folder import check_resume, claimed_run_folder, latest_checkpoint
-from align_kit.sweep_summary import failed_job
+from align_kit.experiment.compose import CONFIG_NAME, register_open_trainer_node
+from align_kit.core.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
+from align_kit.core.errors import ConfigError, TrainingHalted, TrainingInterrupted
+from align_kit.runs.hydra_tree import install_callbacks
+from align_kit.experiment.plan import build_plan, reward_choice, tagged_choices, validate_dataset
+from align_kit.core.processes import is_main_process
+from align_kit.core.run_files import CONFIG_FILE, SUMMARY_FILE
+from align_kit.runs.run_folder import check_resume, claimed_run_folder, latest_checkpoint
+from align_kit.runs.sweep_summary import failed_job
 from align_kit.tracking.wandb_logger import NoLogger, RunIdentity, wandb_group
 
 log = logging.getLogger("align_kit")
@@ -114,7 +114,7 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
         if wandb_run is not None:
             wandb_run.config.update({"policy": policy.info}, allow_val_change=True)
 
-        from align_kit.stop_signals import StopOnSignal
+        from align_kit.runs.stop_signals import StopOnSignal
         from align_kit.trainer import AlignTrainer
 
         stop = StopOnSignal()
@@ -159,14 +159,14 @@ install_callbacks()  # the run-folder guard and the sweep summary run whatever t
 @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, str] | None:
     """One job. In a sweep a failure is returned, not raised, so the other jobs run and the sweep's table
-    (align_kit.sweep_summary) reports it."""
+    (align_kit.runs.sweep_summary) reports it."""
     from hydra.core.hydra_config import HydraConfig
 
     choices, run_dir, group, name = hydra_context()
     multirun = HydraConfig.get().mode.name == "MULTIRUN"
     if not multirun:  # `run` checks and locks the folder (the RunFolderGuard callback did so already under Hydra)
         return _job(cfg, choices, run_dir, group, name, multirun)
-    from align_kit.run_lock import hold
+    from align_kit.runs.run_lock import hold
 
     try:
         with hold(Path(run_dir), f"sweep job folder {run_dir}"):  # one process per job (RunFolderGuard)
@@ -181,13 +181,13 @@ def _job(cfg: DictConfig, choices: dict, run_dir: str, group: str | None, name: 
     from hydra.core.hydra_config import HydraConfig
 
     if multirun:  # a relaunched sweep skips finished jobs, resumes stopped ones (RunFolderGuard refused train.resume)
-        from align_kit.sweep_manifest import RESUME, SKIP, begin_job
+        from align_kit.runs.sweep_manifest import RESUME, SKIP, begin_job
 
         action = begin_job(run_dir, HydraConfig.get().job.num, HydraConfig.get().sweep.dir)
         if action == SKIP:
             return {"status": "ok", "error": None}
         cfg.train.resume = action == RESUME
-    from align_kit.launchers import isolated_job
+    from align_kit.runs.launchers import isolated_job
 
     try:
         with isolated_job():  # its own threads; no W&B run or accelerate state left for the next job
@@ -232,7 +232,7 @@ def resume_command(run_dir: str) -> str:
 
 
 if __name__ == "__main__":  # as safe as `align-kit train`: the same pre-flight first
-    from align_kit.preflight import run_preflight
+    from align_kit.runs.preflight import run_preflight
 
     run_preflight(sys.argv[1:])
     main()

@@ -1,7 +1,7 @@
 """AlignTrainer: the one place that touches TRL internals.
 
 With every component at its TRL-native node it behaves exactly as `trl.GRPOTrainer` (the parity
-test holds it to that). Components TRL lacks are `TrainerHook`s (components/hooks.py lists the
+test holds it to that). Components TRL lacks are `TrainerHook`s (core/hooks.py lists the
 calls and their order); each override below calls them at one point:
 
   _generate_and_score_completions  opens a generation round (BatchState), then on_scored_batch;
@@ -26,17 +26,17 @@ import torch
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from align_kit.components.health import HealthMetrics
-from align_kit.components.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
+from align_kit.components.training_metrics import HealthMetrics
+from align_kit.core.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
 from align_kit.components.kl import KLCoefficient
 from align_kit.components.rollout import HFRollout, completion_logprobs
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
-from align_kit.components.sampler import SamplerMismatch
-from align_kit.disk_space import writing
+from align_kit.components.mismatch import SamplerMismatch
+from align_kit.core.disk_space import writing
 from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
 from align_kit.monitor.rules import HealthMonitor
-from align_kit.plan import ExperimentPlan, validate_dataset
-from align_kit.run_files import METRICS_FILE
+from align_kit.experiment.plan import ExperimentPlan, validate_dataset
+from align_kit.core.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
@@ -263,7 +263,7 @@ class AlignTrainer(GRPOTrainer):
 
     def _save_checkpoint(self, model, trial):
         folder = Path(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-        # A full disk: one line (align_kit.disk_space), and the half-written folder renamed so no resume loads it.
+        # A full disk: one line (align_kit.core.disk_space), and the half-written folder renamed so no resume loads it.
         with writing(folder.parent, folder.name, partial=folder if self.args.should_save else None):
             super()._save_checkpoint(model, trial)
             states = {hook.name: state for hook in self.hooks if (state := hook.state_dict())}

@@ -14,23 +14,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from urllib.parse import urlparse
 
-from align_kit.errors import ConfigError
-
-# TRL's defaults (GRPOConfig.vllm_server_host / vllm_server_port) when rollout.server_base_url is unset.
-DEFAULT_URL = "http://0.0.0.0:8000"
-
-
-def server_url(base_url: str | None) -> str:
-    return (base_url or DEFAULT_URL).rstrip("/")
-
-
-def host_and_port(base_url: str | None) -> tuple[str, int]:
-    parsed = urlparse(server_url(base_url))
-    if not parsed.hostname or parsed.scheme not in ("http", "https"):
-        raise ConfigError(f"rollout.server_base_url={base_url!r} is not an http(s)://host:port address")
-    return parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
+from align_kit.components.rollout import host_and_port, server_url
+from align_kit.core.errors import ConfigError
 
 
 def wait_for_server(base_url: str | None, timeout_s: float, poll_s: float = 1.0) -> None:
@@ -74,10 +60,11 @@ def main(overrides: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
-    from align_kit.preflight import check_buildable, check_override_keys, one_line
-    from align_kit.train import component_choices
+    from align_kit.experiment.compose import compose
+    from hydra.core.hydra_config import HydraConfig
+
+    from align_kit.experiment.plan import build_plan, tagged_choices
+    from align_kit.runs.preflight import check_buildable, check_override_keys, one_line
 
     try:
         check_override_keys(overrides)
@@ -86,7 +73,7 @@ def main(overrides: list[str]) -> None:
         except (HydraException, OmegaConfBaseException) as error:  # an unknown node or key: Hydra's own words
             raise ConfigError(one_line(error)) from None
         check_buildable(cfg)  # Hydra's tree, and train.allowed_targets named on the command line
-        plan = build_plan(cfg, component_choices(), run_dir=os.devnull)
+        plan = build_plan(cfg, tagged_choices(HydraConfig.get().runtime.choices), run_dir=os.devnull)
     except ConfigError as error:
         print(f"align-kit: config error: {error}", file=sys.stderr)
         sys.exit(2)

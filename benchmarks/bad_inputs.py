@@ -3,6 +3,7 @@ its own process from an empty folder: how many end in a clear one-line error (ex
 something else (a wrong behaviour), and the wall time to reject a bad config.
 
 Run: PYTHONPATH=. python benchmarks/bad_inputs.py   (about 1-3 s per input on 2 cores)
+     PYTHONPATH=. python benchmarks/bad_inputs.py --record before.jsonl   (each case's outcome, to compare versions)
      PYTHONPATH=. python benchmarks/bad_inputs.py --lists SECURITY,LIFECYCLE   (only the table's lists named)
 A command still running after --timeout seconds accepted its config and started a job: it is killed with its
 process group and counted as a wrong behaviour. An exit 2 with one line that lacks the row's words (older code
@@ -12,6 +13,7 @@ refusing the same input in other words) is counted apart, as "refused in other w
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -42,7 +44,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lists", help="comma-separated list constants of the table (default: every case)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a command counts as accepted")
+    parser.add_argument("--record", help="write each case's outcome (its kind and error line) to this JSONL file")
     args = parser.parse_args()
+    record = open(args.record, "x") if args.record else None
     cases = selected_cases(args.lists)
     command = str(Path(sys.executable).parent / "align-kit")
     counts = {"clear": 0, "other words": 0, "traceback": 0, "wrong": 0}
@@ -53,6 +57,7 @@ def main() -> None:
         data = make_data_files(root / "data")
         env = dict(os.environ, ALIGN_KIT_CACHE=str(root / "cache"), WANDB_SILENT="true")
         for index, (argv, fragment) in enumerate(cases):
+            written_argv = argv
             case = root / f"case{index}"
             work = case / "work"
             work.mkdir(parents=True)
@@ -71,6 +76,15 @@ def main() -> None:
             else:
                 kind = "traceback" if "Traceback" in stderr else "wrong"
             counts[kind] += 1
+            if record:
+                # Paths of this run's scratch folder are written back as the table's placeholders, so two
+                # records (two versions of the code) compare line by line.
+                shown = lines[-1] if lines else ""
+                for placeholder, value in fill.items():
+                    shown = shown.replace(value, placeholder)
+                row = {"index": index, "argv": written_argv, "kind": kind, "returncode": returncode, "line": shown}
+                record.write(json.dumps(row) + "\n")
+                record.flush()
             if kind != "clear":
                 wrong.append(f"{kind}: {' '.join(argv)} -> rc {returncode}: {lines[-1:]}")
     print(

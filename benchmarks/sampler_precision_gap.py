@@ -56,8 +56,8 @@ def measure(model: str, sampler: str, seed: int, prompts: int, cache_dir: str) -
     """One generation batch on fresh weights: the trainer's own metrics for it."""
     import torch
 
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
     from align_kit.trainer import AlignTrainer
 

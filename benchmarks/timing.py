@@ -9,8 +9,8 @@ from transformers.trainer_callback import PrinterCallback
 
 
 def plan_for(overrides: list[str], run_dir: str):
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     return build_plan(compose(overrides), component_choices(), run_dir)

@@ -50,8 +50,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/align_kit"))
     args = parser.parse_args()
 
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     plan = build_plan(compose(["logger=none"]), component_choices(), os.devnull)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from align_kit.config import compose
+from align_kit.experiment.compose import compose
 
 # Tests of trained runs assert what short seeded runs do; torch's CPU kernels round differently with another
 # thread count (measured: five of them fail at 2 threads, on this change and before it), so the suite and the
@@ -73,7 +73,7 @@ def stubbed_cli_env(cache_dir: str, folder: Path, sitecustomize: str) -> tuple[d
 @pytest.fixture
 def build_trainer(overrides_for, tmp_path):
     """An AlignTrainer on the tiny policy for the given overrides, in training mode, not trained."""
-    from align_kit.plan import build_plan
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
     from align_kit.trainer import AlignTrainer
 
@@ -105,7 +105,7 @@ def vllm_importable(monkeypatch):
         "align_kit.components.rollout.importlib.util.find_spec",
         lambda name: object() if name == "vllm" else real(name),
     )
-    monkeypatch.setattr("align_kit.plan.vllm_build", lambda: "gpu")
+    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "gpu")
     monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "gpu")
 
 

@@ -317,8 +317,8 @@ def test_arena_swiss_node_makes_fewer_calls_and_is_seeded():
 
 def preflight_error(*overrides: str) -> str:
     """The one line `align-kit train <overrides>` would answer with (its pre-flight)."""
-    from align_kit.errors import ConfigError
-    from align_kit.preflight import check_command
+    from align_kit.core.errors import ConfigError
+    from align_kit.runs.preflight import check_command
 
     with pytest.raises(ConfigError) as error:
         check_command(list(overrides), multirun=False)
@@ -354,8 +354,8 @@ def prefer_shorter(prompt, a, b):
 
 
 def test_judge_nodes_compose_and_build(overrides_for, tmp_path):
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.rewards.judges import HttpJudge
     from align_kit.train import component_choices
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.judges import (
     ArithmeticJudge,
     HFJudge,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from align_kit.config import compose
-from align_kit.plan import COMPONENT_GROUPS, build_plan
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import COMPONENT_GROUPS, build_plan
 from align_kit.train import component_choices
 
 EXPECTED_FIELDS = {

@@ -10,8 +10,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from align_kit import CONF_DIR, PROJECT_ROOT
-from align_kit.config import compose
-from align_kit.plan import TAGGED_GROUPS, build_plan
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import TAGGED_GROUPS, build_plan
 from align_kit.train import component_choices
 
 DEFAULTS = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "train.yaml").defaults)
@@ -208,7 +208,7 @@ def test_every_target_the_shipped_configs_name_is_a_registered_component_class()
     align_kit registers as buildable, each named by the module that defines it."""
     import importlib
 
-    from align_kit.components.base import BUILDABLE
+    from align_kit.core.component import BUILDABLE
 
     files = sorted(CONF_DIR.rglob("*.yaml"))
     named = {t for path in files for t in targets_in(OmegaConf.to_container(OmegaConf.load(path))) if t != "???"}
@@ -218,5 +218,5 @@ def test_every_target_the_shipped_configs_name_is_a_registered_component_class()
         cls = getattr(importlib.import_module(module), name)
         assert BUILDABLE.get(target) is cls, target
         assert isinstance(cls, type) and f"{cls.__module__}.{cls.__qualname__}" == target
-    # conf/ holds no Hydra callback: align_kit installs its own (align_kit.hydra_tree.AppCallbacks).
+    # conf/ holds no Hydra callback: align_kit installs its own (align_kit.runs.hydra_tree.AppCallbacks).
     assert not any("callbacks" in (OmegaConf.load(path).get("hydra") or {}) for path in files)

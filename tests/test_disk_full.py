@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from align_kit.disk_space import DiskFull, writing
-from align_kit.run_folder import latest_checkpoint
+from align_kit.core.disk_space import DiskFull, writing
+from align_kit.runs.run_folder import latest_checkpoint
 from align_kit.tracking.metrics_file import MetricsFileCallback
 from tests.conftest import stubbed_cli_env
 
@@ -76,7 +76,7 @@ import errno, os
 if os.environ.get("STUB_LOG"):
     from pathlib import Path
     import align_kit.train as train
-    from align_kit.disk_space import writing
+    from align_kit.core.disk_space import writing
 
     def stub_run(cfg, choices, run_dir, group=None, name="default"):
         with writing(Path(run_dir), "summary.json"):

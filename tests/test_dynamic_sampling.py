@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from align_kit.components.sampling import concat_batches, groups_with_signal
+from align_kit.components.dynamic_sampling import concat_batches, groups_with_signal
 from align_kit.tracking.metrics_file import read_metrics
 
 
@@ -166,7 +166,7 @@ class _FakeTrainer:
 def _round(gathered_rewards: list[float], round_index: int, process: int, local_rows: int = 4):
     """Round `round_index` as process `process` sees it: the rewards gathered over every process, and a batch of
     its own rows whose completion ids read round*100 + process*10 + row."""
-    from align_kit.components.hooks import BatchState
+    from align_kit.core.hooks import BatchState
 
     state = BatchState(
         inputs=[{"row": (round_index, i)} for i in range(local_rows)],
@@ -190,7 +190,7 @@ def _round(gathered_rewards: list[float], round_index: int, process: int, local_
     [(0, [0, 1, 100, 101], [1, 0, 0, 1]), (1, [110, 111, 112, 113], [1, 0, 0, 1])],
 )
 def test_two_processes_keep_their_own_groups_and_draw_the_same_rounds(process, kept_ids, local_rewards):
-    from align_kit.components.sampling import KeepGroupsWithSignal
+    from align_kit.components.dynamic_sampling import KeepGroupsWithSignal
 
     # 2 processes x 2 groups of 2 completions. Round 0: process 0 has one group with signal, process 1 none, so
     # both draw round 1, where process 0 finds one more and process 1 two.

@@ -40,8 +40,8 @@ def test_dry_run_lists_each_step_and_the_two_process_run_only_with_two_gpus(tmp_
 
 @pytest.mark.usefixtures("vllm_importable")
 def test_every_training_command_composes(tmp_path):
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     commands = [c for c in dry_run(2, tmp_path) if "align_kit.train" in c]

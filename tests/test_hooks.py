@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-from align_kit.config import compose
-from align_kit.plan import build_plan
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
 from align_kit.train import component_choices
 from tests.conftest import ROOT, generation_inputs
@@ -68,7 +68,7 @@ def test_hook_state_is_saved_and_resumed(train_once, tmp_path):
 def test_a_token_mask_reaches_the_loss_mask_and_never_the_attention_mask():
     import torch
 
-    from align_kit.components.hooks import LossTerms, apply_loss_terms
+    from align_kit.core.hooks import LossTerms, apply_loss_terms
 
     completion = torch.tensor([[1, 1, 1], [1, 1, 0]])
     masked, _ = apply_loss_terms({"completion_mask": completion}, [LossTerms(token_mask=torch.tensor([[1, 0, 1]] * 2))])

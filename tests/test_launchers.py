@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from align_kit import launchers
+from align_kit.runs import launchers
 from tests.conftest import cli_env, stubbed_cli_env
 
 SITECUSTOMIZE = """
@@ -155,7 +155,7 @@ def test_a_job_after_another_in_one_process_trains_as_if_alone(overrides_for, ca
 
 
 def test_slurm_launcher_config_composes_with_the_documented_defaults():
-    from align_kit.config import compose
+    from align_kit.experiment.compose import compose
 
     compose(["hydra/launcher=slurm"])
     from hydra.core.hydra_config import HydraConfig

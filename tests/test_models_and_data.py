@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from align_kit.config import compose
+from align_kit.experiment.compose import compose
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from align_kit.models.hf import HFModel
 from align_kit.models.tiny import WARM_START_FILE, TinyModel
-from align_kit.plan import build_plan
+from align_kit.experiment.plan import build_plan
 from align_kit.rewards.correctness import Correctness
 from align_kit.tasks.arithmetic import ArithmeticTask
 from align_kit.tasks.hf_dataset import HFDatasetTask
@@ -108,7 +108,7 @@ def test_hf_dataset_maps_columns_from_a_saved_dataset(tmp_path):
 
 
 def test_hf_dataset_names_missing_columns(tmp_path):
-    from align_kit.errors import ConfigError
+    from align_kit.core.errors import ConfigError
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"q": "1+1=", "a": "2"}\n')
@@ -157,7 +157,7 @@ def test_csv_quoted_values_keep_their_line_breaks(tmp_path):
     ],
 )
 def test_hf_dataset_refuses_what_it_would_coerce(tmp_path, name, text, message):
-    from align_kit.errors import ConfigError
+    from align_kit.core.errors import ConfigError
 
     path = tmp_path / name
     path.write_text(text)
@@ -166,7 +166,7 @@ def test_hf_dataset_refuses_what_it_would_coerce(tmp_path, name, text, message):
 
 
 def test_hf_dataset_refuses_a_non_finite_domain(tmp_path):
-    from align_kit.errors import ConfigError
+    from align_kit.core.errors import ConfigError
 
     path = tmp_path / "rows.jsonl"
     path.write_text(
@@ -201,7 +201,7 @@ def test_tiny_prompt_problem_names_the_character_and_the_positions():
 
 
 def test_hf_node_accepts_a_saved_folder_and_refuses_one_from_pretrained_cannot_read(tiny_policy, tmp_path):
-    from align_kit.errors import ConfigError
+    from align_kit.core.errors import ConfigError
 
     saved = Path(tiny_policy[2].path)
     HFModel(name_or_path=str(saved)).validate()
@@ -226,7 +226,7 @@ def test_hf_node_checks_prompts_with_the_saved_tokenizer_and_positions(tiny_poli
 def test_a_saved_dataset_with_a_nan_answer_is_refused_not_turned_into_text(tmp_path):
     from datasets import Dataset
 
-    from align_kit.errors import ConfigError
+    from align_kit.core.errors import ConfigError
 
     Dataset.from_dict({"prompt": ["1+1=", "2+2="], "answer": [2.0, float("nan")]}).save_to_disk(str(tmp_path / "ds"))
     with pytest.raises(ConfigError, match=r"row 2: answer is nan \(NaN/Infinity\)"):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from align_kit.errors import TrainingHalted
+from align_kit.core.errors import TrainingHalted
 from align_kit.tracking.metrics_file import read_metrics
 from tests.conftest import cli_env
 

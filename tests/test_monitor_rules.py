@@ -13,9 +13,9 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from align_kit import CONF_DIR
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.monitor import RULES, Alert, HealthMonitor, HealthMonitorConfig
-from align_kit.monitor.config import AboveThreshold, EntropyDrop, RewardPlateau
+from align_kit.monitor.settings import AboveThreshold, EntropyDrop, RewardPlateau
 from align_kit.monitor.rules import RunContext
 
 Stream = list[tuple[int, dict[str, float | None]]]
@@ -431,8 +431,8 @@ def test_length_near_max_from_the_first_step_means_the_budget_is_too_short(confi
 
 
 def test_run_context_from_a_composed_plan():
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
 
     overrides = ["logger=none", "clip=clip_higher", "sampling=dynamic", "advantage=ngrpo", "kl=constant"]
     plan = build_plan(compose(overrides), {"advantage": "ngrpo"}, "unused")

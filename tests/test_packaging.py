@@ -68,7 +68,7 @@ def run_in(folder: Path, *command: str, cache: Path | None = None) -> subprocess
 COMPOSE_ALL = """
 import json, sys
 import align_kit
-from align_kit.config import compose
+from align_kit.experiment.compose import compose
 conf = align_kit.CONF_DIR
 recipes = sorted(str(p.relative_to(conf / "recipe").with_suffix("")) for p in (conf / "recipe").rglob("*.yaml"))
 sweeps = sorted(p.stem for p in (conf / "sweep").glob("*.yaml"))

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from align_kit.config import compose
-from align_kit.errors import ConfigError
-from align_kit.plan import build_plan
-from align_kit.preflight import check_command
-from align_kit.schema import kind_of_annotation
+from align_kit.experiment.compose import compose
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.plan import build_plan
+from align_kit.runs.preflight import check_command
+from align_kit.experiment.schema import kind_of_annotation
 from align_kit.tasks.hf_dataset import read_csv_rows, read_json_rows
 from align_kit.train import component_choices
 from tests.conftest import cli_env
@@ -148,7 +148,7 @@ def test_json_reads_an_array_or_lines(tmp_path):
 
 
 def test_a_writable_folder_is_proven_by_a_file_created_and_removed_in_its_nearest_existing_ancestor(tmp_path):
-    from align_kit.preflight import check_writable
+    from align_kit.runs.preflight import check_writable
 
     check_writable("hydra.run.dir", str(tmp_path / "runs" / "a"))
     assert list(tmp_path.iterdir()) == []  # neither the run folder nor the probe file is left
@@ -156,14 +156,14 @@ def test_a_writable_folder_is_proven_by_a_file_created_and_removed_in_its_neares
 
 @pytest.mark.parametrize("folder", ["/proc/align_kit_run", "/proc/self", "/sys/kernel/align_kit", "/proc"])
 def test_kernel_file_systems_are_refused_though_os_access_calls_them_writable(folder):
-    from align_kit.preflight import check_writable
+    from align_kit.runs.preflight import check_writable
 
     with pytest.raises(ConfigError, match=f"paths.cache_dir={folder} is under /(proc|sys), the kernel's own"):
         check_writable("paths.cache_dir", folder)
 
 
 def test_a_folder_that_refuses_a_new_file_is_refused_even_for_root(tmp_path):
-    from align_kit.preflight import check_writable
+    from align_kit.runs.preflight import check_writable
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -196,7 +196,7 @@ def test_an_override_without_a_key_is_one_line(override):
 
 
 def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
-    from align_kit.preflight import check_writable
+    from align_kit.runs.preflight import check_writable
 
     name = "n" * 256  # one byte over NAME_MAX (255 on ext4, tmpfs, xfs)
     too_long = "the name " + "n" * 40 + r"\.\.\. is 256 bytes long, and the file system of .* allows at most 255"
@@ -295,9 +295,9 @@ def test_a_users_hydra_callback_runs_after_align_kits_own_through_the_allowlist(
     from hydra._internal import hydra as hydra_app
 
     import align_kit.train  # noqa: F401  (installs the app's callbacks)
-    from align_kit.hydra_tree import AppCallbacks
-    from align_kit.run_folder import RunFolderGuard
-    from align_kit.sweep_summary import SweepSummary
+    from align_kit.runs.hydra_tree import AppCallbacks
+    from align_kit.runs.run_folder import RunFolderGuard
+    from align_kit.runs.sweep_summary import SweepSummary
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(
@@ -308,7 +308,7 @@ def test_a_users_hydra_callback_runs_after_align_kits_own_through_the_allowlist(
 
     from hydra.core.hydra_config import HydraConfig
 
-    from align_kit.config import compose as compose_job
+    from align_kit.experiment.compose import compose as compose_job
 
     compose_job([user_callback, "train.allowed_targets=[my_callbacks]"])
     full = HydraConfig.instance().cfg.hydra._get_parent()  # the composed root, hydra node included
@@ -322,7 +322,7 @@ def test_the_app_builds_no_callback_the_preflight_would_refuse(capsys):
     """Started without the pre-flight, a hostile hydra.callbacks entry is refused before anything is built."""
     from omegaconf import OmegaConf
 
-    from align_kit.hydra_tree import AppCallbacks
+    from align_kit.runs.hydra_tree import AppCallbacks
 
     config = OmegaConf.create({"hydra": {"callbacks": {"x": {"_target_": "os.makedirs", "name": "never"}}}})
     with pytest.raises(SystemExit) as exit_info:
@@ -344,7 +344,7 @@ def test_the_app_builds_no_callback_the_preflight_would_refuse(capsys):
     ],
 )
 def test_the_jobs_files_stay_in_the_run_folder(name, subdir, refused):
-    from align_kit.hydra_tree import check_job_files
+    from align_kit.runs.hydra_tree import check_job_files
 
     if refused is None:
         check_job_files(name, subdir)
@@ -367,7 +367,7 @@ def test_a_users_class_named_on_the_command_line_passes_and_from_a_preset_does_n
 
 
 def test_slurm_setup_lines_come_from_the_site_file_or_the_command_line(tmp_path):
-    from align_kit.preflight import check_buildable
+    from align_kit.runs.preflight import check_buildable
 
     site = tmp_path / "hydra" / "launcher" / "site" / "slurm_local.yaml"
     site.parent.mkdir(parents=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from align_kit.config import compose
-from align_kit.plan import build_plan
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
 from align_kit.train import component_choices
 from tests.conftest import cli_env

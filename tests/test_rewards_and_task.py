@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.coin_flip import CoinFlip
 from align_kit.rewards.correctness import Correctness, final_answer
 from align_kit.rewards.format import ThinkFormat, has_think_format
@@ -171,8 +171,8 @@ def test_each_task_declares_the_columns_its_dataset_gives():
 
 
 def test_a_reward_the_task_cannot_feed_is_refused_before_anything_loads(tmp_path):
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     cfg = compose(["task=two_style", "reward=[correctness,tool_plan]", "reward.tool_plan.weight=0.2"])

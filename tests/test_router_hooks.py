@@ -11,7 +11,7 @@ import torch
 import transformers
 
 from align_kit.components.moe_routers import is_moe_model
-from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError, flip_metrics, pad_routing
+from align_kit.components.router_capture import RouterHooks, UnsupportedModelError, flip_metrics, pad_routing
 
 VOCAB = 64
 COMMON = dict(

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from align_kit.config import compose
-from align_kit.errors import ConfigError
-from align_kit.run_folder import check_resume, check_run_folder, config_differences, folder_kind
-from align_kit.run_lock import held
+from align_kit.experiment.compose import compose
+from align_kit.core.errors import ConfigError
+from align_kit.runs.run_folder import check_resume, check_run_folder, config_differences, folder_kind
+from align_kit.runs.run_lock import held
 from tests.conftest import cli_env
 
 # The run every resume test starts from: these overrides wrote its config.yaml.
@@ -269,7 +269,7 @@ def hydra_config(*overrides: str):
     from hydra.core.global_hydra import GlobalHydra
 
     from align_kit import CONF_DIR
-    from align_kit.config import CONFIG_NAME, register_open_trainer_node
+    from align_kit.experiment.compose import CONFIG_NAME, register_open_trainer_node
 
     register_open_trainer_node()
     GlobalHydra.instance().clear()
@@ -278,7 +278,7 @@ def hydra_config(*overrides: str):
 
 
 def test_the_guard_moves_an_old_run_aside_before_hydra_writes(tmp_path, capsys):
-    from align_kit.run_folder import RunFolderGuard
+    from align_kit.runs.run_folder import RunFolderGuard
 
     run = write_run(tmp_path / "run")
     before = snapshot(run)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from align_kit.config import compose
-from align_kit.errors import ConfigError
-from align_kit.run_folder import claim_run_folder, folder_kind
-from align_kit.run_lock import LOCK_FILE, acquire, held
+from align_kit.experiment.compose import compose
+from align_kit.core.errors import ConfigError
+from align_kit.runs.run_folder import claim_run_folder, folder_kind
+from align_kit.runs.run_lock import LOCK_FILE, acquire, held
 from tests.conftest import ROOT, stubbed_cli_env
 
 # The stub run: config.yaml as the real run writes it, two metric rows, a whole checkpoint-2, then (once GO_FILE
@@ -31,7 +31,7 @@ SITECUSTOMIZE = """
 import json, os, time
 from pathlib import Path
 if os.environ.get("STUB_LOG"):
-    import align_kit.run_folder as run_folder
+    import align_kit.runs.run_folder as run_folder
     import align_kit.train as train
     from omegaconf import OmegaConf
 
@@ -187,7 +187,7 @@ def test_a_folder_that_never_got_past_step_0_is_reused(stub_env, tmp_path):
 HOLD = """
 import sys, time
 from pathlib import Path
-from align_kit.run_lock import acquire
+from align_kit.runs.run_lock import acquire
 acquire(Path(sys.argv[1]), "hydra.run.dir=" + sys.argv[1])
 print("locked", flush=True)
 time.sleep(60)
@@ -244,8 +244,8 @@ def test_a_dangling_symlink_is_refused_in_process(tmp_path):
 
 
 def test_overwrite_of_a_live_sweep_is_refused_and_moves_nothing(tmp_path, capsys):
-    from align_kit.processes import start_time_of
-    from align_kit.run_folder import RunFolderGuard
+    from align_kit.core.processes import start_time_of
+    from align_kit.runs.run_folder import RunFolderGuard
     from tests.test_run_folder import hydra_config
 
     sweep = tmp_path / "sweep"

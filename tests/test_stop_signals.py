@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from align_kit.config import compose
-from align_kit.run_folder import check_resume
+from align_kit.experiment.compose import compose
+from align_kit.runs.run_folder import check_resume
 from tests.conftest import cli_env
 
 TRAINING = ["logger=none", "trainer.max_steps=500", "trainer.disable_tqdm=true"]

@@ -17,7 +17,7 @@ STUB_SWEEP = """
 import sys
 from types import SimpleNamespace
 from align_kit import cli, train
-from align_kit.errors import ConfigError, TrainingHalted, TrainingInterrupted
+from align_kit.core.errors import ConfigError, TrainingHalted, TrainingInterrupted
 
 def stub_run(cfg, choices, run_dir, group=None, name="default"):
     if cfg.seed == 2:

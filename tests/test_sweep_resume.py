@@ -261,8 +261,8 @@ def test_a_resume_with_a_bad_value_is_refused_before_any_job_runs(stub_env, tmp_
 
 
 def test_a_launcher_pid_is_told_apart_by_its_start_time():
-    from align_kit.processes import process_start_time
-    from align_kit.sweep_manifest import process_alive
+    from align_kit.core.processes import process_start_time
+    from align_kit.runs.sweep_manifest import process_alive
 
     me, started = os.getpid(), process_start_time()
     assert process_alive(me, started)
@@ -282,7 +282,7 @@ def test_a_launcher_pid_is_told_apart_by_its_start_time():
 
 @pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_a_manifest_whose_launcher_pid_now_names_another_process_resumes(stub_env, tmp_path):
-    from align_kit.processes import process_start_time
+    from align_kit.core.processes import process_start_time
 
     env, log = stub_env
     sweep = tmp_path / "sweep"

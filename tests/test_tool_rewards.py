@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.tool_steps import (
     Penalty,
     ToolPenalty,

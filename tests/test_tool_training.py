@@ -9,7 +9,7 @@ import pytest
 from conftest import generation_inputs
 
 from align_kit.tasks.tool_calls import TOOLS
-from align_kit.tasks.tool_format import check_call, parse_turn
+from align_kit.markup.tool_format import check_call, parse_turn
 
 # A small warm start and batch: the loop and the masks are exercised, not the learning.
 TOOL_RUN = [

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from align_kit import trainer_needs
-from align_kit.errors import ConfigError
-from align_kit.grpo_fields import grpo_config_fields
-from align_kit.trainer_needs import (
+from align_kit.experiment import trainer_needs
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.grpo_fields import grpo_config_fields
+from align_kit.experiment.trainer_needs import (
     OPTIMIZER_PACKAGES,
     check_machine,
     check_trainer_config,
@@ -192,8 +192,8 @@ def test_torch_compile_backend_and_mode_must_be_known():
 
 
 def test_the_cpu_fallback_warning_is_one_plan_note(machine, tmp_path):
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     machine(gpu=False)

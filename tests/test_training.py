@@ -53,8 +53,8 @@ def test_logger_none_never_imports_wandb_in_align_kit(cache_dir):
     # TRL imports wandb itself when it is installed; what align_kit controls is its own path.
     code = (
         "import sys\n"
-        "from align_kit.config import compose\n"
-        "from align_kit.plan import build_plan\n"
+        "from align_kit.experiment.compose import compose\n"
+        "from align_kit.experiment.plan import build_plan\n"
         "from align_kit.train import component_choices, run_identity\n"
         "cfg = compose(['logger=none'])\n"
         "plan = build_plan(cfg, component_choices(), '/tmp/x')\n"

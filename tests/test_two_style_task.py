@@ -2,11 +2,12 @@
 
 import pytest
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.correctness import Correctness
 from align_kit.rewards.format import ThinkFormat
 from align_kit.rewards.style import CarefulStyle
-from align_kit.tasks.two_style import SumProblem, TwoStyleTask, is_careful
+from align_kit.rewards.style import is_careful
+from align_kit.tasks.two_style import SumProblem, TwoStyleTask
 
 
 def test_careful_answer_adds_tens_then_units_of_each_later_term():
@@ -45,7 +46,7 @@ def test_both_styles_pass_the_format_reward_and_only_correctness_tells_the_guess
 def test_careful_style_probe_weighs_nothing_by_default():
     from omegaconf import OmegaConf
 
-    from align_kit.config import CONF_DIR
+    from align_kit.experiment.compose import CONF_DIR
 
     node = OmegaConf.load(CONF_DIR / "reward" / "careful_style.yaml")["careful_style"]
     assert node["weight"] == 0.0
@@ -109,7 +110,7 @@ def style_decision_metrics(old_logps: bool = True, epsilon_high: float = 0.2):
 
     import torch
 
-    from align_kit.components.hooks import LossState
+    from align_kit.core.hooks import LossState
     from align_kit.tasks.style_decision import StyleDecision
 
     OPEN, CLOSE, DIGIT, PAD = 5, 6, 20, 0

@@ -13,9 +13,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from align_kit import CONF_DIR
-from align_kit.config import compose
-from align_kit.errors import ConfigError
-from align_kit.preflight import validate_composed
+from align_kit.experiment.compose import compose
+from align_kit.core.errors import ConfigError
+from align_kit.runs.preflight import validate_composed
 from align_kit.train import component_choices
 from tests.test_config_tree import NODES, node_override
 
@@ -25,7 +25,7 @@ MUTATIONS = ["abc", "''", "nan", "inf", "-inf", "-1", "-0.5", "0", "0.5", "2", "
              "[1,2]", "'ünï中'", "true", "null"]  # fmt: skip
 # Keys whose values name places or hub objects (mutating them tests the file system, not validation).
 SKIPPED = ("task.path", "task.name", "model.name_or_path", "paths.", "logger.entity", "rollout.server_base_url")
-# The oracle's own lists (written from the docs, not from align_kit.schema): keys that may be null,
+# The oracle's own lists (written from the docs, not from align_kit.experiment.schema): keys that may be null,
 OPTIONAL = {
     "format_schedule.start", "rollout.is_cap_min", "rollout.is_cap_max", "trainer.steps_per_generation",
     "trainer.save_total_limit", "trainer.disable_tqdm",
@@ -36,7 +36,7 @@ POSITIVE = {"trainer.learning_rate", "model.warm_start.learning_rate", "rollout.
 SHARES = {"trainer.warmup_steps", "trainer.logging_steps", "trainer.save_steps"}
 # numbers that may be negative,
 NEGATIVE_OK = {"monitor.train_eval_divergence.max_eval_gain", "monitor.reward_collapse.max_correctness_gain"}
-# keys with a fixed set of names, and counts that must be >= 1. (written from the docs, not from align_kit.schema).
+# keys with a fixed set of names, and counts that must be >= 1. (written from the docs, not from align_kit.experiment.schema).
 CHOICE_KEYS = {
     "advantage.scale_rewards", "advantage.aggregation", "advantage.loss_type", "format_schedule.kind",
     "kl.weighting", "logger.mode", "model.architecture", "model.dtype", "rollout.dtype", "rollout.is_correction",
@@ -201,8 +201,8 @@ HYDRA_CASES = 90
 # Hydra's own plugins, an interpolation, plain values.
 NAMES = [
     "shutil.copyfile", "os.makedirs", "builtins.open", "pathlib.Path", "subprocess.Popen", "logging.FileHandler",
-    "logging.StreamHandler", "logging.handlers.SocketHandler", "align_kit.run_folder.move_aside",
-    "align_kit.sandbox.run_python", "align_kit.run_folder.Path", "align_kit.sandbox.shutil.rmtree",
+    "logging.StreamHandler", "logging.handlers.SocketHandler", "align_kit.runs.run_folder.move_aside",
+    "align_kit.sandbox.run_python", "align_kit.runs.run_folder.Path", "align_kit.sandbox.shutil.rmtree",
     "align_kit.components.clip.TokenClip", "align_kit.rewards.judges.ArithmeticJudge",
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
     "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "${oc.env:HOME}", "abc", "''", "1", "null",
@@ -286,7 +286,7 @@ HYDRA_CASE_LIST = hydra_cases()
 def test_generated_hydra_and_nested_node_values_are_accepted_or_refused_in_one_line(tmp_path, monkeypatch, cache_dir):
     """Through the real pre-flight (composition included): one ConfigError line or a valid config, never a
     traceback, never an accepted value the oracle refuses, and nothing written."""
-    from align_kit.preflight import check_command
+    from align_kit.runs.preflight import check_command
 
     work = tmp_path / "work"
     work.mkdir()
@@ -318,7 +318,7 @@ def test_the_hydra_oracle_reads_the_docs_rules():
     assert must_refuse_in_hydra("node", "shutil.copyfile") and not must_refuse_in_hydra(
         "node", "align_kit.components.clip.TokenClip"
     )
-    assert must_refuse_in_hydra("plugin", "align_kit.run_folder.Path") and not must_refuse_in_hydra(
+    assert must_refuse_in_hydra("plugin", "align_kit.runs.run_folder.Path") and not must_refuse_in_hydra(
         "plugin", "hydra.x.Y"
     )
     assert must_refuse_in_hydra("job_name", "../x") and not must_refuse_in_hydra("job_name", "ok")

@@ -469,21 +469,21 @@ SECURITY = [
     (["train", "clip._target_=align_kit.components.kl.ConstantKL"], "clip._target_=align_kit.components.kl.ConstantKL"),
     (["train", "step_mask._target_=align_kit.components.clip.TokenClip"], "is not a step_mask node"),
     (["train", "model._target_=align_kit.tasks.arithmetic.ArithmeticTask"], "is not a model node"),
-    (["train", "logger._target_=align_kit.components.base.Component"], "is not a logger node"),
+    (["train", "logger._target_=align_kit.core.component.Component"], "is not a logger node"),
     # align_kit's own functions, modules, re-exported names and other modules' attributes
     (
         ["train", "clip._target_=align_kit.sandbox.run_python", "+clip.code=x"],
         "clip._target_=align_kit.sandbox.run_python is not",
     ),
     (
-        ["train", "+reward.mv={_target_:align_kit.run_folder.move_aside,folder:{victim_dir},key:k}"],
-        "reward.mv._target_=align_kit.run_folder.move_aside",
+        ["train", "+reward.mv={_target_:align_kit.runs.run_folder.move_aside,folder:{victim_dir},key:k}"],
+        "reward.mv._target_=align_kit.runs.run_folder.move_aside",
     ),
     (
         ["train", "kl._target_=align_kit.sandbox.subprocess.getoutput", "+kl.cmd=rm -rf {victim_dir}"],
         "kl._target_=align_kit.sandbox.subprocess.getoutput",
     ),
-    (["train", "logger._target_=align_kit.run_folder.Path", "+logger._args_=[{victim}]"], "logger._args_=["),
+    (["train", "logger._target_=align_kit.runs.run_folder.Path", "+logger._args_=[{victim}]"], "logger._args_=["),
     (
         ["train", "advantage._target_=align_kit.sandbox.shutil.rmtree", "+advantage.path={victim_dir}"],
         "advantage._target_=align_kit.sandbox.shutil.rmtree",
@@ -496,16 +496,19 @@ SECURITY = [
     (
         [
             "train",
-            "monitor._target_=align_kit.run_folder.shutil.move",
+            "monitor._target_=align_kit.runs.run_folder.shutil.move",
             "+monitor.src={victim}",
             "+monitor.dst={victim}.x",
         ],
-        "monitor._target_=align_kit.run_folder.shutil.move",
+        "monitor._target_=align_kit.runs.run_folder.shutil.move",
     ),
-    (["train", "sampling._target_=align_kit.config.compose"], "sampling._target_=align_kit.config.compose is not"),
     (
-        ["train", "rollout._target_=align_kit.processes.os.system", "+rollout.command=touch {victim}"],
-        "rollout._target_=align_kit.processes.os.system",
+        ["train", "sampling._target_=align_kit.experiment.compose.compose"],
+        "sampling._target_=align_kit.experiment.compose.compose is not",
+    ),
+    (
+        ["train", "rollout._target_=align_kit.core.processes.os.system", "+rollout.command=touch {victim}"],
+        "rollout._target_=align_kit.core.processes.os.system",
     ),
     # the standard library, in group nodes, reward nodes and nodes inside nodes
     (
@@ -561,7 +564,7 @@ SECURITY = [
     # the user's packages: named on the command line, classes only, never the standard library or align_kit
     (["train", "train.allowed_targets=[shutil]", "clip._target_=shutil.copyfile"], "train.allowed_targets[0]=shutil"),
     (
-        ["train", "train.allowed_targets=[align_kit]", "clip._target_=align_kit.run_folder.Path"],
+        ["train", "train.allowed_targets=[align_kit]", "clip._target_=align_kit.runs.run_folder.Path"],
         "train.allowed_targets[0]=align_kit",
     ),
     (
@@ -596,8 +599,8 @@ SECURITY = [
         "hydra.callbacks.x._target_=shutil.copyfile",
     ),
     (
-        ["train", "+hydra.callbacks.mv={_target_:align_kit.run_folder.move_aside,folder:{victim_dir},key:x}"],
-        "hydra.callbacks.mv._target_=align_kit.run_folder.move_aside",
+        ["train", "+hydra.callbacks.mv={_target_:align_kit.runs.run_folder.move_aside,folder:{victim_dir},key:x}"],
+        "hydra.callbacks.mv._target_=align_kit.runs.run_folder.move_aside",
     ),
     (
         ["train", "+hydra.callbacks.c={_target_:align_kit.components.clip.TokenClip}"],
@@ -660,8 +663,8 @@ SECURITY = [
     ),
     (["train", "-m", "seed=1,2", "hydra.sweeper._target_=builtins.open"], "hydra.sweeper._target_=builtins.open"),
     (
-        ["train", "hydra.launcher._target_=align_kit.run_folder.RunFolderGuard"],
-        "hydra.launcher._target_=align_kit.run_folder.RunFolderGuard",
+        ["train", "hydra.launcher._target_=align_kit.runs.run_folder.RunFolderGuard"],
+        "hydra.launcher._target_=align_kit.runs.run_folder.RunFolderGuard",
     ),
     # the job's files stay in the run folder; align_kit never changes folder
     (["train", "hydra.job.name=../../escape"], "hydra.job.name=../../escape: expected a plain file name"),

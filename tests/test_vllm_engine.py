@@ -112,8 +112,8 @@ def test_in_place_reload_on_the_cpu_build(tmp_path, cache_dir, model, reload_exa
     """Why rollout=vllm refuses MoE policies on the CPU build: a float32 engine scores a fresh checkpoint as
     transformers does, and after reloading the same weights in place (the colocated sync) only the dense model
     still does. If the MoE case starts to reload exactly, lift the refusal in plan._check_vllm_rollout."""
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     cfg = compose([f"paths.cache_dir={cache_dir}", *FAST_POLICY, f"model={model}"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.vllm_server import host_and_port, serve_command, wait_for_server
 
 
@@ -89,8 +89,8 @@ def test_serve_command_runs_trl_on_the_runs_model_at_its_address():
 
 @pytest.mark.usefixtures("vllm_importable")
 def test_a_bad_server_address_is_refused_with_the_config():
-    from align_kit.config import compose
-    from align_kit.plan import build_plan
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
 
     overrides = ["rollout=vllm", "rollout.mode=server", "rollout.server_base_url=foo", "trainer.use_cpu=false"]
@@ -100,7 +100,7 @@ def test_a_bad_server_address_is_refused_with_the_config():
 
 @pytest.mark.usefixtures("vllm_importable")
 def test_training_in_server_mode_stops_before_the_model_loads(overrides_for, tmp_path, monkeypatch):
-    from align_kit.config import compose
+    from align_kit.experiment.compose import compose
     from align_kit.models.tiny import TinyModel
     from align_kit.train import component_choices, run
 

@@ -153,7 +153,7 @@ def test_runs_without_a_group_name_the_option(server, tmp_path, capsys):
 
 
 def test_a_sweep_jobs_wandb_config_carries_the_arm_keys():
-    from align_kit.config import compose
+    from align_kit.experiment.compose import compose
     from align_kit.train import component_choices, run_identity
 
     cfg = compose(["sweep=clip_higher", "clip.eps_high=0.4", "seed=3"])

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from align_kit.compare import CompareError
-from align_kit.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from align_kit.core.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from align_kit.tracking.metrics_file import (
     NOT_METRICS,
     SUMMARY_ROW_KEY,
@@ -102,7 +102,7 @@ def _read_yaml(path: Path) -> dict:
 def _choices_from_hydra(folder: Path, config: dict) -> dict[str, str]:
     """Node choices of a run that has not written summary.json yet (running, or killed), from Hydra's record,
     named as train.py names them in the summary."""
-    from align_kit.plan import reward_choice, tagged_choices
+    from align_kit.experiment.plan import reward_choice, tagged_choices
 
     path = folder / ".hydra" / "hydra.yaml"
     if not path.is_file():
@@ -186,7 +186,7 @@ def find_run_folders(root: Path) -> list[Path]:
 
 def _sweep_outcomes(sweep_folder: Path, notes: list[str]) -> dict[Path, dict]:
     """Job folder -> its outcome (job, overrides, status, error) from the sweep's manifest, if the folder holds one."""
-    from align_kit.sweep_manifest import MANIFEST_FILE, shown_status
+    from align_kit.runs.sweep_manifest import MANIFEST_FILE, shown_status
 
     path = sweep_folder / MANIFEST_FILE
     if not path.is_file():

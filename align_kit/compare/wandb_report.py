@@ -33,7 +33,7 @@ def run_group(folder: Path) -> str | None:
     """The W&B group align_kit gave a run folder's run (align_kit.train.hydra_context), from Hydra's record."""
     import yaml
 
-    from align_kit.plan import tagged_choices
+    from align_kit.experiment.plan import tagged_choices
     from align_kit.tracking.wandb_logger import wandb_group
 
     path = folder / ".hydra" / "hydra.yaml"

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.hooks import TrainerHook
+from align_kit.core.errors import ConfigError
 
 _SCALES = ("group", "batch", "none")
 _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")

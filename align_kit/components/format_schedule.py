@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.hooks import TrainerHook
+from align_kit.core.errors import ConfigError
 
 KINDS = ("constant", "linear", "step", "adaptive")
 

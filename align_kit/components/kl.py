@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import LossTerms, TrainerHook
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.hooks import LossTerms, TrainerHook
+from align_kit.core.errors import ConfigError
 
 
 def k3(log_ratio):

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.components.base import Component, RewardSpec
-from align_kit.components.hooks import TrainerHook, Weighted
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component, RewardSpec
+from align_kit.core.hooks import TrainerHook, Weighted
+from align_kit.core.errors import ConfigError
 
 NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
 

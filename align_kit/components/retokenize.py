@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from align_kit.components.hooks import TrainerHook
+from align_kit.core.hooks import TrainerHook
 from align_kit.components.rollout import retokenize_differences
 
 EXAMPLE_FILE = "retokenize_mismatch.json"

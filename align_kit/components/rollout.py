@@ -23,9 +23,10 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 
 DTYPES = ("float32", "bfloat16")
 IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -53,7 +54,7 @@ class Rollout(Component):
 
     def trainer_hooks(self) -> list:
         from align_kit.components.retokenize import RetokenizeCheck
-        from align_kit.components.sampler import SamplerMismatch
+        from align_kit.components.mismatch import SamplerMismatch
 
         hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
         return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])
@@ -94,6 +95,22 @@ class HFRollout(Rollout):
     @property
     def measures_mismatch(self) -> bool:
         return self.dtype != "float32" or self.log_mismatch
+
+
+# TRL's defaults (GRPOConfig.vllm_server_host / vllm_server_port) when rollout.server_base_url is unset.
+DEFAULT_URL = "http://0.0.0.0:8000"
+
+
+def server_url(base_url: str | None) -> str:
+    return (base_url or DEFAULT_URL).rstrip("/")
+
+
+def host_and_port(base_url: str | None) -> tuple[str, int]:
+    """The vLLM server's (host, port) from rollout.server_base_url; an address that is not http(s) is refused."""
+    parsed = urlparse(server_url(base_url))
+    if not parsed.hostname or parsed.scheme not in ("http", "https"):
+        raise ConfigError(f"rollout.server_base_url={base_url!r} is not an http(s)://host:port address")
+    return parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
 VLLM_MODES = ("colocate", "server")
@@ -137,8 +154,6 @@ class VLLMRollout(Rollout):
         if self.server_timeout_s <= 0:
             raise ConfigError(f"rollout.server_timeout_s={self.server_timeout_s} must be > 0 (seconds)")
         if self.server_base_url is not None:
-            from align_kit.vllm_server import host_and_port
-
             host_and_port(self.server_base_url)  # an address it cannot parse is refused here, before any model loads
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError(

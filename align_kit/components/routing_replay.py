@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook, Weighted
+from align_kit.core.component import Component
+from align_kit.core.hooks import TrainerHook, Weighted
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 
 MODES = ("off", "r2", "r3")
 # A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
@@ -71,7 +71,7 @@ class RouteReplay(TrainerHook):
 
     def attach(self, trainer) -> None:
         from align_kit.components.moe_routers import is_moe_model
-        from align_kit.components.router_hooks import RouterHooks, UnsupportedModelError
+        from align_kit.components.router_capture import RouterHooks, UnsupportedModelError
 
         if not self.node.replays and not is_moe_model(trainer.model):
             return
@@ -132,7 +132,7 @@ class RouteReplay(TrainerHook):
         sampler-trainer routing gap of the scoring forward: routing/sampler_gap (share of completion (token, layer)
         pairs whose expert set differs between the sampler's and the trainer's weights before any update) and
         routing/sampler_gap_tokens (share of completion tokens with any layer differing)."""
-        from align_kit.components.router_hooks import flip_metrics
+        from align_kit.components.router_capture import flip_metrics
 
         if self.hooks is None:
             return None

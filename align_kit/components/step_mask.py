@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import TrainerHook
-from align_kit.errors import ConfigError
-from align_kit.tasks.tool_format import FAILURE_KINDS
+from align_kit.core.component import Component
+from align_kit.core.hooks import TrainerHook
+from align_kit.core.errors import ConfigError
+from align_kit.markup.tool_format import FAILURE_KINDS
 
 
 def step_loss_mask(steps: list[list], width: int, kinds: tuple[str, ...] = FAILURE_KINDS) -> list[int]:

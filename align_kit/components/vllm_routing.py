@@ -51,7 +51,7 @@ def capture_outputs(llm):
 def routing_from_outputs(outputs):
     """(indices [B, P + C, layers, top_k], valid [B, P + C]) of every completion, in TRL's order (each request's
     completions in turn); ValueError when the engine returned no routing."""
-    from align_kit.components.router_hooks import pad_routing
+    from align_kit.components.router_capture import pad_routing
 
     routing, prompts, completions = [], [], []
     for request in outputs:

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 from align_kit.models.tiny import LoadedPolicy
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")

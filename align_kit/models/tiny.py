@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 from align_kit.models.warm_start import WarmStartConfig
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
-from align_kit.run_folder import latest_checkpoint
+from align_kit.core.run_files import latest_checkpoint
 from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from statistics import fmean
 from typing import Any
 
-from align_kit.monitor.config import (
+from align_kit.monitor.settings import (
     AboveThreshold,
     ClipRatioZero,
     EntropyCollapse,

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Literal
 
-from align_kit.components.base import Component, RewardSpec
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component, RewardSpec
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.judges import Counts, Referee, win_probability
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.components.base import Component, RewardSpec
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component, RewardSpec
+from align_kit.core.errors import ConfigError
 
 
 def completion_text(completion: Any) -> str:

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.base import RewardNode
 
 

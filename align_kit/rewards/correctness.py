@@ -6,7 +6,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.format import THINK_CLOSE
 

@@ -8,7 +8,7 @@ Any Python callable with that signature is a judge. Built in (conf/reward/judge/
 - `HttpJudge` (`http`): an OpenAI-compatible server (a vLLM server, say), chat or completions
   endpoint, with a timeout, retries and a limit on requests in flight.
 - `CallableJudge` (`callable`): your own function, named by a string (`function: my_judges.prefer_shorter`)
-  and imported only from a package listed in `train.allowed_targets` (align_kit.schema checks it first).
+  and imported only from a package listed in `train.allowed_targets` (align_kit.experiment.schema checks it first).
 
 `Referee` wraps any of them for training: a failure, a timeout or an answer that is not a
 probability skips the match and is counted, never raised; results are cached within a step; with
@@ -34,8 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.format import THINK_CLOSE
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.rewards.base import RewardNode, completion_text
-from align_kit.tasks.two_style import is_careful
+from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
+
+
+def is_careful(text: str) -> bool:
+    """A completion reasons in steps when its think block holds anything."""
+    opening, closing = text.find(THINK_OPEN), text.find(THINK_CLOSE)
+    start = opening + len(THINK_OPEN)
+    if opening == -1:
+        return False
+    end = closing if closing > opening else len(text)
+    return text[start:end].strip() != ""
 
 
 @dataclass

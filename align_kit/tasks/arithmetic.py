@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 from align_kit.tasks.generated import GeneratedTask
 
 DOMAIN_OPS = {"addition": "+", "subtraction": "-"}

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 
 
 @dataclass

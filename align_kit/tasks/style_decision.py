@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from align_kit.components.clip import LOW_PROBABILITY
-from align_kit.components.hooks import TrainerHook, masked_mean
+from align_kit.core.hooks import TrainerHook, masked_mean
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 
 

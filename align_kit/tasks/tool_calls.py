@@ -7,7 +7,7 @@ An episode is a goal, the tool registry (names and typed parameters) and the gro
 
 `save` stores the previous result, so the policy must copy the environment's answer into its next
 call. An episode calls each tool at most once. The policy writes each step as Thought / Plan / JSON
-call (align_kit/tasks/tool_format.py) and the environment answers each call (align_kit/tasks/tool_env.py).
+call (align_kit/markup/tool_format.py) and the environment answers each call (align_kit/tasks/tool_env.py).
 Rows carry `prompt`, `calls` (the ground truth as JSON) and `domain` (`calls_<n>`, the episode's length).
 """
 
@@ -18,9 +18,9 @@ import random
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
-from align_kit.tasks.tool_format import call_text, render_observation, render_turn
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
+from align_kit.markup.tool_format import call_text, render_observation, render_turn
 
 # The built-in registry: tool name -> {parameter: type}.
 TOOLS: dict[str, dict[str, str]] = {

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from align_kit.tasks.tool_format import DONE, OK, check_call, parse_turn, render_observation
+from align_kit.markup.tool_format import DONE, OK, check_call, parse_turn, render_observation
 
 CODE_TOOL = "code_exec"
 # What the built-in tools answer (a registry tool without an entry here answers "ok").

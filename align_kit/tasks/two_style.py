@@ -24,8 +24,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from align_kit.components.base import Component
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.errors import ConfigError
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 from align_kit.tasks.generated import GeneratedTask
 
@@ -63,16 +63,6 @@ class SumProblem:
 
     def direct(self, stated: int | None = None) -> str:
         return f"{THINK_OPEN}{THINK_CLOSE}{self.answer if stated is None else stated}"
-
-
-def is_careful(text: str) -> bool:
-    """A completion reasons in steps when its think block holds anything."""
-    opening, closing = text.find(THINK_OPEN), text.find(THINK_CLOSE)
-    start = opening + len(THINK_OPEN)
-    if opening == -1:
-        return False
-    end = closing if closing > opening else len(text)
-    return text[start:end].strip() != ""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from transformers import TrainerCallback
 
-from align_kit.disk_space import writing
+from align_kit.core.disk_space import writing
 
 # Wall-clock measurements: the only fields two runs with the same seed may disagree on.
 TIMING_KEYS = frozenset(

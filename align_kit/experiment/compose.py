@@ -31,7 +31,7 @@ def register_open_trainer_node() -> None:
 
     Hydra sets struct mode on the composed root before applying overrides; a child whose own
     flag is False stays open. Every other group stays strict, and `trainer` keys are checked
-    against GRPOConfig's real fields by `align_kit.plan`."""
+    against GRPOConfig's real fields by `align_kit.experiment.plan`."""
     global _registered
     if _registered:
         return

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.components.base import Component
-from align_kit.components.hooks import BatchState, TrainerHook
-from align_kit.errors import ConfigError
+from align_kit.core.component import Component
+from align_kit.core.hooks import BatchState, TrainerHook
+from align_kit.core.errors import ConfigError
 
 # How each padded key of a TRL generation batch is padded when batches of different widths join
 # (all of these are [B, width]; every other tensor is per row).

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from align_kit.run_files import unused_name
+from align_kit.core.run_files import unused_name
 
 DISK_FULL_EXIT_CODE = 1
 NEARLY_FULL_BYTES = 1 << 20  # under this much free space, a failed write is taken for a full disk

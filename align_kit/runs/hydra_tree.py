@@ -11,7 +11,7 @@ there. The pre-flight checks the composed tree before Hydra acts on it:
 - `hydra.job.name` and `hydra.output_subdir` keep the job's files in the run folder, `hydra.job.chdir` is
   off (paths in the config are read from the folder the command starts in), `hydra.searchpath` lists
   folders only, `hydra.job.env_set` leaves the loader's, Python's, Hydra's and align_kit's variables alone;
-- a node inside the launcher, sweeper or a callback follows align_kit.schema's `_target_` rule.
+- a node inside the launcher, sweeper or a callback follows align_kit.experiment.schema's `_target_` rule.
 The rest of `hydra.*` is data Hydra reads (folders, overrides, help texts), never built.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 from hydra._internal.callbacks import Callbacks
 from omegaconf import DictConfig, OmegaConf
 
-from align_kit.errors import ConfigError
-from align_kit.schema import buildable_class, check_targets, check_written_targets, resolved, show
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.schema import buildable_class, check_targets, check_written_targets, resolved, show
 
 # The plugins behind hydra/launcher=basic|joblib|submitit_local|slurm and Hydra's basic sweeper.
 HYDRA_PLUGINS = {
@@ -255,8 +255,8 @@ class AppCallbacks(Callbacks):
     def __init__(self, config: DictConfig | None = None) -> None:
         from hydra.utils import instantiate
 
-        from align_kit.run_folder import RunFolderGuard
-        from align_kit.sweep_summary import SweepSummary
+        from align_kit.runs.run_folder import RunFolderGuard
+        from align_kit.runs.sweep_summary import SweepSummary
 
         super().__init__(None)
         self.callbacks = [RunFolderGuard(), SweepSummary()]

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 
 # How long another rank waits for rank 0 to open the run folder (Hydra writes .hydra/ right after its checks).
 FOLDER_WAIT_S = 120.0

@@ -28,8 +28,8 @@ def sweep_names(args: list[str]) -> list[str]:
 
 def folder_command(flag: str, rest: list[str]) -> None:
     """`--status FOLDER` prints the manifest's table; `--resume FOLDER [overrides]` relaunches the sweep there."""
-    from align_kit.errors import ConfigError
-    from align_kit.sweep_manifest import MANIFEST_FILE, read, resume_command, status_table
+    from align_kit.core.errors import ConfigError
+    from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command, status_table
 
     if not rest or rest[0].startswith("-"):
         print(f"usage: align-kit sweep {flag} <sweep folder>", file=sys.stderr)
@@ -53,7 +53,7 @@ def folder_command(flag: str, rest: list[str]) -> None:
     import os
 
     from align_kit import train
-    from align_kit.launchers import THREADS_ENV, given, plan
+    from align_kit.runs.launchers import THREADS_ENV, given, plan
 
     arguments = resume_command(folder, manifest)
     if given(rest[1:], "hydra/launcher") is not None:  # a launcher named now replaces the first launch's settings
@@ -61,7 +61,7 @@ def folder_command(flag: str, rest: list[str]) -> None:
     launch = [*arguments, *rest[1:]]
     if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
         launch.append("hydra/launcher=basic")
-    from align_kit.preflight import run_preflight
+    from align_kit.runs.preflight import run_preflight
 
     run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line and exit 2 on a bad value
     added, threads, line = plan(launch, len(manifest["jobs"]))
@@ -102,13 +102,13 @@ def main(rest: list[str]) -> None:
         sys.exit(2)
     inspect = any(arg.split("=", 1)[0] in INSPECT_FLAGS for arg in rest[1:])
     if inspect:
-        from align_kit.preflight import run_preflight
+        from align_kit.runs.preflight import run_preflight
 
         run_preflight([f"sweep={rest[0]}", *rest[1:]])  # Hydra sets up its logging for --help: checked first
         sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
         train.main()
         return
-    from align_kit.preflight import run_preflight
+    from align_kit.runs.preflight import run_preflight
 
     run_preflight(["-m", f"sweep={rest[0]}", *rest[1:]])  # every job valid before any folder or launcher line
     added = launch_plan(rest)
@@ -125,13 +125,13 @@ def task_overrides(args: list[str]) -> list[str]:
 
 
 def launch_plan(rest: list[str]) -> list[str]:
-    """Choose how the jobs run (align_kit.launchers), say it, and return the overrides that choose it."""
+    """Choose how the jobs run (align_kit.runs.launchers), say it, and return the overrides that choose it."""
     import os
 
     from omegaconf import OmegaConf
 
-    from align_kit.launchers import THREADS_ENV, plan
-    from align_kit.sweep_manifest import job_overrides
+    from align_kit.runs.launchers import THREADS_ENV, plan
+    from align_kit.runs.sweep_manifest import job_overrides
 
     files = [folder / "sweep" / f"{rest[0]}.yaml" for folder in config_dirs(rest)]
     found = [path for path in files if path.is_file()]

@@ -10,7 +10,7 @@ What a folder holds decides what may happen to it:
 - other: anything else that is not empty (a project folder): always refused; align_kit never moves it.
 
 `RunFolderGuard` (a Hydra callback) applies these rules before Hydra writes `.hydra/` into the folder, so a refusal
-leaves the folder as it was, and locks the folder (align_kit.run_lock) for as long as the run lives, so no second
+leaves the folder as it was, and locks the folder (align_kit.runs.run_lock) for as long as the run lives, so no second
 start, overwrite or resume can touch it meanwhile. `claimed_run_folder` does both again inside
 `align_kit.train.run` (a no-op where the callback already holds the lock), so in-process use is checked and locked too.
 
@@ -38,22 +38,29 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.errors import ConfigError
-from align_kit.processes import (
+from align_kit.core.errors import ConfigError
+from align_kit.core.processes import (
     is_main_process,
     process_start_time,
     require_named_run_folder,
     wait_for_main_process,
     world_size,
 )
-from align_kit.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, unused_name
-from align_kit.run_lock import LOCK_FILE, RunLock, acquire, held, release
+from align_kit.core.run_files import (
+    CHECKPOINT,
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    TRAINER_STATE,
+    latest_checkpoint,
+    require_checkpoint,
+    unused_name,
+)
+from align_kit.runs.run_lock import LOCK_FILE, RunLock, acquire, held, release
 
 HYDRA_RECORD = ".hydra"
-SWEEP_MANIFEST = "sweep_manifest.json"  # align_kit.sweep_manifest (not imported: it imports this module)
+SWEEP_MANIFEST = "sweep_manifest.json"  # align_kit.runs.sweep_manifest (not imported: it imports this module)
 RUN_FILES = ("metrics.jsonl", "summary.json")
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-TRAINER_STATE = "trainer_state.json"
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
 OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
 
@@ -156,7 +163,7 @@ def check_run_folder(folder: Path, key: str, resume: bool, overwrite: bool) -> P
 
 
 def claim_run_folder(folder: Path, key: str, resume: bool, overwrite: bool) -> RunLock | None:
-    """`check_run_folder` under the folder's lock (align_kit.run_lock): a live run there is refused, naming it,
+    """`check_run_folder` under the folder's lock (align_kit.runs.run_lock): a live run there is refused, naming it,
     and the lock is held until the caller releases it or the process ends. None where a resume names a missing
     folder (check_resume refuses it)."""
     _usable(folder, key, resume, overwrite)  # a project folder is refused before a lock file is written into it
@@ -208,19 +215,6 @@ def move_aside(folder: Path, key: str) -> Path:
 # --- resume -----------------------------------------------------------------------------------------------------
 
 
-def latest_checkpoint(folder: Path, complete: bool = False) -> Path | None:
-    """The checkpoint HF resumes from: the checkpoint-N folder with the highest N; with `complete`, the highest
-    that holds trainer_state.json (HF writes it last, so a save cut short lacks it)."""
-    found = [
-        (int(match.group(1)), folder / name)
-        for name in os.listdir(folder)
-        if (match := CHECKPOINT.match(name))
-        and (folder / name).is_dir()
-        and (not complete or (folder / name / TRAINER_STATE).is_file())
-    ]
-    return max(found)[1] if found else None
-
-
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(config, dict):
         return {prefix.rstrip("."): config}
@@ -257,17 +251,6 @@ def config_differences(saved: dict, composed: dict) -> list[str]:
             shown = ["unset" if value is unset else repr(value) for value in (before, after)]
             differing.append(f"{key} ({shown[0]} -> {shown[1]})")
     return differing
-
-
-def require_checkpoint(folder: Path) -> Path:
-    """The checkpoint a resume of `folder` loads; a folder without one is refused."""
-    checkpoint = latest_checkpoint(folder) if folder.is_dir() else None
-    if checkpoint is None:
-        raise ConfigError(
-            f"train.resume=true but {folder} holds no checkpoint; pass the killed run's folder as "
-            "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
-        )
-    return checkpoint
 
 
 def check_resume(folder: Path, composed: dict) -> Path:
@@ -422,7 +405,7 @@ def _guard(config: DictConfig, key: str) -> None:
         # Each job checks its own folder; the sweep folder must be new or empty, or hold a sweep's manifest.
         if folder.exists() and (not folder.is_dir() or os.listdir(folder)):
             if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
-                return  # a sweep launched before: align_kit.sweep_manifest resumes it, job by job
+                return  # a sweep launched before: align_kit.runs.sweep_manifest resumes it, job by job
             if not (overwrite and folder.is_dir()):
                 raise ConfigError(
                     f"{key}={folder} is not empty; choose a new folder ({key}=<new folder>), resume its jobs "
@@ -437,7 +420,7 @@ def _guard(config: DictConfig, key: str) -> None:
 
 
 def _refuse_live_sweep(folder: Path, key: str) -> None:
-    from align_kit.sweep_manifest import live_launcher  # it imports this module
+    from align_kit.runs.sweep_manifest import live_launcher  # it imports this module
 
     launcher = live_launcher(folder)
     if launcher is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from align_kit.components.hooks import LossTerms, TrainerHook
+from align_kit.core.hooks import LossTerms, TrainerHook
 from align_kit.components.rollout import (
     LowPrecisionSampler,
     importance_ratio,

@@ -20,12 +20,12 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.config import compose, override_parser
-from align_kit.errors import ConfigError
-from align_kit.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
-from align_kit.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.schema import allowed_packages, resolved
-from align_kit.trainer_needs import check_machine
+from align_kit.experiment.compose import compose, override_parser
+from align_kit.core.errors import ConfigError
+from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
+from align_kit.experiment.schema import allowed_packages, resolved
+from align_kit.experiment.trainer_needs import check_machine
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
@@ -86,7 +86,7 @@ def _exists(path: Path, link: bool = False) -> bool:
 
 def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, data_cache: dict | None = None):
     """Everything that can be checked before the model loads: the plan, the folders, the data."""
-    from align_kit.plan import reward_choice
+    from align_kit.experiment.plan import reward_choice
 
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())} if "reward" in cfg else choices
     plan = build_plan(cfg, choices, run_dir)
@@ -127,7 +127,7 @@ def validate_job(
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
-        from align_kit.run_folder import SWEEP_RESUME_REFUSED, check_resume
+        from align_kit.runs.run_folder import SWEEP_RESUME_REFUSED, check_resume
 
         if job_index is not None:
             raise ConfigError(SWEEP_RESUME_REFUSED)
@@ -138,8 +138,8 @@ def validate_job(
 
 
 def check_buildable(cfg: DictConfig) -> None:
-    """What the composed job can make Hydra build or log (align_kit.hydra_tree), and that its own packages are
-    named on the command line, before anything else is read; the job's nodes are align_kit.schema's to check
+    """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), and that its own packages are
+    named on the command line, before anything else is read; the job's nodes are align_kit.experiment.schema's to check
     (every `_target_`, before any is imported or built)."""
     from hydra.core.hydra_config import HydraConfig
 

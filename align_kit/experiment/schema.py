@@ -2,13 +2,13 @@
 
 One mechanism for the whole tree: a node's schema is the dataclass its `_target_` names (every
 align_kit component is one), `trainer`'s is GRPOConfig's annotations read from TRL's source
-(`align_kit.grpo_fields`), and the top-level keys' is `RunSettings` below. Values are checked as
+(`align_kit.experiment.grpo_fields`), and the top-level keys' is `RunSettings` below. Values are checked as
 written, never coerced (`seed=1.5`, `seed=true` and `kl.bias_corrected=maybe` are errors), NaN and
 inf are refused, and the ranges a type cannot say (counts >= 1, probabilities, seeds) come from the
 tables here. Rules that tie several keys together stay in each component's `validate()` and in
-`align_kit.plan`. Every error is one ConfigError line: `<key>=<value>: expected <what>, got <what>`.
+`align_kit.experiment.plan`. Every error is one ConfigError line: `<key>=<value>: expected <what>, got <what>`.
 
-`_target_` may name only a class: an align_kit component (`align_kit.components.base.BUILDABLE`, by its own
+`_target_` may name only a class: an align_kit component (`align_kit.core.component.BUILDABLE`, by its own
 defining module path), or a class defined in a package the user lists in `train.allowed_targets` (their own
 components). Functions, re-exported names, interpolated targets and Hydra's `_args_`/`_partial_`/`_convert_`/
 `_recursive_` are refused, and nothing outside align_kit and the listed packages is imported to check a name.
@@ -34,15 +34,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.config import component_groups
-from align_kit.errors import ConfigError
-from align_kit.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
+from align_kit.experiment.compose import component_groups
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
 
 OWN_PACKAGE = "align_kit"
 # Groups holding one node each (built through `_target_`), read from the defaults list like the plan's;
 # `reward` holds a node per selected reward.
 NODE_GROUPS = (*component_groups(), "monitor")
-# The one Hydra key a node carries: the class to build (align_kit.schema's targets section).
+# The one Hydra key a node carries: the class to build (align_kit.experiment.schema's targets section).
 NODE_KEYS = ("_target_",)
 SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
 INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
@@ -370,7 +370,7 @@ RANGES: dict[str, Range] = {
     "rollout.tensor_parallel_size": AT_LEAST_ONE,
     "rollout.max_model_length": AT_LEAST_ONE,
     "task.num_train": AT_LEAST_ONE,
-    # Health-monitor rules (their windows and fractions are checked by align_kit.monitor.config).
+    # Health-monitor rules (their windows and fractions are checked by align_kit.monitor.settings).
     "monitor.*.threshold": NON_NEGATIVE,
     "monitor.*.factor": POSITIVE,
     "monitor.*.tolerance": NON_NEGATIVE,
@@ -521,7 +521,7 @@ def buildable_class(where: str, target: Any, allowed: list[str]) -> type:
     """The class a `_target_` names: a component registered in align_kit's BUILDABLE, or a class defined in a
     package listed in `allowed`, each by its own defining path. Nothing outside align_kit and the listed
     packages is imported to find out."""
-    from align_kit.components.base import BUILDABLE
+    from align_kit.core.component import BUILDABLE
 
     if target == "???":
         raise ConfigError(f"{where} is not set; name the class to build: {where}=my_package.module.MyClass")
@@ -653,7 +653,7 @@ def check_node(key: str, node: Any, allowed: list[str], group: str | None = None
 def shipped_classes(group: str) -> frozenset[type]:
     """The classes conf/<group>/*.yaml build (for `reward`, the nodes inside each file)."""
     from align_kit import CONF_DIR
-    from align_kit.components.base import BUILDABLE
+    from align_kit.core.component import BUILDABLE
 
     targets = set()
     for path in sorted((CONF_DIR / group).glob("*.yaml")):
@@ -669,7 +669,7 @@ def group_accepts(group: str, cls: type) -> bool:
     """An align_kit class in a group is one of the classes the group's shipped nodes build, or a subclass of one
     (the bare Component of step_mask=off admits itself only): a clip node cannot stand in for a reward. A class of
     the user's listed packages is a component of their own, for any group."""
-    from align_kit.components.base import Component
+    from align_kit.core.component import Component
 
     if not under(cls.__module__, OWN_PACKAGE):
         return issubclass(cls, Component)
@@ -704,7 +704,7 @@ def check_config(cfg: DictConfig) -> dict:
 
 
 def check_trainer(trainer: Mapping) -> None:
-    """Types, choices and ranges of `trainer.<field>` (names were checked by `align_kit.plan`)."""
+    """Types, choices and ranges of `trainer.<field>` (names were checked by `align_kit.experiment.plan`)."""
     kinds = trainer_kinds()
     for name, value in trainer.items():
         check_value(f"trainer.{name}", value, kinds[name])

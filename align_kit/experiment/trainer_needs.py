@@ -13,7 +13,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 
 # trainer.optim -> (module the optimizer is imported from, pip name): transformers' trainer_optimizer.py.
 OPTIMIZER_PACKAGES = {

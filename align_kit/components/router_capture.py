@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from align_kit.components.hooks import Weighted
+from align_kit.core.hooks import Weighted
 from align_kit.components.moe_routers import SUPPORTED_ROUTERS, RouterFamily, router_family
 
 Mode = Literal["record", "replay", "observe"]

@@ -5,7 +5,7 @@ does not stop the sweep: the task function returns its outcome and the next job 
 `SweepSummary` (a Hydra callback) prints the table of every job (from `<sweep folder>/sweep_manifest.json`, the one
 record of the sweep's outcomes, which `align-kit sweep --status` and `align-kit compare` read too) and exits
 with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. Each job records
-its outcome in the sweep's manifest (`align_kit.sweep_manifest`) from its own process, so the table covers jobs that
+its outcome in the sweep's manifest (`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs that
 other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
 """
 
@@ -92,7 +92,7 @@ def format_table(outcomes: list[JobOutcome]) -> str:
 
 def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
     """Every job of the sweep, from its manifest (jobs in other processes and earlier launches included)."""
-    from align_kit.sweep_manifest import shown_status
+    from align_kit.runs.sweep_manifest import shown_status
 
     return [
         JobOutcome(
@@ -107,15 +107,15 @@ def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
 
 
 class SweepSummary(Callback):
-    """Also keeps the sweep's manifest (align_kit.sweep_manifest): written or checked at the start, each job's
+    """Also keeps the sweep's manifest (align_kit.runs.sweep_manifest): written or checked at the start, each job's
     outcome recorded by the job's own process, the table read back from it at the end."""
 
     def __init__(self) -> None:
         self.outcomes: list[JobOutcome] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from align_kit.errors import ConfigError
-        from align_kit.sweep_manifest import start_sweep
+        from align_kit.core.errors import ConfigError
+        from align_kit.runs.sweep_manifest import start_sweep
 
         self.outcomes = []
         try:
@@ -126,14 +126,14 @@ class SweepSummary(Callback):
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode == RunMode.MULTIRUN:
-            from align_kit.sweep_manifest import end_job
+            from align_kit.runs.sweep_manifest import end_job
 
             outcome = _outcome(config, job_return)
             self.outcomes.append(outcome)
             end_job(str(config.hydra.sweep.dir), outcome.job, outcome.status, outcome.error, outcome.folder)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from align_kit.sweep_manifest import MANIFEST_FILE, read
+        from align_kit.runs.sweep_manifest import MANIFEST_FILE, read
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         manifest = read(sweep_dir)

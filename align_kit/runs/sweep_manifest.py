@@ -29,11 +29,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from align_kit.errors import ConfigError
-from align_kit.processes import process_start_time, start_time_of
-from align_kit.run_files import SUMMARY_FILE
-from align_kit.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
-from align_kit.run_lock import LOCK_FILE as RUN_LOCK_FILE
+from align_kit.core.errors import ConfigError
+from align_kit.core.processes import process_start_time, start_time_of
+from align_kit.core.run_files import SUMMARY_FILE
+from align_kit.runs.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
+from align_kit.runs.run_lock import LOCK_FILE as RUN_LOCK_FILE
 
 MANIFEST_FILE = "sweep_manifest.json"
 LOCK_FILE = ".sweep_manifest.lock"
@@ -46,7 +46,7 @@ def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | No
     """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
-    from align_kit.config import override_parser
+    from align_kit.experiment.compose import override_parser
 
     params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
     parsed = override_parser().parse_overrides([*params, *task_overrides])
@@ -241,7 +241,7 @@ def start_sweep(config: DictConfig) -> dict:
 
 def _move_attempt(folder: Path, sweep_dir: Path, job: int) -> Path | None:
     """Move a job's earlier run files (not Hydra's record of this launch) to <sweep>/.attempts/<job>-<time>/."""
-    from align_kit.sweep_summary import ERROR_LOG
+    from align_kit.runs.sweep_summary import ERROR_LOG
 
     kept = [
         p
@@ -327,7 +327,7 @@ def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
 
 
 def status_table(sweep_dir: Path, manifest: dict) -> str:
-    from align_kit.sweep_summary import format_table, manifest_outcomes
+    from align_kit.runs.sweep_summary import format_table, manifest_outcomes
 
     rows = manifest_outcomes(manifest)
     counts: dict[str, int] = {}

@@ -22,8 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from align_kit.errors import ConfigError
-from align_kit.processes import process_start_time
+from align_kit.core.errors import ConfigError
+from align_kit.core.processes import process_start_time
 
 LOCK_FILE = ".align_kit.lock"
 _COMMAND_CHARS = 200  # enough to recognise the command; a sweep's can be long

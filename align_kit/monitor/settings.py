@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_type_hints
 
-from align_kit.components.base import buildable
-from align_kit.errors import ConfigError
+from align_kit.core.component import buildable
+from align_kit.core.errors import ConfigError
 
 Action = Literal["log", "warn", "halt"]
 ACTIONS = ("log", "warn", "halt")

@@ -32,7 +32,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from align_kit.errors import ConfigError
+from align_kit.core.errors import ConfigError
 
 Metrics = dict[str, float]
 

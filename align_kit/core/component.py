@@ -39,7 +39,7 @@ class Component:
       - add reward functions (`reward_specs`), e.g. the soft overlong punishment;
       - check its own keys (`validate`) before anything heavy is imported, and the training data
         (`check_dataset`) before the model loads;
-      - run code inside the trainer (`trainer_hooks`: `TrainerHook`s, see components/hooks.py).
+      - run code inside the trainer (`trainer_hooks`: `TrainerHook`s, see core/hooks.py).
     """
 
     group: str = field(default="", init=False, repr=False)

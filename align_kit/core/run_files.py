@@ -1,0 +1,47 @@
+"""The files every run folder holds, by name: written by training, read by resume, sweeps and compare."""
+
+import os
+import re
+from pathlib import Path
+
+from align_kit.core.errors import ConfigError
+
+CONFIG_FILE = "config.yaml"  # the resolved config the run used
+METRICS_FILE = "metrics.jsonl"  # one JSON object per logged step
+SUMMARY_FILE = "summary.json"  # written when the run ends: final metrics, the policy, wall time
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # HF's checkpoint folders, checkpoint-<global step>
+TRAINER_STATE = "trainer_state.json"  # HF writes it last into a checkpoint
+
+
+def unused_name(path: Path) -> Path:
+    """`path`, or `path-2`, `path-3`, ... : the first that does not exist, for a folder moved aside (nothing is
+    ever renamed onto something that exists)."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
+
+
+def latest_checkpoint(folder: Path, complete: bool = False) -> Path | None:
+    """The checkpoint HF resumes from: the checkpoint-N folder with the highest N; with `complete`, the highest
+    that holds trainer_state.json (HF writes it last, so a save cut short lacks it)."""
+    found = [
+        (int(match.group(1)), folder / name)
+        for name in os.listdir(folder)
+        if (match := CHECKPOINT.match(name))
+        and (folder / name).is_dir()
+        and (not complete or (folder / name / TRAINER_STATE).is_file())
+    ]
+    return max(found)[1] if found else None
+
+
+def require_checkpoint(folder: Path) -> Path:
+    """The checkpoint a resume of `folder` loads; a folder without one is refused."""
+    checkpoint = latest_checkpoint(folder) if folder.is_dir() else None
+    if checkpoint is None:
+        raise ConfigError(
+            f"train.resume=true but {folder} holds no checkpoint; pass the killed run's folder as "
+            "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
+        )
+    return checkpoint
