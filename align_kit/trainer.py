@@ -26,17 +26,17 @@ import torch
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from align_kit.components.training_metrics import HealthMetrics
-from align_kit.core.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
 from align_kit.components.kl import KLCoefficient
+from align_kit.components.mismatch import SamplerMismatch
 from align_kit.components.rollout import HFRollout, completion_logprobs
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
-from align_kit.components.mismatch import SamplerMismatch
+from align_kit.components.training_metrics import HealthMetrics
 from align_kit.core.disk_space import writing
+from align_kit.core.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
+from align_kit.core.run_files import METRICS_FILE
+from align_kit.experiment.plan import ExperimentPlan, validate_dataset
 from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
 from align_kit.monitor.rules import HealthMonitor
-from align_kit.experiment.plan import ExperimentPlan, validate_dataset
-from align_kit.core.run_files import METRICS_FILE
 from align_kit.tracking.metrics_file import MetricsFileCallback
 
 HOOK_STATE_FILE = "align_kit_hooks.json"

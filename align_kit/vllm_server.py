@@ -57,12 +57,11 @@ def serve_command(model_folder: str, rollout, max_model_length: int | None) -> l
 
 def main(overrides: list[str]) -> None:
     """`align-kit vllm-serve [overrides]`: serve the policy these overrides would train."""
+    from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from align_kit.experiment.compose import compose
-    from hydra.core.hydra_config import HydraConfig
-
     from align_kit.experiment.plan import build_plan, tagged_choices
     from align_kit.runs.preflight import check_buildable, check_override_keys, one_line
 

@@ -112,8 +112,8 @@ def train(case: Case, out: Path, cache_dir: str) -> Path:
 def replay(case: Case, folder: Path) -> list[dict]:
     """The alerts the shipped monitor raises on this run's logged metrics, in logging order."""
     from align_kit.experiment.compose import compose
-    from align_kit.monitor import HealthMonitor
     from align_kit.experiment.plan import build_plan, reward_choice
+    from align_kit.monitor import HealthMonitor
     from align_kit.tracking.metrics_file import read_metrics
     from align_kit.train import component_choices
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from align_kit.components.clip import ClipEngagement, SequenceClip, TokenClip
-from align_kit.core.hooks import BatchState, LossState
 from align_kit.components.overlong import OverlongEngagement
+from align_kit.core.hooks import BatchState, LossState
 from align_kit.rewards.correctness import Correctness
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from align_kit.components.kl import PerDomainKL, entropy_weights
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan, validate_dataset
 from align_kit.train import component_choices
 from tests.conftest import generation_inputs

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from align_kit.core.hooks import BatchState
 from align_kit.components.retokenize import RetokenizeCheck
 from align_kit.components.rollout import importance_ratio, mismatch_metrics, retokenize_differences
 from align_kit.components.routing_replay import RouteReplay
+from align_kit.core.hooks import BatchState
 from align_kit.experiment.compose import compose
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from align_kit.tracking.metrics_file import read_metrics

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from align_kit.models.hf import HFModel
 from align_kit.models.tiny import WARM_START_FILE, TinyModel
-from align_kit.experiment.plan import build_plan
 from align_kit.rewards.correctness import Correctness
 from align_kit.tasks.arithmetic import ArithmeticTask
 from align_kit.tasks.hf_dataset import HFDatasetTask

@@ -15,8 +15,8 @@ from hydra.utils import instantiate
 from align_kit import CONF_DIR
 from align_kit.core.errors import ConfigError
 from align_kit.monitor import RULES, Alert, HealthMonitor, HealthMonitorConfig
-from align_kit.monitor.settings import AboveThreshold, EntropyDrop, RewardPlateau
 from align_kit.monitor.rules import RunContext
+from align_kit.monitor.settings import AboveThreshold, EntropyDrop, RewardPlateau
 
 Stream = list[tuple[int, dict[str, float | None]]]
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
-from align_kit.runs.preflight import check_command
 from align_kit.experiment.schema import kind_of_annotation
+from align_kit.runs.preflight import check_command
 from align_kit.tasks.hf_dataset import read_csv_rows, read_json_rows
 from align_kit.train import component_choices
 from tests.conftest import cli_env

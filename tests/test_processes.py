@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from align_kit.core.hooks import Summed, Weighted, masked_mean, per_domain
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
-from align_kit.experiment.plan import build_plan
+from align_kit.core.hooks import Summed, Weighted, masked_mean, per_domain
 from align_kit.core.processes import process_start_time, require_named_run_folder, wait_for_main_process
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.train import component_choices
 from align_kit.trainer import AlignTrainer
 

@@ -9,8 +9,8 @@ import torch
 from trl.trainer.utils import shuffle_sequence_dict, split_tensor_dict
 
 from align_kit.components.routing_replay import RouteReplay
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
 from align_kit.train import component_choices

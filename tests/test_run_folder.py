@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import check_resume, check_run_folder, config_differences, folder_kind
 from align_kit.runs.run_lock import held
 from tests.conftest import cli_env

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import claim_run_folder, folder_kind
 from align_kit.runs.run_lock import LOCK_FILE, acquire, held
 from tests.conftest import ROOT, stubbed_cli_env

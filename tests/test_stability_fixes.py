@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from align_kit.components.advantage import NGRPOAdvantage
-from align_kit.components.format_schedule import FormatWeightSchedule
 from align_kit.components.dynamic_sampling import flat_groups
-from align_kit.experiment.compose import compose
+from align_kit.components.format_schedule import FormatWeightSchedule
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.monitor import HealthMonitor, HealthMonitorConfig
 from align_kit.monitor.settings import AboveThreshold, RewardPlateau
-from align_kit.experiment.plan import build_plan
 from align_kit.train import component_choices
 from tests.conftest import generation_inputs
 

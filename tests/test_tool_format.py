@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from align_kit.core.errors import ConfigError
+from align_kit.markup.tool_format import check_call, parse_turn, render_observation, render_turn, split_turns
 from align_kit.tasks.tool_calls import TOOLS, Episode, ToolCallsTask, make_episode
 from align_kit.tasks.tool_env import ToolEnvironment, run_episodes, trainer_turn_generator
-from align_kit.markup.tool_format import check_call, parse_turn, render_observation, render_turn, split_turns
 
 REGISTRY = {"add": {"a": "int", "b": "int"}, "save": {"key": "str", "value": "int"}, "code_exec": {"code": "str"}}
 

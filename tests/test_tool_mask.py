@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from align_kit.core.hooks import BatchState
 from align_kit.components.step_mask import StepLossMask, StepMask, step_loss_mask
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import BatchState
 from align_kit.models.warm_start import encode_demonstrations, masked_sft_loss
 
 

@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import generation_inputs
 
-from align_kit.tasks.tool_calls import TOOLS
 from align_kit.markup.tool_format import check_call, parse_turn
+from align_kit.tasks.tool_calls import TOOLS
 
 # A small warm start and batch: the loop and the masks are exercised, not the learning.
 TOOL_RUN = [

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from align_kit.experiment import trainer_needs
 from align_kit.core.errors import ConfigError
+from align_kit.experiment import trainer_needs
 from align_kit.experiment.grpo_fields import grpo_config_fields
 from align_kit.experiment.trainer_needs import (
     OPTIMIZER_PACKAGES,

@@ -5,8 +5,7 @@ import pytest
 from align_kit.core.errors import ConfigError
 from align_kit.rewards.correctness import Correctness
 from align_kit.rewards.format import ThinkFormat
-from align_kit.rewards.style import CarefulStyle
-from align_kit.rewards.style import is_careful
+from align_kit.rewards.style import CarefulStyle, is_careful
 from align_kit.tasks.two_style import SumProblem, TwoStyleTask
 
 

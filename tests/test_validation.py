@@ -8,8 +8,8 @@ import sys
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.train import component_choices
 from tests.conftest import cli_env

@@ -13,8 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from align_kit import CONF_DIR
-from align_kit.experiment.compose import compose
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
 from align_kit.runs.preflight import validate_composed
 from align_kit.train import component_choices
 from tests.test_config_tree import NODES, node_override
@@ -36,7 +36,7 @@ POSITIVE = {"trainer.learning_rate", "model.warm_start.learning_rate", "rollout.
 SHARES = {"trainer.warmup_steps", "trainer.logging_steps", "trainer.save_steps"}
 # numbers that may be negative,
 NEGATIVE_OK = {"monitor.train_eval_divergence.max_eval_gain", "monitor.reward_collapse.max_correctness_gain"}
-# keys with a fixed set of names, and counts that must be >= 1. (written from the docs, not from align_kit.experiment.schema).
+# keys with a fixed set of names, and counts that must be >= 1. (from the docs, not align_kit.experiment.schema).
 CHOICE_KEYS = {
     "advantage.scale_rewards", "advantage.aggregation", "advantage.loss_type", "format_schedule.kind",
     "kl.weighting", "logger.mode", "model.architecture", "model.dtype", "rollout.dtype", "rollout.is_correction",

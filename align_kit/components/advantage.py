@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from align_kit.core.component import Component
-from align_kit.core.hooks import TrainerHook
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook
 
 _SCALES = ("group", "batch", "none")
 _AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")

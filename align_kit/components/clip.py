@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.component import Component
-from align_kit.core.hooks import TrainerHook, masked_mean
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook, masked_mean
 
 # DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
 # eps_high 0.2. Tokens below this old probability count as "low-probability".

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.component import Component
-from align_kit.core.hooks import BatchState, TrainerHook
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import BatchState, TrainerHook
 
 # How each padded key of a TRL generation batch is padded when batches of different widths join
 # (all of these are [B, width]; every other tensor is per row).

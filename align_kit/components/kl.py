@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from align_kit.core.component import Component
-from align_kit.core.hooks import LossTerms, TrainerHook
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import LossTerms, TrainerHook
 
 
 def k3(log_ratio):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import contextlib
 
-from align_kit.core.hooks import LossTerms, TrainerHook
 from align_kit.components.rollout import (
     LowPrecisionSampler,
     importance_ratio,
     mismatch_metrics,
     recording_sampled_logprobs,
 )
+from align_kit.core.hooks import LossTerms, TrainerHook
 
 
 class SamplerMismatch(TrainerHook):

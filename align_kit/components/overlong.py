@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.component import Component, RewardSpec
-from align_kit.core.hooks import TrainerHook, Weighted
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook, Weighted
 
 NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from align_kit.core.hooks import TrainerHook
 from align_kit.components.rollout import retokenize_differences
+from align_kit.core.hooks import TrainerHook
 
 EXAMPLE_FILE = "retokenize_mismatch.json"
 

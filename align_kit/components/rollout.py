@@ -53,8 +53,8 @@ class Rollout(Component):
             raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
 
     def trainer_hooks(self) -> list:
-        from align_kit.components.retokenize import RetokenizeCheck
         from align_kit.components.mismatch import SamplerMismatch
+        from align_kit.components.retokenize import RetokenizeCheck
 
         hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
         return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])

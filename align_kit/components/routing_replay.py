@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from align_kit.core.component import Component
-from align_kit.core.hooks import TrainerHook, Weighted
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
+from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook, Weighted
 
 MODES = ("off", "r2", "r3")
 # A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here

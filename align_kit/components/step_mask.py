@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from align_kit.core.component import Component
-from align_kit.core.hooks import TrainerHook
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook
 from align_kit.markup.tool_format import FAILURE_KINDS
 
 

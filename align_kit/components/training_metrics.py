@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from align_kit.components.advantage import weighted_reward_total
-from align_kit.core.hooks import Summed, TrainerHook, masked_mean, per_domain
-from align_kit.components.kl import k3
 from align_kit.components.dynamic_sampling import flat_groups
+from align_kit.components.kl import k3
+from align_kit.core.hooks import Summed, TrainerHook, masked_mean, per_domain
 
 
 class HealthMetrics(TrainerHook):

@@ -9,8 +9,8 @@ parameter, which then fails ("'Parameter' object has no attribute 'weight_loader
 
 from __future__ import annotations
 
-from align_kit.core.hooks import TrainerHook
 from align_kit.core.errors import ConfigError
+from align_kit.core.hooks import TrainerHook
 
 # Measured on the tiny MoE (tests/test_vllm_engine.py repeats it): vLLM 0.31 on CPU scores a freshly loaded
 # checkpoint as transformers does (mean |logp difference| 2e-7), and the same checkpoint reloaded in place

@@ -16,19 +16,19 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from align_kit.core.component import Component, RewardSpec
 from align_kit.components.moe_routers import MOE_MODEL_TYPES
 from align_kit.components.rollout import vllm_build
 from align_kit.components.routing_replay import declared_model_type
 from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
-from align_kit.experiment.compose import component_groups
+from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
-from align_kit.experiment.grpo_fields import grpo_config_fields
-from align_kit.models.tiny import TinyModel
 from align_kit.core.processes import world_size
 from align_kit.core.run_files import require_checkpoint
+from align_kit.experiment.compose import component_groups
+from align_kit.experiment.grpo_fields import grpo_config_fields
 from align_kit.experiment.schema import check_config, check_trainer
 from align_kit.experiment.trainer_needs import check_trainer_config, cpu_fallback_warning
+from align_kit.models.tiny import TinyModel
 
 COMPONENT_GROUPS = component_groups()
 # The groups whose node choices name a run (W&B tags, summary.json, compare arms).

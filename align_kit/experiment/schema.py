@@ -34,8 +34,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.experiment.compose import component_groups
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import component_groups
 from align_kit.experiment.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
 
 OWN_PACKAGE = "align_kit"

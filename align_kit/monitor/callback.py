@@ -15,9 +15,9 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
-from align_kit.core.run_files import latest_checkpoint
 from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"

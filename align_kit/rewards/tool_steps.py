@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from align_kit.core.errors import ConfigError
-from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.markup.tool_format import Step, parse_call, parse_turn, split_turns
+from align_kit.rewards.base import RewardNode, completion_text
 
 DIMENSIONS = ("tool_choice", "parameters", "reasoning", "plan")
 DEFAULT_WEIGHTS = {"tool_choice": 0.5, "parameters": 0.2, "reasoning": 0.2, "plan": 0.1}

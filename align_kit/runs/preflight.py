@@ -20,12 +20,12 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from align_kit.experiment.compose import compose, override_parser
 from align_kit.core.errors import ConfigError
-from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.experiment.compose import compose, override_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.trainer_needs import check_machine
+from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.

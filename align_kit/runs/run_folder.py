@@ -24,7 +24,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import struct
 import sys
 import time

@@ -5,8 +5,8 @@ does not stop the sweep: the task function returns its outcome and the next job 
 `SweepSummary` (a Hydra callback) prints the table of every job (from `<sweep folder>/sweep_manifest.json`, the one
 record of the sweep's outcomes, which `align-kit sweep --status` and `align-kit compare` read too) and exits
 with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. Each job records
-its outcome in the sweep's manifest (`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs that
-other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
+its outcome in the sweep's manifest (`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs
+that other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
 """
 
 from __future__ import annotations
