@@ -9,8 +9,8 @@ from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
 from align_kit.train import component_choices
+from tests.behaviour.test_training import step_rows, without_timing
 from tests.conftest import cli_env
-from tests.test_training import step_rows, without_timing
 
 RESUME_RUN = [
     "logger=none",

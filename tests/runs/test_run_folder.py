@@ -19,7 +19,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import check_resume, check_run_folder, config_differences, folder_kind
 from align_kit.runs.run_lock import held
-from tests.conftest import cli_env
+from tests.conftest import ROOT, cli_env
 
 # The run every resume test starts from: these overrides wrote its config.yaml.
 RUN = ["logger=none", "seed=5", "trainer.max_steps=8", "trainer.save_steps=4"]
@@ -73,7 +73,7 @@ def train_cli(cache_dir: str, *args: str, cwd: Path | None = None) -> subprocess
         [sys.executable, "-m", "align_kit.cli", "train", *args],
         capture_output=True,
         text=True,
-        env=dict(cli_env(cache_dir), PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
         cwd=cwd,
     )
 

@@ -220,7 +220,7 @@ def test_the_lock_is_taken_in_run_itself_and_dies_with_its_process(tmp_path, cac
 
 
 def test_overwrite_of_a_symlinked_run_moves_the_target_aside_and_keeps_the_link(tmp_path):
-    from tests.test_run_folder import snapshot, write_run
+    from tests.runs.test_run_folder import snapshot, write_run
 
     target = write_run(tmp_path / "disk" / "run")
     before = snapshot(target)
@@ -246,7 +246,7 @@ def test_a_dangling_symlink_is_refused_in_process(tmp_path):
 def test_overwrite_of_a_live_sweep_is_refused_and_moves_nothing(tmp_path, capsys):
     from align_kit.core.processes import start_time_of
     from align_kit.runs.run_folder import RunFolderGuard
-    from tests.test_run_folder import hydra_config
+    from tests.runs.test_run_folder import hydra_config
 
     sweep = tmp_path / "sweep"
     (sweep / "0").mkdir(parents=True)

@@ -370,7 +370,7 @@ def test_judge_nodes_compose_and_build(overrides_for, tmp_path):
     custom = arena(
         "train.allowed_targets=[tests]",
         "reward/judge=callable",
-        "reward.arena.judge.function=tests.test_arena.prefer_shorter",
+        "reward.arena.judge.function=tests.rewards.test_arena.prefer_shorter",
     )
     assert custom.judge("p", "ab", "abc") == 1.0
 

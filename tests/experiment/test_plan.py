@@ -206,7 +206,8 @@ def test_r3_from_vllm_needs_the_gpu_build(vllm_importable, monkeypatch):
 
 
 def test_vllm_cpu_build_refuses_moe_policies(vllm_importable, monkeypatch):
-    # Measured (tests/test_vllm_engine.py repeats it on the engine): vLLM 0.31's CPU MoE layers break on reload.
+    # Measured (tests/behaviour/test_vllm_engine.py repeats it on the engine): vLLM 0.31's CPU MoE layers break on
+    # reload.
     monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
     with pytest.raises(ConfigError, match=r"cannot follow an MoE policy \(model=tiny_moe\)"):
         plan_for("rollout=vllm", "model=tiny_moe")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import generation_inputs
 
 from align_kit.markup.tool_format import check_call, parse_turn
 from align_kit.tasks.tool_calls import TOOLS
+from tests.conftest import generation_inputs
 
 # A small warm start and batch: the loop and the masks are exercised, not the learning.
 TOOL_RUN = [
@@ -75,10 +75,10 @@ def test_short_training_with_step_rewards_and_mask(train_once, tmp_path):
 
 
 def test_short_training_with_step_rewards_and_group_arena(train_once, tmp_path):
-    """GAR on the tool task with a local judge (tests.test_arena.prefer_shorter: the shorter episode wins, equal
+    """GAR on the tool task with a local judge (tests.rewards.test_arena.prefer_shorter: the shorter episode wins, equal
     lengths tie): every played match hands out one point in total, so with no failures the arena reward's batch
     mean is exactly 0.5, and a group of 4 makes at most 6 judge calls."""
-    judge = ["reward/judge=callable", "reward.arena.judge.function=tests.test_arena.prefer_shorter"]
+    judge = ["reward/judge=callable", "reward.arena.judge.function=tests.rewards.test_arena.prefer_shorter"]
     arena = ["reward=[tool_steps,arena]", "reward.arena.weight=0.5", "train.allowed_targets=[tests]", *judge]
     train_once(tmp_path / "run", *TOOL_RUN, *arena, "trainer.max_steps=2", "logger=none")
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

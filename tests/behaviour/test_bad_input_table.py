@@ -568,11 +568,11 @@ SECURITY = [
         "train.allowed_targets[0]=align_kit",
     ),
     (
-        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.test_arena.prefer_shorter"],
-        "clip._target_=tests.test_arena.prefer_shorter is not a class",
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.rewards.test_arena.prefer_shorter"],
+        "clip._target_=tests.rewards.test_arena.prefer_shorter is not a class",
     ),
     (
-        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.test_preflight.Path"],
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.runs.test_preflight.Path"],
         "is pathlib.Path, defined elsewhere",
     ),
     (
@@ -584,10 +584,10 @@ SECURITY = [
             "train",
             "reward=[correctness,arena]",
             "reward/judge=callable",
-            "reward.arena.judge.function=tests.test_arena.pytest",
+            "reward.arena.judge.function=tests.rewards.test_arena.pytest",
             "train.allowed_targets=[tests]",
         ],
-        "reward.arena.judge.function=tests.test_arena.pytest",
+        "reward.arena.judge.function=tests.rewards.test_arena.pytest",
     ),
     (
         ["train", "reward=[correctness,arena]", "reward/judge=callable", "+reward.arena.judge._partial_=true"],
@@ -710,7 +710,13 @@ SECURITY = [
         "clip._target_=${oc.env:ALIGN_KIT_EVIL_TARGET,shutil.copyfile}",
     ),
     (
-        ["train", "--config-dir", "{data}/presets", "recipe=allow", "clip._target_=tests.test_arena.prefer_shorter"],
+        [
+            "train",
+            "--config-dir",
+            "{data}/presets",
+            "recipe=allow",
+            "clip._target_=tests.rewards.test_arena.prefer_shorter",
+        ],
         "train.allowed_targets lists tests from a config file",
     ),
     (["train", "--config-dir", "{data}/presets", "recipe=chdir"], "hydra.job.chdir=true"),
@@ -720,7 +726,14 @@ SECURITY = [
         "sweep job 0 of 2 (seed=1): hydra.callbacks.telemetry._target_=shutil.copyfile",
     ),
     (
-        ["train", "--config-dir", "{data}/presets", "-m", "sweep=allow", "clip._target_=tests.test_arena.Judge"],
+        [
+            "train",
+            "--config-dir",
+            "{data}/presets",
+            "-m",
+            "sweep=allow",
+            "clip._target_=tests.rewards.test_arena.Judge",
+        ],
         "hydra.sweeper.params.train.allowed_targets: a sweep file may not name the packages",
     ),
     (["sweep", "allow", "--config-dir", "{data}/presets"], "hydra.sweeper.params.train.allowed_targets"),
@@ -995,7 +1008,7 @@ def _job(number: int, **changes) -> dict:
 
 def make_lifecycle_files(folder: Path) -> None:
     """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
-    from tests.test_run_folder import RUN, write_run
+    from tests.runs.test_run_folder import RUN, write_run
 
     (folder / "dangling").symlink_to(folder / "nowhere")
     (folder / "loop").symlink_to(folder / "loop")

@@ -18,7 +18,7 @@ from align_kit.experiment.schema import kind_of_annotation
 from align_kit.runs.preflight import check_command
 from align_kit.tasks.hf_dataset import read_csv_rows, read_json_rows
 from align_kit.train import component_choices
-from tests.conftest import cli_env
+from tests.conftest import ROOT, cli_env
 
 
 def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouched(tmp_path, cache_dir):
@@ -212,8 +212,7 @@ def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
 def run_module(cache_dir: str, cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedProcess:
     """`python -m align_kit.train <args>` (or `python -c <code> <args>`) from `cwd`."""
     entry = ["-c", code] if code else ["-m", "align_kit.train"]
-    root = str(Path(__file__).resolve().parent.parent)
-    env = dict(cli_env(cache_dir), PYTHONPATH=root)
+    env = dict(cli_env(cache_dir), PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, *entry, *args], cwd=cwd, capture_output=True, text=True, env=env)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import ROOT, cli_env
 
 STUB_SWEEP = """
 import sys
@@ -45,12 +45,11 @@ def stub_sweep(cache_dir: str, sweep_dir: Path, seeds: str) -> subprocess.Comple
         f"hydra.sweep.dir={sweep_dir}",
         "hydra/launcher=basic",
     ]
-    root = str(Path(__file__).resolve().parent.parent)
     return subprocess.run(
         [sys.executable, "-c", STUB_SWEEP, *args],
         capture_output=True,
         text=True,
-        env=dict(cli_env(cache_dir), PYTHONPATH=root),
+        env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
     )
 
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import check_resume
-from tests.conftest import cli_env
+from tests.conftest import ROOT, cli_env
 
 TRAINING = ["logger=none", "trainer.max_steps=500", "trainer.disable_tqdm=true"]
 
@@ -27,7 +27,7 @@ def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(cli_env(cache_dir), PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
     )
     metrics = run / "metrics.jsonl"
     deadline = time.time() + 120

@@ -1,5 +1,5 @@
 """Several processes (torchrun / accelerate launch): what each rank reads from its launcher, how hook metrics
-are gathered, and the checks that count processes. The runs themselves are in test_multiprocess.py."""
+are gathered, and the checks that count processes. The runs themselves are in tests/behaviour/test_multiprocess.py."""
 
 from __future__ import annotations
 
