@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from align_kit import cli
+from tests.run_folders import RUN, write_run
 
 VICTIM = "precious contents\n"
 
@@ -1008,8 +1009,6 @@ def _job(number: int, **changes) -> dict:
 
 def make_lifecycle_files(folder: Path) -> None:
     """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
-    from tests.runs.test_run_folder import RUN, write_run
-
     (folder / "dangling").symlink_to(folder / "nowhere")
     (folder / "loop").symlink_to(folder / "loop")
     damage = {

@@ -17,7 +17,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose
 from align_kit.runs.preflight import validate_composed
 from align_kit.train import component_choices
-from tests.behaviour.test_config_tree import NODES, node_override
+from tests.behaviour.config_nodes import NODES, node_override
 
 SEED = 20261129
 CASES = 320

@@ -8,17 +8,10 @@ import sys
 
 import pytest
 
-from align_kit.tracking.metrics_file import TIMING_KEYS, read_metrics
+from align_kit.tracking.metrics_file import read_metrics
 from align_kit.tracking.wandb_offline import find_offline_runs, read_config, read_history, read_run_info
+from tests.behaviour.logged_steps import step_rows, without_timing
 from tests.conftest import cli_env
-
-
-def without_timing(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
-
-
-def step_rows(rows: list[dict]) -> list[dict]:
-    return [row for row in rows if "loss" in row]
 
 
 def test_default_run_writes_the_run_folder_and_an_offline_wandb_run(train_once, tmp_path):

@@ -19,7 +19,6 @@ from align_kit.compare.power import (
     sign_bar_power,
     simulated_power,
 )
-from tests.compare.test_command import sweep  # noqa: F401  (the fixture: reward AUC/span per seed, by hand there)
 
 PHI = NormalDist().cdf
 Z80 = NormalDist().inv_cdf(0.8)  # 0.8416
@@ -128,8 +127,8 @@ def test_bad_power_inputs_are_one_line(argv, fragment, capsys):
     assert len(lines) == 1 and fragment in lines[0]
 
 
-def test_power_from_a_sweep_folder(sweep):  # noqa: F811
-    # reward AUC/span (tests/compare/test_command.py): symmetric 0.2, 0.3, 0.4; clip_higher 0.4, 0.6, 0.8 for seeds 1-3
+def test_power_from_a_sweep_folder(sweep):
+    # reward AUC/span (tests/compare/sweep_by_hand.py): symmetric 0.2, 0.3, 0.4; clip_higher 0.4, 0.6, 0.8 for seeds 1-3
     # paired differences 0.2, 0.3, 0.4: mean 0.3, sd 0.1; the arms' sds 0.1 and 0.2, pooled sqrt(0.025) = 0.158.
     [line, _] = report_power("reward", [str(sweep)])
     assert "effect +0.3, sd of paired difference 0.1, sd per arm 0.158" in line

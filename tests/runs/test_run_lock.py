@@ -23,6 +23,7 @@ from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import claim_run_folder, folder_kind
 from align_kit.runs.run_lock import LOCK_FILE, acquire, held
 from tests.conftest import ROOT, stubbed_cli_env
+from tests.run_folders import hydra_config, snapshot, write_run
 
 # The stub run: config.yaml as the real run writes it, two metric rows, a whole checkpoint-2, then (once GO_FILE
 # exists) three more rows and the summary. STUB_BARRIER makes the first two processes that reach the folder's
@@ -220,8 +221,6 @@ def test_the_lock_is_taken_in_run_itself_and_dies_with_its_process(tmp_path, cac
 
 
 def test_overwrite_of_a_symlinked_run_moves_the_target_aside_and_keeps_the_link(tmp_path):
-    from tests.runs.test_run_folder import snapshot, write_run
-
     target = write_run(tmp_path / "disk" / "run")
     before = snapshot(target)
     link = tmp_path / "run"
@@ -246,7 +245,6 @@ def test_a_dangling_symlink_is_refused_in_process(tmp_path):
 def test_overwrite_of_a_live_sweep_is_refused_and_moves_nothing(tmp_path, capsys):
     from align_kit.core.processes import start_time_of
     from align_kit.runs.run_folder import RunFolderGuard
-    from tests.runs.test_run_folder import hydra_config
 
     sweep = tmp_path / "sweep"
     (sweep / "0").mkdir(parents=True)
