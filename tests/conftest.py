@@ -113,3 +113,10 @@ def vllm_importable(monkeypatch):
 def gpu_user(vllm_importable, monkeypatch):
     """What the GPU recipes expect of their user's machine: vLLM installed and a W&B login."""
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+
+
+@pytest.fixture
+def two_processes(monkeypatch):
+    """What torchrun tells process 0 of two."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
