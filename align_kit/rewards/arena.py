@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.judges import Counts, Referee, win_probability
 
@@ -233,7 +234,7 @@ class Arena(RewardNode):
     swiss_score: Literal["win_rate", "colley"] = "win_rate"
     both_orders: bool = False
     timeout_s: float | None = None  # wall-clock limit per judge call, any judge (null: none)
-    seed: int = 0
+    seed: int = knob(0, within=SEED)
     judge: Any = None
 
     def validate(self) -> None:

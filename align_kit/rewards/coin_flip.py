@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode
 
 
 @dataclass
 class CoinFlip(RewardNode):
     p_one: float = 0.5
-    seed: int = 0
+    seed: int = knob(0, within=SEED)
 
     def validate(self) -> None:
         super().validate()

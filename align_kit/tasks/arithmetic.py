@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.tasks.generated import GeneratedTask
 
 DOMAIN_OPS = {"addition": "+", "subtraction": "-"}
@@ -43,12 +44,12 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 
 @dataclass
 class ArithmeticTask(GeneratedTask, Component):
-    num_train: int = 2000
+    num_train: int = knob(2000, ge=1)
     num_eval: int = 0
     min_operand: int = 10
     max_operand: int = 99
     domains: list[str] = field(default_factory=lambda: ["addition", "subtraction"])
-    seed: int = 1234
+    seed: int = knob(1234, within=SEED)
 
     def validate(self) -> None:
         unknown = sorted(set(self.domains) - set(DOMAIN_OPS))

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.markup.tool_format import call_text, render_observation, render_turn
 
 # The built-in registry: tool name -> {parameter: type}.
@@ -110,7 +111,7 @@ def make_episode(rng: random.Random, tools: list[str], length: int) -> Episode:
 @dataclass
 class ToolCallsTask(Component):
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "calls", "domain")  # what `dataset` gives the rewards
-    num_train: int = 2000
+    num_train: int = knob(2000, ge=1)
     num_eval: int = 0
     min_calls: int = 1
     max_calls: int = 2  # 3-call episodes take up to ~340 tokens: costly for the 2-core default
@@ -121,7 +122,7 @@ class ToolCallsTask(Component):
     slip_share: float = 0.1  # warm-start demonstrations with one bad, masked attempt before a step
     code_timeout_s: float = 2.0  # code_exec's sandbox limits
     code_memory_mb: int = 256
-    seed: int = 1234
+    seed: int = knob(1234, within=SEED)
 
     def validate(self) -> None:
         unknown = sorted(set(self.tools) - set(TOOLS))

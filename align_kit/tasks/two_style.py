@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 from align_kit.tasks.generated import GeneratedTask
 
@@ -67,14 +68,14 @@ class SumProblem:
 
 @dataclass
 class TwoStyleTask(GeneratedTask, Component):
-    num_train: int = 2000
+    num_train: int = knob(2000, ge=1)
     num_eval: int = 0
     min_operand: int = 10
     max_operand: int = 99
     terms: list[int] = field(default_factory=lambda: [2])  # numbers per problem, drawn uniformly from this list
     careful_share: float = 0.5  # share of warm-start demonstrations that reason in steps
     guess_accuracy: float = 0.25  # share of direct warm-start demonstrations whose sum is right
-    seed: int = 1234
+    seed: int = knob(1234, within=SEED)
 
     def validate(self) -> None:
         if not self.terms or any(not isinstance(k, int) or k < 2 for k in self.terms):
