@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.judges import Counts, Referee, win_probability
 
@@ -262,6 +262,7 @@ class Arena(RewardNode):
     )
     seed: int = knob(
         0,
+        within=SEED,
         help="Seeds the Swiss round-1 pairing and tie-breaks, together with the step and the group's index; the "
         "YAML node sets it to the run's seed.",
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode
 
 
@@ -27,6 +27,7 @@ class CoinFlip(RewardNode):
     )
     seed: int = knob(
         0,
+        within=SEED,
         help="Seeds the coins together with the training step, so a resumed run draws the same coins; the YAML node "
         "sets it to the run's seed.",
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import SEED, knob
 from align_kit.tasks.generated import GeneratedTask
 
 DOMAIN_OPS = {"addition": "+", "subtraction": "-"}
@@ -46,6 +46,7 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 class ArithmeticTask(GeneratedTask, Component):
     num_train: int = knob(
         2000,
+        ge=1,
         help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
         "200 steps (800 prompts) without repeats.",
     )
@@ -65,6 +66,7 @@ class ArithmeticTask(GeneratedTask, Component):
     )
     seed: int = knob(
         1234,
+        within=SEED,
         help="Seeds the problem streams (one per split, so train and eval never share a generator state); the "
         "same seed gives the same data in every run.",
     )

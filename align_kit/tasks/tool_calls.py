@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import SEED, knob
 from align_kit.markup.tool_format import call_text, render_observation, render_turn
 
 # The built-in registry: tool name -> {parameter: type}.
@@ -113,6 +113,7 @@ class ToolCallsTask(Component):
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "calls", "domain")  # what `dataset` gives the rewards
     num_train: int = knob(
         2000,
+        ge=1,
         help="Episodes in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
         "200 steps (800 prompts) without repeats.",
     )
@@ -164,6 +165,7 @@ class ToolCallsTask(Component):
     )
     seed: int = knob(
         1234,
+        within=SEED,
         help="Seeds the episode streams (one per split) and the warm start's slips; the same seed gives the same "
         "data in every run.",
     )

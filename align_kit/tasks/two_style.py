@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 from align_kit.tasks.generated import GeneratedTask
 
@@ -70,6 +70,7 @@ class SumProblem:
 class TwoStyleTask(GeneratedTask, Component):
     num_train: int = knob(
         2000,
+        ge=1,
         help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
         "200 steps (800 prompts) without repeats.",
     )
@@ -101,6 +102,7 @@ class TwoStyleTask(GeneratedTask, Component):
     )
     seed: int = knob(
         1234,
+        within=SEED,
         help="Seeds the problem streams (one per split) and the warm start's choice of styles; the same seed gives "
         "the same data in every run.",
     )

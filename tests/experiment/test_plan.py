@@ -86,7 +86,7 @@ BAD_CONFIGS = [
     ),
     (
         ["rollout=vllm", "rollout.mode=remote"],
-        "rollout.mode='remote' is not one of ['colocate', 'server']",
+        "rollout.mode=remote: expected one of [colocate, server]",
     ),
     (
         ["train.resume=true"],
