@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from align_kit.core.fields import field_facts
+
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "align_kit" / "conf"
 PAGE = "reference.md"
@@ -110,59 +112,5 @@ def _cell(text) -> str:
 
 
 def read_fields(cls: type) -> list:
-    try:
-        from align_kit.core.fields import field_facts
-    except ModuleNotFoundError as error:
-        if error.name != "align_kit.core.fields":
-            raise
-        return fallback_facts(cls)
-    return field_facts(cls)
-
-
-# Until align_kit.core.fields lands: the same facts read straight from the dataclass fields' metadata.
-@dataclasses.dataclass
-class _Facts:
-    name: str
-    type: str
-    default: str
-    help: str
-    source: str
-    range: str
-    choices: tuple
-
-
-def fallback_facts(cls: type) -> list[_Facts]:
-    if not dataclasses.is_dataclass(cls):
-        return []
-    hints = typing.get_type_hints(cls)
-    rows = []
-    for item in dataclasses.fields(cls):
-        if not item.init:
-            continue
-        hint = hints.get(item.name, item.type)
-        choices = typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
-        bound = item.metadata.get("range")
-        rows.append(
-            _Facts(
-                name=item.name,
-                type=_type_text(hint),
-                default=_default_text(item),
-                help=item.metadata.get("help", ""),
-                source=item.metadata.get("source") or "",
-                range=bound.describe(hint is int) if bound is not None else "",
-                choices=choices,
-            )
-        )
-    return rows
-
-
-def _type_text(hint) -> str:
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
-
-
-def _default_text(item: dataclasses.Field) -> str:
-    if item.default is not dataclasses.MISSING:
-        return repr(item.default)
-    if item.default_factory is not dataclasses.MISSING:
-        return repr(item.default_factory())
-    return "required"
+    """The node's fields as align_kit.core.fields reads them (what the schema checks): nothing for a plain class."""
+    return field_facts(cls) if dataclasses.is_dataclass(cls) else []
