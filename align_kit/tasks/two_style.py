@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 from align_kit.tasks.generated import GeneratedTask
@@ -66,7 +66,7 @@ class SumProblem:
 
 
 @dataclass
-class TwoStyleTask(GeneratedTask, Component):
+class TwoStyleTask(GeneratedTask, TaskNode):
     num_train: int = 2000
     num_eval: int = 0
     min_operand: int = 10

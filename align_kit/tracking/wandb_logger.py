@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import LoggerNode
 from align_kit.core.errors import ConfigError
 
 
@@ -40,7 +40,7 @@ def _has_wandb_credentials() -> bool:
 
 
 @dataclass
-class WandbLogger(Component):
+class WandbLogger(LoggerNode):
     mode: str = "offline"
     project: str = "align_kit"
     entity: str | None = None
@@ -83,10 +83,5 @@ class WandbLogger(Component):
 
 
 @dataclass
-class NoLogger(Component):
-    def report_to(self) -> list[str]:
-        return []
-
-    @contextlib.contextmanager
-    def session(self, run_dir: str | Path, identity: RunIdentity):
-        yield None
+class NoLogger(LoggerNode):
+    """logger=none: TRL reports nowhere and no tracking run opens (the base's behaviour)."""
