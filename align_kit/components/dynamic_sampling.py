@@ -30,19 +30,6 @@ from align_kit.core.errors import ConfigError
 from align_kit.core.hooks import BatchKey, BatchState, TrainerHook
 from align_kit.core.processes import world_size
 
-# TRL's own width-following keys of a generation batch (other nodes' hooks declare theirs: TrainerHook.batch_keys).
-# `tool_mask` is TRL's for tool episodes (0 on tool output tokens); the pad token's id pads prompt and completion ids.
-TRL_BATCH_KEYS = (
-    BatchKey("prompt_ids", "prompt"),
-    BatchKey("prompt_mask", "prompt"),
-    BatchKey("completion_ids", "completion"),
-    BatchKey("completion_mask", "completion"),
-    BatchKey("old_per_token_logps", "completion"),
-    BatchKey("ref_per_token_logps", "completion"),
-    BatchKey("sampling_per_token_logps", "completion"),
-    BatchKey("tool_mask", "completion", pad=1),
-)
-PAD_TOKEN_KEYS = ("prompt_ids", "completion_ids")
 # Totals within this share of the batch's reward scale (its largest |total|) count as equal: float32
 # sums of equal rewards can differ in the last bits, and a std test (TRL's 1e-8) misses those.
 FLAT_RTOL = 1e-6
@@ -206,6 +193,21 @@ def select_groups(batch: dict[str, Any], groups: list[int], group_size: int) -> 
     }
 
 
+def trl_batch_keys(pad_token_id: int) -> tuple[BatchKey, ...]:
+    """TRL's own width-following keys of a generation batch (other nodes' hooks declare theirs in
+    TrainerHook.batch_keys); `tool_mask` is TRL's for tool episodes (0 on tool output tokens)."""
+    return (
+        BatchKey("prompt_ids", "prompt", pad=pad_token_id),
+        BatchKey("prompt_mask", "prompt"),
+        BatchKey("completion_ids", "completion", pad=pad_token_id),
+        BatchKey("completion_mask", "completion"),
+        BatchKey("old_per_token_logps", "completion"),
+        BatchKey("ref_per_token_logps", "completion"),
+        BatchKey("sampling_per_token_logps", "completion"),
+        BatchKey("tool_mask", "completion", pad=1),
+    )
+
+
 def _pad_to(tensor, width: int, value, left: bool):
     import torch.nn.functional as F
 
@@ -223,7 +225,7 @@ def concat_batches(
     common prompt and completion widths; every other tensor is per row."""
     import torch
 
-    layout = {key.name: key for key in (*TRL_BATCH_KEYS, *added_keys)}
+    layout = {key.name: key for key in (*trl_batch_keys(pad_token_id), *added_keys)}
     joined: dict[str, Any] = {}
     prompt_width = max(batch["prompt_ids"].size(1) for batch in batches)
     completion_width = max(batch["completion_ids"].size(1) for batch in batches)
@@ -245,8 +247,7 @@ def concat_batches(
             ]
         elif key is not None:
             width = max(part.size(1) for part in parts)
-            pad = pad_token_id if name in PAD_TOKEN_KEYS else key.pad
-            parts = [_pad_to(part, width, pad, key.span == "prompt") for part in parts]
+            parts = [_pad_to(part, width, key.pad, key.span == "prompt") for part in parts]
         joined[name] = torch.cat(parts, dim=0)
     mask = joined["completion_mask"] * joined.get("tool_mask", 1)
     joined["num_items_in_batch"] = mask.sum()
