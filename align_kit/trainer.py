@@ -78,9 +78,8 @@ class AlignTrainer(GRPOTrainer):
             train_dataset = plan.task.dataset("train")
             validate_dataset(plan, train_dataset)
         run_dir = Path(plan.grpo_kwargs["output_dir"])
-        eval_dataset = plan.task.dataset("eval") if getattr(plan.task, "num_eval", 0) else None
+        eval_dataset = plan.task.dataset("eval") if plan.task.num_eval else None
         monitor = HealthMonitor.from_plan(plan)
-        rollout = getattr(plan.task, "rollout_func", None)  # a multi-turn task's episode loop (task=tool_calls)
         health = HealthMonitorCallback(monitor, run_dir, run_dir / METRICS_FILE)
         trainer = cls(
             model=model,
@@ -92,7 +91,7 @@ class AlignTrainer(GRPOTrainer):
             # The health callback last: its veto of a save with non-finite weights must have the final word.
             callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks, health],
             components=plan.components,
-            rollout_func=rollout() if rollout is not None else None,
+            rollout_func=plan.task.rollout_func(),  # a multi-turn task's episode loop (task=tool_calls), or None
         )
         # The dashboard line replaces HF's raw log dicts on the console.
         trainer.remove_callback(PrinterCallback)

@@ -78,7 +78,7 @@ def main(overrides: list[str]) -> None:
         sys.exit(2)
     policy = plan.model.load(plan.task, cfg.paths.cache_dir, max_new_tokens=plan.effective("max_completion_length"))
     rollout = plan.components["rollout"]
-    positions = rollout.max_model_length or getattr(plan.model, "max_position_embeddings", None)
+    positions = rollout.max_model_length or plan.model.max_position_embeddings
     command = serve_command(policy.path, rollout, positions)
     print("align-kit: " + " ".join(command), file=sys.stderr)
     os.execvp(command[0], command)

@@ -106,7 +106,6 @@ def vllm_importable(monkeypatch):
         "align_kit.components.rollout.importlib.util.find_spec",
         lambda name: object() if name == "vllm" else real(name),
     )
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "gpu")
     monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "gpu")
 
 

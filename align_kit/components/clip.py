@@ -23,6 +23,10 @@ from align_kit.core.hooks import TrainerHook, masked_mean
 # DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
 # eps_high 0.2. Tokens below this old probability count as "low-probability".
 LOW_PROBABILITY = 0.1
+# TRL's clip with no clip node: GRPOConfig's epsilon, and epsilon_high None (the same bound), on token ratios.
+TRL_EPSILON = 0.2
+# GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
+GSPO_LOSS_HINT = " (GSPO's sequence ratio needs the per-sequence 'grpo' loss, not a token-aggregated one)"
 
 
 @dataclass
@@ -53,6 +57,23 @@ class TokenClip(Component):
     def grpo_fields(self) -> dict[str, Any]:
         return {"epsilon": self.eps_low, "epsilon_high": self.eps_high, "importance_sampling_level": "token"}
 
+    @property
+    def is_trl_default(self) -> bool:
+        """Whether this clip is the one TRL applies without a clip node (symmetric TRL_EPSILON per token)."""
+        return self.eps_low == self.eps_high == TRL_EPSILON
+
+    def check(self, plan) -> None:
+        """A clip other than TRL's default acts only off-policy: on-policy the ratio is exactly 1."""
+        accumulation = plan.effective("gradient_accumulation_steps")
+        steps = plan.effective("steps_per_generation") or accumulation
+        if not self.is_trl_default and plan.effective("num_iterations") == 1 and steps <= accumulation:
+            plan.notes.append(
+                f"warning: clip={plan.choices.get('clip')} has no effect: training is fully on-policy "
+                f"(num_iterations=1, steps_per_generation={steps} <= gradient_accumulation_steps={accumulation}), "
+                "so the ratio is exactly 1; set trainer.steps_per_generation > gradient_accumulation_steps "
+                "or trainer.num_iterations >= 2"
+            )
+
     def trainer_hooks(self) -> list:
         return [ClipEngagement(self.eps_high)]
 
@@ -75,6 +96,13 @@ class SequenceClip(TokenClip):
     def grpo_fields(self) -> dict[str, Any]:
         # GSPO averages the loss per sequence: TRL's "grpo" aggregation.
         return {**super().grpo_fields(), "importance_sampling_level": "sequence", "loss_type": "grpo"}
+
+    @property
+    def is_trl_default(self) -> bool:
+        return False  # TRL's ratio is per token
+
+    def field_hint(self, name: str) -> str:
+        return GSPO_LOSS_HINT if name == "loss_type" else ""
 
     def trainer_hooks(self) -> list:
         return []  # one ratio per sequence: a token's old probability says nothing about where its bound is

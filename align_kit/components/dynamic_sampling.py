@@ -21,28 +21,16 @@ filter (the policy on the data, not the filtered batch).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import BatchState, TrainerHook
+from align_kit.core.hooks import BatchKey, BatchState, TrainerHook
+from align_kit.core.processes import world_size
 
-# How each padded key of a TRL generation batch is padded when batches of different widths join
-# (all of these are [B, width]; every other tensor is per row).
-LEFT_PADDED = ("prompt_ids", "prompt_mask")
-RIGHT_PADDED = (
-    "completion_ids",
-    "completion_mask",
-    "old_per_token_logps",
-    "ref_per_token_logps",
-    "sampling_per_token_logps",
-    "tool_mask",
-    "rollout_is_ratio",
-)
-# [B, prompt + completion, ...] tensors (MoE routing): split at the prompt width, padded on both sides.
-SEQUENCE_KEYS = ("routed_experts", "routed_experts_valid")
 # Totals within this share of the batch's reward scale (its largest |total|) count as equal: float32
 # sums of equal rewards can differ in the last bits, and a std test (TRL's 1e-8) misses those.
 FLAT_RTOL = 1e-6
@@ -67,6 +55,20 @@ class DynamicSampling(Component):
     def validate(self) -> None:
         if self.max_gen_batches < 1:
             raise ConfigError(f"sampling.max_gen_batches={self.max_gen_batches} must be >= 1")
+
+    def check(self, plan) -> None:
+        # Each process keeps or drops whole groups of its own rows (TRL hands each process a contiguous share).
+        generations, processes = plan.effective("num_generations"), world_size()
+        per_process = plan.generation_batch // processes
+        if per_process % generations:
+            raise ConfigError(
+                f"sampling=dynamic keeps whole prompt groups per process, but each of the {processes} processes "
+                f"holds {per_process} completions, not a multiple of trainer.num_generations={generations}; "
+                "raise trainer.per_device_train_batch_size or steps_per_generation"
+            )
+
+    def monitor_facts(self) -> dict[str, Any]:
+        return {"dynamic_sampling": True, "max_gen_batches": self.max_gen_batches}
 
     def trainer_hooks(self) -> list:
         return [KeepGroupsWithSignal(self.max_gen_batches)]
@@ -119,7 +121,8 @@ class KeepGroupsWithSignal(TrainerHook):
             "sampling/filled_groups": int((needed - kept_per_process).clamp(min=0).sum()),
         }
         parts = [select_groups(rounds[r][1], groups, group_size) for r, groups in _runs(mine)]
-        return joined, concat_batches(parts, trainer.processing_class.pad_token_id)
+        added = [key for hook in trainer.hooks for key in hook.batch_keys]
+        return joined, concat_batches(parts, trainer.processing_class.pad_token_id, added)
 
     def on_train_batch(self, trainer, state, batch):
         return state.extras.get("sampling")
@@ -196,6 +199,21 @@ def select_groups(batch: dict[str, Any], groups: list[int], group_size: int) -> 
     }
 
 
+def trl_batch_keys(pad_token_id: int) -> tuple[BatchKey, ...]:
+    """TRL's own width-following keys of a generation batch (other nodes' hooks declare theirs in
+    TrainerHook.batch_keys); `tool_mask` is TRL's for tool episodes (0 on tool output tokens)."""
+    return (
+        BatchKey("prompt_ids", "prompt", pad=pad_token_id),
+        BatchKey("prompt_mask", "prompt"),
+        BatchKey("completion_ids", "completion", pad=pad_token_id),
+        BatchKey("completion_mask", "completion"),
+        BatchKey("old_per_token_logps", "completion"),
+        BatchKey("ref_per_token_logps", "completion"),
+        BatchKey("sampling_per_token_logps", "completion"),
+        BatchKey("tool_mask", "completion", pad=1),
+    )
+
+
 def _pad_to(tensor, width: int, value, left: bool):
     import torch.nn.functional as F
 
@@ -206,33 +224,37 @@ def _pad_to(tensor, width: int, value, left: bool):
     return F.pad(tensor, padding, value=value)
 
 
-def concat_batches(batches: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
-    """Join TRL generation batches row-wise, re-padding to common prompt and completion widths."""
+def concat_batches(
+    batches: list[dict[str, Any]], pad_token_id: int, added_keys: Iterable[BatchKey] = ()
+) -> dict[str, Any]:
+    """Join TRL generation batches row-wise, re-padding TRL's keys and `added_keys` (what the run's hooks add) to
+    common prompt and completion widths; every other tensor is per row."""
     import torch
 
-    pad_values = {"prompt_ids": pad_token_id, "completion_ids": pad_token_id, "tool_mask": 1, "rollout_is_ratio": 1.0}
+    layout = {key.name: key for key in (*trl_batch_keys(pad_token_id), *added_keys)}
     joined: dict[str, Any] = {}
     prompt_width = max(batch["prompt_ids"].size(1) for batch in batches)
     completion_width = max(batch["completion_ids"].size(1) for batch in batches)
-    for key, first in batches[0].items():
+    for name, first in batches[0].items():
         if not isinstance(first, torch.Tensor) or first.dim() == 0:
             continue
-        parts = [batch[key] for batch in batches]
-        if key in SEQUENCE_KEYS:
+        parts = [batch[name] for batch in batches]
+        key = layout.get(name)
+        if key is not None and key.span == "sequence":
             parts = [
                 torch.cat(
                     [
-                        _pad_to(part[:, : batch["prompt_ids"].size(1)], prompt_width, 0, left=True),
-                        _pad_to(part[:, batch["prompt_ids"].size(1) :], completion_width, 0, left=False),
+                        _pad_to(part[:, : batch["prompt_ids"].size(1)], prompt_width, key.pad, left=True),
+                        _pad_to(part[:, batch["prompt_ids"].size(1) :], completion_width, key.pad, left=False),
                     ],
                     dim=1,
                 )
                 for part, batch in zip(parts, batches, strict=True)
             ]
-        elif key in LEFT_PADDED or key in RIGHT_PADDED:
+        elif key is not None:
             width = max(part.size(1) for part in parts)
-            parts = [_pad_to(part, width, pad_values.get(key, 0), key in LEFT_PADDED) for part in parts]
-        joined[key] = torch.cat(parts, dim=0)
+            parts = [_pad_to(part, width, key.pad, key.span == "prompt") for part in parts]
+        joined[name] = torch.cat(parts, dim=0)
     mask = joined["completion_mask"] * joined.get("tool_mask", 1)
     joined["num_items_in_batch"] = mask.sum()
     return joined

@@ -88,6 +88,29 @@ class FormatWeightSchedule(Component):
     def is_constant(self) -> bool:
         return self.kind == "constant"
 
+    def check(self, plan) -> None:
+        """The scheduled reward is selected, and every weight the schedule can reach keeps the maximum >= 1.0."""
+        if self.is_constant:
+            return
+        names = [spec.name for spec in plan.rewards]
+        if self.reward not in names:
+            raise ConfigError(
+                f"format_schedule={plan.choices.get('format_schedule')} schedules reward {self.reward!r}, "
+                f"which is not selected (rewards: {names}); add it, e.g. reward=[correctness,format]"
+            )
+        if plan.refuses_reward_max(plan.reward_max):
+            return  # the configured maximum itself is below 1.0: the plan's reward rule says so
+        spec = next(spec for spec in plan.rewards if spec.name == self.reward)
+        for weight in self.reachable_weights(spec.weight):
+            reached = plan.reward_max + (weight - spec.weight) * spec.max_value
+            if plan.refuses_reward_max(reached):
+                raise ConfigError(
+                    f"format_schedule={plan.choices.get('format_schedule')} sets the {spec.name} weight to "
+                    f"{weight:g}, where a perfect completion earns {reached:g} < 1.0 (the training-stability "
+                    "chapter, 16.6.3); raise format_schedule.end / format_schedule.floor, or set "
+                    "train.allow_reward_max_below_one=true"
+                )
+
     def bind_rewards(self, rewards) -> None:
         self.reward_maxes = [spec.max_value for spec in rewards]
 

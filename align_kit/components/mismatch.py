@@ -12,11 +12,13 @@ from align_kit.components.rollout import (
     mismatch_metrics,
     recording_sampled_logprobs,
 )
-from align_kit.core.hooks import LossTerms, TrainerHook
+from align_kit.core.hooks import BatchKey, LossTerms, TrainerHook
 
 
 class SamplerMismatch(TrainerHook):
     """Attached when the mismatch is measured (rollout.dtype other than float32, or log_mismatch)."""
+
+    batch_keys = (BatchKey("rollout_is_ratio", "completion", pad=1.0),)  # the IS weights, with is_correction
 
     def __init__(self, node):
         self.node = node

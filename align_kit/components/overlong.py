@@ -80,6 +80,9 @@ class Overlong(Component):
     def grpo_fields(self) -> dict[str, Any]:
         return {"mask_truncated_completions": self.filter_truncated}
 
+    def monitor_facts(self) -> dict[str, Any]:
+        return {"overlong_shaping": self.soft_punish}  # the soft punishment is a reward term against length growth
+
     def reward_specs(self, trainer_fields: dict[str, Any]) -> list[RewardSpec]:
         if not self.soft_punish:
             return []

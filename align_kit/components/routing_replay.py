@@ -16,17 +16,15 @@ keeps learning. The hooks themselves are in `router_hooks.py`, the supported fam
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import TrainerHook, Weighted
+from align_kit.core.hooks import BatchKey, TrainerHook, Weighted
 
 # A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
 # are `Weighted`, and every process must return the same kind for a key).
@@ -50,22 +48,28 @@ class RoutingReplay(Component):
     def trainer_hooks(self) -> list:
         return [RouteReplay(self)]
 
-    def check_model_node(self, model_node, choice: str | None) -> None:
+    def check(self, plan) -> None:
         """Reject routing replay on a dense model before it loads (what can be known from the config)."""
         if not self.replays:
             return
-        model_type = declared_model_type(model_node)
+        model_type = plan.model.declared_model_type()
         if model_type is not None and model_type not in MOE_MODEL_TYPES:
             raise ConfigError(
-                f"routing_replay={self.mode} needs a Mixture-of-Experts model but model={choice} is {model_type!r}; "
-                f"use model=tiny_moe or a model whose routers are {SUPPORTED_ROUTERS}, or routing_replay=off"
+                f"routing_replay={self.mode} needs a Mixture-of-Experts model but model={plan.choices.get('model')} "
+                f"is {model_type!r}; use model=tiny_moe or a model whose routers are {SUPPORTED_ROUTERS}, or "
+                "routing_replay=off"
             )
+
+    def monitor_facts(self) -> dict[str, Any]:
+        return {"routing_replay": self.replays}
 
 
 class RouteReplay(TrainerHook):
     """Router hooks on every MoE policy (drift is measured even without replay). Routing travels in
     the batch dict (`routed_experts`, `routed_experts_valid`), so TRL's shuffling and mini-step
     splitting carry it with its samples."""
+
+    batch_keys = (BatchKey("routed_experts", "sequence"), BatchKey("routed_experts_valid", "sequence"))
 
     def __init__(self, node: RoutingReplay):
         self.node = node
@@ -167,15 +171,3 @@ class RouteReplay(TrainerHook):
             ("routing/replayed_fraction",) if self.node.replays else ()
         )
         return {name: metrics.get(name, NO_VALUE) for name in names}
-
-
-def declared_model_type(model_node) -> str | None:
-    """The transformers model_type the node will build, when knowable without loading it."""
-    architecture = getattr(model_node, "architecture", None)
-    if architecture is not None:  # the tiny models
-        return architecture
-    name = getattr(model_node, "name_or_path", None)
-    config_file = Path(name).expanduser() / "config.json" if name else None
-    if config_file is not None and config_file.is_file():
-        return json.loads(config_file.read_text()).get("model_type")
-    return None  # a hub name: checked when the model loads

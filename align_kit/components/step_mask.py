@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import TrainerHook
+from align_kit.core.hooks import BatchKey, TrainerHook
 from align_kit.markup.tool_format import FAILURE_KINDS
 
 
@@ -59,6 +59,8 @@ class StepMask(Component):
 
 
 class StepLossMask(TrainerHook):
+    batch_keys = (BatchKey("tool_mask", "completion", pad=1),)  # TRL's loss-only mask, narrowed to valid steps
+
     def __init__(self, kinds: tuple[str, ...]):
         self.kinds = kinds
 

@@ -37,9 +37,10 @@ class Component:
     A component may
       - set `GRPOConfig` fields (`grpo_fields`): TRL already implements the behaviour;
       - add reward functions (`reward_specs`), e.g. the soft overlong punishment;
-      - check its own keys (`validate`) before anything heavy is imported, and the training data
-        (`check_dataset`) before the model loads;
-      - run code inside the trainer (`trainer_hooks`: `TrainerHook`s, see core/hooks.py).
+      - check its own keys (`validate`) before anything heavy is imported, how it fits the rest of the plan
+        (`check`), and the training data (`check_dataset`) before the model loads;
+      - run code inside the trainer (`trainer_hooks`: `TrainerHook`s, see core/hooks.py);
+      - tell the health monitor which stability fix it is and whether it is on (`monitor_facts`).
     """
 
     group: str = field(default="", init=False, repr=False)
@@ -56,6 +57,27 @@ class Component:
 
     def validate(self) -> None:
         return None
+
+    def check(self, plan) -> None:
+        """Rules that tie this node to the rest of the plan (another node, a trainer field, the rewards).
+
+        Run by `build_plan` (align_kit/experiment/plan.py) once every node is built and validated and the plan's
+        GRPOConfig fields are merged, after the generic batch-shape and trainer rules and before the reward maximum,
+        in the order of the defaults list; nothing heavy is imported yet. `plan` is the ExperimentPlan: its
+        `components`, `rewards`, `choices`, `effective(name)` (a GRPOConfig field as TRL will see it) and
+        `reward_max`. Raise a ConfigError to refuse the plan; append to `plan.notes` to warn once at start."""
+        return None
+
+    def field_hint(self, name: str) -> str:
+        """Words appended to an error about the GRPOConfig field `name` this node sets, when another node or
+        `trainer.<name>` contradicts it (why the node needs its value); empty when there is nothing to add."""
+        return ""
+
+    def monitor_facts(self) -> dict[str, Any]:
+        """What this node tells the health monitor, as fields of `RunContext` (align_kit/monitor/rules.py): the
+        stability fix it is and whether it is on, e.g. {"dynamic_sampling": True, "max_gen_batches": 4}, so an
+        alert never advises a fix that is already on. Nothing by default."""
+        return {}
 
     def check_dataset(self, dataset) -> None:
         """Checks that need the training data (run after it loads, before the model does)."""

@@ -23,14 +23,16 @@ Every on_* method returns a dict of metrics (or None). The trainer gathers them 
 averages them (NaN = "no value on this process"), as TRL does with its own: return the same keys on
 every process. A `Weighted` value (what masked_mean and per_domain return) is averaged by its weight, so a
 domain's mean covers its rows on every process however they split; a `Summed` one is added up (throughput).
-state_dict / load_state_dict go into each checkpoint's one hooks file.
+state_dict / load_state_dict go into each checkpoint's one hooks file. A hook that adds a tensor as wide as the
+batch's prompt or completion to TRL's batch declares it in `batch_keys`, so joining rounds of different widths
+(dynamic sampling) re-pads it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from align_kit.core.errors import ConfigError
 
@@ -104,8 +106,22 @@ class LossTerms:
     token_mask: Any = None
 
 
+@dataclass(frozen=True)
+class BatchKey:
+    """A tensor of TRL's generation batch whose width follows the batch's, and how it is padded when batches of
+    different widths join: `span` "prompt" ([B, prompt width], padded on the left), "completion" ([B, completion
+    width], on the right) or "sequence" ([B, prompt + completion, ...], split at the prompt width and padded on
+    both sides); `pad` is the value of the padded positions. Per-row tensors need no declaration."""
+
+    name: str
+    span: Literal["prompt", "completion", "sequence"]
+    pad: float = 0
+
+
 class TrainerHook:
     """Base of every component's trainer code; every method is a no-op."""
+
+    batch_keys: tuple[BatchKey, ...] = ()  # the width-following tensors on_scored_batch adds to TRL's batch
 
     @property
     def name(self) -> str:

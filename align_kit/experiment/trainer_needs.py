@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import importlib.util
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any
 
+from align_kit.core.contracts import Task
 from align_kit.core.errors import ConfigError
 
 # trainer.optim -> (module the optimizer is imported from, pip name): transformers' trainer_optimizer.py.
@@ -46,9 +47,14 @@ def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def has_eval_data(task: Any) -> bool:
+def has_eval_data(task: Task) -> bool:
     """Whether the trainer gets an eval dataset: AlignTrainer passes one for a task with num_eval > 0."""
-    return bool(getattr(task, "num_eval", 0))
+    return bool(task.num_eval)
+
+
+def _eval_rows_are_a_knob(task: Task) -> bool:
+    """Whether the task's num_eval is one of its keys (a field), not the task base's fixed 0."""
+    return is_dataclass(task) and any(field.name == "num_eval" for field in fields(task))
 
 
 def _gpu_available() -> bool:
@@ -81,7 +87,7 @@ def _check_packages(effective) -> None:
             raise ConfigError(f"trainer.deepspeed={deepspeed}: no such file; point it at a DeepSpeed JSON config")
 
 
-def _check_evaluation(effective, task: Any, task_choice: str | None) -> None:
+def _check_evaluation(effective, task: Task, task_choice: str | None) -> None:
     strategy = str(effective("eval_strategy"))
     scheduler = str(effective("lr_scheduler_type"))
     if scheduler == "reduce_lr_on_plateau" and strategy == "no":
@@ -97,7 +103,7 @@ def _check_evaluation(effective, task: Any, task_choice: str | None) -> None:
         )
     if strategy != "no" and not has_eval_data(task):
         # The trainer evaluates the rows of a generated task's num_eval; task=hf_dataset's eval_split is only checked.
-        where = "set task.num_eval=<rows> or" if hasattr(task, "num_eval") else "use a task with num_eval, or set"
+        where = "set task.num_eval=<rows> or" if _eval_rows_are_a_knob(task) else "use a task with num_eval, or set"
         raise ConfigError(
             f"trainer.eval_strategy={strategy} evaluates on eval data, but task={task_choice} gives the trainer none; "
             f"{where} trainer.eval_strategy=no"
@@ -173,7 +179,7 @@ def cpu_fallback_warning(effective) -> str | None:
     return "warning: trainer.use_cpu=false, but this machine has no GPU: training runs on the CPU"
 
 
-def check_trainer_config(effective, task: Any, task_choice: str | None) -> None:
+def check_trainer_config(effective, task: Task, task_choice: str | None) -> None:
     """The rules that read only the config; `effective(name)` is a GRPOConfig field as TRL will see it."""
     _check_evaluation(effective, task, task_choice)
     _check_scheduler(effective)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import ModelNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 from align_kit.models.tiny import LoadedPolicy
@@ -27,7 +27,7 @@ def looks_like_local_path(name: str) -> bool:
 
 
 @dataclass
-class HFModel(Component):
+class HFModel(ModelNode):
     name_or_path: str | None = knob(
         None,
         help="A hub name (Qwen/Qwen3-0.6B) or a local folder saved with save_pretrained (config.json, weights, "
@@ -73,12 +73,19 @@ class HFModel(Component):
             if not any((folder / name).is_file() for name in names):
                 raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
 
-    def prompt_problem(self, prompt: str, completion_budget: int) -> str | None:
-        """Why the saved tokenizer cannot take `prompt` as written: a character it maps to its unknown token, or
-        more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
-        local folder's tokenizer.json (no model, no transformers); a hub model or another tokenizer format is
-        not checked here."""
-        saved = self._saved_tokenizer()
+    def declared_model_type(self) -> str | None:
+        """config.json's model_type of a local folder; a hub name is known only when the model loads."""
+        config_file = Path(self.name_or_path).expanduser() / "config.json"
+        if config_file.is_file():
+            return json.loads(config_file.read_text()).get("model_type")
+        return None
+
+    def prompt_problem(self, prompt: str | list, completion_budget: int) -> str | None:
+        """Why the saved tokenizer cannot take a text `prompt` as written: a character it maps to its unknown token,
+        or more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
+        local folder's tokenizer.json (no model, no transformers); a hub model, another tokenizer format or a
+        message list (the chat template renders it) is not checked here."""
+        saved = self._saved_tokenizer() if isinstance(prompt, str) else None
         if saved is None:
             return None
         tokenizer, unknown, positions = saved

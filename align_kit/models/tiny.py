@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import ModelNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
 from align_kit.models.warm_start import WarmStartConfig
@@ -40,7 +40,7 @@ def _dimension(default: int, help: str) -> Any:
 
 
 @dataclass
-class TinyModel(Component):
+class TinyModel(ModelNode):
     architecture: Literal["qwen3", "qwen3_moe"] = knob(
         "qwen3",
         help="qwen3: a dense Qwen3; qwen3_moe: Qwen3-MoE blocks (model=tiny_moe) for routing drift and Routing Replay.",
@@ -83,10 +83,26 @@ class TinyModel(Component):
                 f"known: {sorted(WarmStartConfig.__dataclass_fields__)}"
             )
 
-    def prompt_problem(self, prompt: str, completion_budget: int) -> str | None:
+    def check(self, plan) -> None:
+        budget = plan.effective("max_completion_length")
+        if budget >= self.max_position_embeddings:
+            raise ConfigError(
+                f"trainer.max_completion_length={budget} does not fit the model's {self.max_position_embeddings} "
+                "positions (model.max_position_embeddings, prompt included); use a smaller budget"
+            )
+
+    def declared_model_type(self) -> str:
+        return self.architecture
+
+    def prompt_problem(self, prompt: str | list, completion_budget: int) -> str | None:
         """Why the character tokenizer cannot take `prompt` as written; known from the config, before any build."""
         from align_kit.models.char_tokenizer import token_count, unencodable
 
+        if not isinstance(prompt, str):
+            return (
+                "is a message list, but model=tiny's character tokenizer has no chat template; use text prompts or "
+                "model=hf"
+            )
         character = unencodable(prompt)
         if character is not None:
             return (
@@ -190,11 +206,11 @@ class TinyModel(Component):
         else:
             log.warning("no demonstrations for the warm start of %s: RL starts from random weights", path.name)
         probe = task.probe_pairs(settings.eval_prompts) if reward is not None else []
-        if hasattr(task, "warm_start_success_rate"):  # a multi-turn task measures its own episodes
-            torch.manual_seed(settings.seed)
-            info.update(task.warm_start_success_rate(model, tokenizer, settings.eval_prompts, max_new_tokens))
+        torch.manual_seed(settings.seed)
+        measured = task.warm_start_success_rate(model, tokenizer, settings.eval_prompts, max_new_tokens)
+        if measured is not None:  # a multi-turn task measures its own episodes
+            info.update(measured)
         elif probe:
-            torch.manual_seed(settings.seed)
             prompts, answers = zip(*probe, strict=True)
             info["start_success_rate"] = sampled_success_rate(
                 model, tokenizer, list(prompts), list(answers), reward, max_new_tokens

@@ -101,18 +101,22 @@ class RunContext:
     clip_higher: bool = False  # token-level clip with eps_high > eps_low
     sequence_clip: bool = False  # GSPO
     eps_high: float | None = None
+    kl_on: bool = False
+    reward_weights: Mapping[str, float] = field(default_factory=dict)
+    # Declared by the nodes themselves (Component.monitor_facts): which fix is on.
     dynamic_sampling: bool = False
     max_gen_batches: int | None = None
     overlong_shaping: bool = False  # the soft overlong punishment is a reward term
-    kl_on: bool = False
     routing_replay: bool = False
-    reward_weights: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_plan(cls, plan) -> RunContext:
+        """The GRPOConfig fields and choices in force, and the facts each node declares."""
         eps_low, eps_high = plan.effective("epsilon"), plan.effective("epsilon_high")
         token_level = plan.effective("importance_sampling_level") == "token"
-        sampling, overlong = plan.components.get("sampling"), plan.components.get("overlong")
+        declared: dict[str, Any] = {}
+        for node in plan.components.values():
+            declared.update(node.monitor_facts())
         return cls(
             max_completion_length=plan.effective("max_completion_length"),
             reward_max=plan.reward_max,
@@ -120,12 +124,9 @@ class RunContext:
             clip_higher=token_level and eps_high is not None and eps_high > eps_low,
             sequence_clip=not token_level,
             eps_high=eps_high if eps_high is not None else eps_low,
-            dynamic_sampling=bool(getattr(sampling, "dynamic", False)),
-            max_gen_batches=getattr(sampling, "max_gen_batches", None),
-            overlong_shaping=bool(getattr(overlong, "soft_punish", False)),
             kl_on=(plan.effective("beta") or 0.0) > 0,
-            routing_replay=bool(getattr(plan.components.get("routing_replay"), "replays", False)),
             reward_weights={spec.name: spec.weight for spec in plan.rewards},
+            **declared,
         )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
 from align_kit.tasks.generated import GeneratedTask
@@ -43,7 +43,7 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 
 
 @dataclass
-class ArithmeticTask(GeneratedTask, Component):
+class ArithmeticTask(GeneratedTask, TaskNode):
     num_train: int = knob(
         2000,
         ge=1,

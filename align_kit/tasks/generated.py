@@ -1,7 +1,7 @@
 """What the seeded synthetic tasks share: one problem stream per split from the task's seed, and the training set
 and the warm-start probe built from it.
 
-A task mixes this in beside `Component`, holds `seed`, `num_train` and `num_eval`, and draws one problem at a
+A task mixes this in beside `TaskNode`, holds `seed`, `num_train` and `num_eval`, and draws one problem at a
 time (`draw(rng, index)`) with `prompt`, `answer` and `domain`.
 """
 

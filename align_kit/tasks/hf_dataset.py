@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 
 
 @dataclass
-class HFDatasetTask(Component):
+class HFDatasetTask(TaskNode):
     # What `dataset` gives the rewards: the user's columns mapped by task.prompt_column / answer_column / domain_column.
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "answer", "domain")
     path: str | None = knob(

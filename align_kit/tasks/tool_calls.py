@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
 from align_kit.markup.tool_format import call_text, render_observation, render_turn
@@ -109,7 +109,7 @@ def make_episode(rng: random.Random, tools: list[str], length: int) -> Episode:
 
 
 @dataclass
-class ToolCallsTask(Component):
+class ToolCallsTask(TaskNode):
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "calls", "domain")  # what `dataset` gives the rewards
     num_train: int = knob(
         2000,

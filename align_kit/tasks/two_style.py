@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
@@ -67,7 +67,7 @@ class SumProblem:
 
 
 @dataclass
-class TwoStyleTask(GeneratedTask, Component):
+class TwoStyleTask(GeneratedTask, TaskNode):
     num_train: int = knob(
         2000,
         ge=1,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from align_kit.core.component import Component
+from align_kit.core.contracts import LoggerNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 
@@ -41,7 +41,7 @@ def _has_wandb_credentials() -> bool:
 
 
 @dataclass
-class WandbLogger(Component):
+class WandbLogger(LoggerNode):
     mode: str = knob(
         "offline",
         help="`offline` writes the W&B run inside the run folder (`wandb sync` uploads it later, no account needed); "
@@ -88,10 +88,5 @@ class WandbLogger(Component):
 
 
 @dataclass
-class NoLogger(Component):
-    def report_to(self) -> list[str]:
-        return []
-
-    @contextlib.contextmanager
-    def session(self, run_dir: str | Path, identity: RunIdentity):
-        yield None
+class NoLogger(LoggerNode):
+    """logger=none: TRL reports nowhere and no tracking run opens (the base's behaviour)."""

@@ -238,7 +238,7 @@ def machine_as_the_command_expects(command: Command, monkeypatch) -> None:
             "align_kit.components.rollout.importlib.util.find_spec",
             lambda name: object() if name == "vllm" else real(name),
         )
-        monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: build)
+        monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: build)
         monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: build)
     if GPU_RECIPE in command.text:
         monkeypatch.setenv("WANDB_API_KEY", "0" * 40)

@@ -162,6 +162,7 @@ class _FakeTrainer:
         self.state = SimpleNamespace(global_step=0)
         self.train_dataset = [{"prompt": f"p{i}"} for i in range(10)]
         self.num_generations = 2
+        self.hooks = []  # no hook adds a batch key here
 
 
 def _round(gathered_rewards: list[float], round_index: int, process: int, local_rows: int = 4):

@@ -44,7 +44,7 @@ def test_vllm_rollout_combinations_are_rejected(overrides, message):
 def test_r3_from_vllm_needs_the_gpu_build(vllm_importable, monkeypatch):
     gpu = plan_for("rollout=vllm", "trainer.use_cpu=false", "model=tiny_moe", "routing_replay=r3")
     assert gpu.components["routing_replay"].mode == "r3"
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
+    monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "cpu")
     with pytest.raises(
         ConfigError, match=r"needs vLLM's GPU build \(Model Runner V2, Triton\); on a CPU use rollout=hf"
     ):
@@ -54,13 +54,13 @@ def test_r3_from_vllm_needs_the_gpu_build(vllm_importable, monkeypatch):
 def test_vllm_cpu_build_refuses_moe_policies(vllm_importable, monkeypatch):
     # Measured (tests/behaviour/test_vllm_engine.py repeats it on the engine): vLLM 0.31's CPU MoE layers break on
     # reload.
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
+    monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "cpu")
     with pytest.raises(ConfigError, match=r"cannot follow an MoE policy \(model=tiny_moe\)"):
         plan_for("rollout=vllm", "model=tiny_moe")
 
 
 def test_vllm_cpu_build_runs_on_cpu(vllm_importable, monkeypatch):
-    monkeypatch.setattr("align_kit.experiment.plan.vllm_build", lambda: "cpu")
+    monkeypatch.setattr("align_kit.components.rollout.vllm_build", lambda: "cpu")
     plan = plan_for("rollout=vllm")
     assert plan.grpo_kwargs["use_vllm"] is True and plan.grpo_kwargs["use_cpu"] is True
 
