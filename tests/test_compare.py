@@ -40,9 +40,11 @@ from align_kit.compare import CompareError
 from align_kit.compare.arms import group_into_arms
 from align_kit.compare.command import compare
 from align_kit.compare.plots import seed_band, smooth
-from align_kit.compare.runs import Run, Series, find_run_folders
+from align_kit.compare.run_record import Run
+from align_kit.compare.runs import find_run_folders
 from align_kit.compare.statistics import summarise_metric
 from align_kit.compare.wandb_source import load_wandb_group
+from align_kit.tracking.metrics_file import Series
 
 SEEDS = (1, 2, 3)
 ARMS = {"symmetric": 0.2, "clip_higher": 0.28}  # node -> clip.eps_high
