@@ -42,13 +42,11 @@ SKIP, RESUME, FRESH = "skip", "resume", "fresh"
 
 def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
     """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
     from align_kit.experiment.compose import override_parser
+    from align_kit.experiment.hydra_private import basic_sweep
 
     params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
-    parsed = override_parser().parse_overrides([*params, *task_overrides])
-    return BasicSweeper.split_arguments(parsed, None)[0]
+    return basic_sweep(override_parser().parse_overrides([*params, *task_overrides]))
 
 
 def pid_alive(pid: Any) -> bool:
