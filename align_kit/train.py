@@ -127,7 +127,7 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
             raise TrainingInterrupted(
                 stop.received.name, stop.exit_code, trainer.state.global_step, saved and str(saved)
             )
-        halted = trainer.health.halted
+        halted = trainer.health_monitor.halted
 
         history = [row for row in trainer.state.log_history if "reward" in row]
         summary = {

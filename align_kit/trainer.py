@@ -98,7 +98,7 @@ class AlignTrainer(GRPOTrainer):
         trainer.remove_callback(PrinterCallback)
         if trainer.pop_callback(ProgressCallback) is not None:
             trainer.add_callback(QuietProgressCallback)
-        trainer.health = health
+        trainer.health_monitor = health
         return trainer
 
     @property

@@ -1,4 +1,4 @@
-"""Every bad input of tests/test_validation_table.py through the installed `align-kit` command, each in
+"""Every bad input of tests/behaviour/test_bad_input_table.py through the installed `align-kit` command, each in
 its own process from an empty folder: how many end in a clear one-line error (exit 2), a traceback, or
 something else (a wrong behaviour), and the wall time to reject a bad config.
 
@@ -23,8 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests import test_validation_table as table
-from tests.test_validation_table import CASES, make_data_files, make_victims, victims_untouched
+from tests.behaviour import test_bad_input_table as table
+from tests.behaviour.test_bad_input_table import CASES, make_data_files, make_victims, victims_untouched
+
+TABLE_FILE = "tests/behaviour/test_bad_input_table.py"
 
 
 def selected_cases(lists: str | None) -> list:
@@ -35,7 +37,7 @@ def selected_cases(lists: str | None) -> list:
     for name in lists.split(","):
         rows = getattr(table, name.strip(), None)
         if not isinstance(rows, list):
-            sys.exit(f"bad_inputs: --lists names {name.strip()!r}, not a list of tests/test_validation_table.py")
+            sys.exit(f"bad_inputs: --lists names {name.strip()!r}, not a list of {TABLE_FILE}")
         cases += rows
     return cases
 

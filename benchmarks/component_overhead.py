@@ -39,7 +39,7 @@ PAIRS = {
     # GAR on the tool task (groups of 8 episodes), a local judge: the shorter episode wins (PYTHONPATH=. for tests).
     "reward arena on tool_calls (round robin)": (
         [*TOOL_TASK, "reward=[tool_steps,arena]", "reward.arena.weight=0.0", "train.allowed_targets=[tests]"]
-        + ["reward/judge=callable", "reward.arena.judge.function=tests.test_arena.prefer_shorter"],
+        + ["reward/judge=callable", "reward.arena.judge.function=tests.rewards.test_arena.prefer_shorter"],
         TOOL_TASK,
     ),
 }

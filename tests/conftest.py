@@ -13,7 +13,8 @@ from align_kit.experiment.compose import compose
 
 # Tests of trained runs assert what short seeded runs do; torch's CPU kernels round differently with another
 # thread count (measured: five of them fail at 2 threads, on this change and before it), so the suite and the
-# align-kit processes it starts run single-threaded, as the README's determinism claim assumes.
+# align-kit processes it starts run single-threaded, as the docs' determinism claim assumes
+# (docs/run-folder.md).
 os.environ["OMP_NUM_THREADS"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,3 +114,10 @@ def vllm_importable(monkeypatch):
 def gpu_user(vllm_importable, monkeypatch):
     """What the GPU recipes expect of their user's machine: vLLM installed and a W&B login."""
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+
+
+@pytest.fixture
+def two_processes(monkeypatch):
+    """What torchrun tells process 0 of two."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")

@@ -1,5 +1,6 @@
-"""Sandboxed code execution (issue 13 section 5): each status, truncation, the working directory, processes that
-try to outlive their timeout, and what bubblewrap keeps the code from (files outside, a loopback server)."""
+"""Sandboxed code execution (the code_exec tool of task=tool_calls): each status, truncation, the working directory,
+processes that try to outlive their timeout, and what bubblewrap keeps the code from (files outside, a loopback
+server)."""
 
 from __future__ import annotations
 

@@ -20,14 +20,13 @@ r is the weighted sum of the rewards. The TRL-native nodes leave TRL's computati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook
 
-_SCALES = ("group", "batch", "none")
-_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 STD_EPSILON = 1e-4  # TRL's guard in (r - mean) / (std + eps)
 # NGRPO: a total this close to r_max is r_max. float32 totals (0.8*1 + 1.0*1) and a group mean of equal values
 # differ from r_max in the last bits; divided by the 1e-4 guard, that noise gave a perfect group ~-1e-3.
@@ -53,18 +52,24 @@ def attainable_max(reward_weights, reward_maxes: list[float] | None = None) -> f
 
 @dataclass
 class TRLAdvantage(Component):
-    scale_rewards: str = "group"
-    aggregation: str = "sum_then_normalize"
-    loss_type: str | None = None  # Dr.GRPO also changes the loss normalisation
-
-    def validate(self) -> None:
-        if self.scale_rewards not in _SCALES:
-            raise ConfigError(
-                f"advantage.scale_rewards={self.scale_rewards!r} is not one of {list(_SCALES)}; "
-                "pick one or select another advantage node"
-            )
-        if self.aggregation not in _AGGREGATIONS:
-            raise ConfigError(f"advantage.aggregation={self.aggregation!r} is not one of {list(_AGGREGATIONS)}")
+    scale_rewards: Literal["group", "batch", "none"] = knob(
+        "group",
+        help="What divides the reward minus its group mean (TRL's scale_rewards): the group's std (GRPO), the "
+        "batch's std (more robust when many groups have a tiny std), or nothing (Dr.GRPO: no difficulty bias).",
+        source="GRPO arXiv 2402.03300; Lite PPO arXiv 2508.08221; Dr.GRPO arXiv 2503.20783",
+    )
+    aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = knob(
+        "sum_then_normalize",
+        help="sum_then_normalize normalises the weighted sum of the rewards (GRPO); normalize_then_sum normalises "
+        "each reward within its group first, then sums (GDPO: format cannot average correctness away).",
+        source="GDPO, 16.6.3; TRL multi_objective_aggregation",
+    )
+    loss_type: str | None = knob(
+        None,
+        help="TRL's loss_type this node sets: dr_grpo normalises the loss by a constant instead of each sequence's "
+        "length (removes the length bias); null leaves trainer.loss_type as it is.",
+        source="Dr.GRPO, arXiv 2503.20783",
+    )
 
     def grpo_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -114,8 +119,18 @@ class NGRPOAdvantage(Component):
     reward's maximum, bound from the run's rewards; 1.0 when unbound).
     """
 
-    n_virtual: int = 1
-    r_max: float | None = None
+    n_virtual: int = knob(
+        1,
+        help="Virtual samples scoring r_max added to each group's mean and std; 1 is the paper's setting.",
+        source="NGRPO, arXiv 2509.18851; 16.6.5",
+    )
+    r_max: float | None = knob(
+        None,
+        gt=0,
+        help="The virtual sample's reward: the best attainable total; null (recommended) takes sum_k w_k max_k for "
+        "the weights in force, so it follows a format-weight schedule.",
+        source="NGRPO, arXiv 2509.18851",
+    )
     reward_maxes: list[float] | None = field(default=None, init=False, repr=False)  # bound by the plan
 
     def validate(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook, masked_mean
 
 # DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
@@ -28,8 +29,17 @@ LOW_PROBABILITY = 0.1
 class TokenClip(Component):
     """PPO-style token-level clipping with separate lower and upper bounds."""
 
-    eps_low: float = 0.2
-    eps_high: float = 0.2
+    eps_low: float = knob(
+        0.2,
+        help="Lower clip bound: the ratio pi/pi_old is clipped at 1 - eps_low (TRL's epsilon); 0.2 as PPO and DAPO.",
+        source="PPO, arXiv 1707.06347; DAPO §3.1, arXiv 2503.14476",
+    )
+    eps_high: float = knob(
+        0.2,
+        help="Upper clip bound 1 + eps_high (TRL's epsilon_high), never below eps_low; Clip-Higher raises it to 0.28 "
+        "(0.28-0.3 recommended) so low-probability tokens can grow and entropy does not collapse.",
+        source="DAPO §3.1, arXiv 2503.14476; 16.6, figure 16-11; 18.3.4",
+    )
 
     def validate(self) -> None:
         if self.eps_low <= 0 or self.eps_high <= 0:
@@ -51,8 +61,16 @@ class TokenClip(Component):
 class SequenceClip(TokenClip):
     """GSPO: one length-normalised ratio per sequence, clipped in a very narrow band."""
 
-    eps_low: float = 3e-4
-    eps_high: float = 4e-4
+    eps_low: float = knob(
+        3e-4,
+        help="Lower bound of the sequence ratio's clip band (TRL's epsilon); the paper's 3e-4.",
+        source="GSPO, arXiv 2507.18071",
+    )
+    eps_high: float = knob(
+        4e-4,
+        help="Upper bound of the sequence ratio's clip band (TRL's epsilon_high); the paper's 4e-4.",
+        source="GSPO, arXiv 2507.18071",
+    )
 
     def grpo_fields(self) -> dict[str, Any]:
         # GSPO averages the loss per sequence: TRL's "grpo" aggregation.

@@ -26,6 +26,7 @@ from typing import Any
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import BatchState, TrainerHook
 
 # How each padded key of a TRL generation batch is padded when batches of different widths join
@@ -54,7 +55,12 @@ class AllGroups(Component):
 
 @dataclass
 class DynamicSampling(Component):
-    max_gen_batches: int = 4  # generation rounds per step, the first included
+    max_gen_batches: int = knob(
+        4,
+        help="Generation rounds per step, the first included, >= 1; a batch still short after them is filled with "
+        "dropped, zero-gradient groups (sampling/filled_groups).",
+        source="DAPO §3.2, arXiv 2503.14476; 18.3.8",
+    )
 
     dynamic = True
 

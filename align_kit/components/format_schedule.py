@@ -24,32 +24,58 @@ weight the schedule can reach (its start, and its end or floor) must leave the m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook
-
-KINDS = ("constant", "linear", "step", "adaptive")
 
 
 @dataclass
 class FormatWeightSchedule(Component):
-    kind: str = "constant"
-    reward: str = "format"  # the reward whose weight is scheduled
-    start: float | None = None  # None: the reward's configured weight
-    end: float = 0.2
-    steps: int = 100  # linear
-    at_step: int = 100  # step
-    threshold: float = 0.9  # adaptive
-    window: int = 5  # adaptive
-    floor: float = 0.2  # adaptive
+    kind: Literal["constant", "linear", "step", "adaptive"] = knob(
+        "constant",
+        help="How the weight moves: constant keeps the configured weight; linear goes start -> end over steps; step "
+        "switches at at_step; adaptive drops to floor once the format reward's mean stays above threshold.",
+        source="18.3.6",
+    )
+    reward: str = knob("format", help="The reward node whose weight is scheduled (its name under reward.).")
+    start: float | None = knob(
+        None,
+        ge=0,
+        help="The weight at step 0; null takes the reward's configured weight. The presets start high (1.0) so the "
+        "structure is learnt first.",
+        source="18.3.6",
+    )
+    end: float = knob(
+        0.2,
+        help="The weight after the schedule (linear, step), >= 0; low enough that correctness dominates, but every "
+        "weight reached must leave the reward maximum >= 1.0.",
+        source="18.3.6; 16.6.3",
+    )
+    steps: int = knob(100, help="linear: the optimizer steps from start to end, >= 1.", source="18.3.6")
+    at_step: int = knob(100, help="step: the optimizer step at which the weight switches from start to end.")
+    threshold: float = knob(
+        0.9,
+        ge=0,
+        le=1,
+        help="adaptive: the format reward's batch mean must stay strictly above this (0.9 as the chapter says).",
+        source="18.3.6",
+    )
+    window: int = knob(
+        5, help="adaptive: consecutive generation batches above threshold before the weight drops, >= 1."
+    )
+    floor: float = knob(
+        0.2,
+        help="adaptive: the weight for the rest of the run once lowered (one-way); the chapter suggests 0.1-0.3.",
+        source="18.3.6",
+    )
     reward_maxes: list[float] | None = field(default=None, init=False, repr=False)  # bound by the plan
     _above: int = field(default=0, init=False, repr=False)
     _lowered: bool = field(default=False, init=False, repr=False)
 
     def validate(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError(f"format_schedule.kind={self.kind!r} is not one of {list(KINDS)}")
         if self.kind == "linear" and self.steps < 1:
             raise ConfigError(f"format_schedule.steps={self.steps} must be >= 1")
         if self.kind == "adaptive" and self.window < 1:

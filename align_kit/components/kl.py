@@ -17,11 +17,12 @@ TRL's loss aggregation stays untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import LossTerms, TrainerHook
 
 
@@ -41,8 +42,18 @@ def _check_beta(key: str, beta: float) -> None:
 
 @dataclass
 class ConstantKL(Component):
-    beta: float = 0.0
-    bias_corrected: bool = False
+    beta: float = knob(
+        0.0,
+        help="KL coefficient toward the reference model (TRL's beta, k3 estimator); 0 (kl=none, as DAPO and Dr.GRPO "
+        "for rule-verified math and code) loads no reference model, kl=constant uses 0.04.",
+        source="DeepSeekMath, arXiv 2402.03300; 18.3.5",
+    )
+    bias_corrected: bool = knob(
+        False,
+        help="Multiply the k3 estimate by the importance ratio pi_theta / pi_old, the unbiased off-policy estimator "
+        "(TRL's use_bias_correction_kl); needs beta > 0.",
+        source="DeepSeek-V3.2; 18.3.5",
+    )
 
     def validate(self) -> None:
         _check_beta("kl.beta", self.beta)
@@ -78,9 +89,22 @@ class KLCoefficient:
 
 @dataclass
 class PerDomainKL(Component):
-    betas: dict[str, float] = field(default_factory=dict)
-    default_beta: float | None = None
-    bias_corrected: bool = False
+    betas: dict[str, float] = knob(
+        default_factory=dict,
+        help="The KL coefficient of each data domain (the task's `domain` column); 0 for rule-verified domains such "
+        "as math and code, > 0 where the reward is less reliable.",
+        source="DeepSeek-V3.2; 18.3.5",
+    )
+    default_beta: float | None = knob(
+        None,
+        help="The coefficient of a domain not in betas; null makes such a domain an error when the data loads.",
+        source="18.3.5",
+    )
+    bias_corrected: bool = knob(
+        False,
+        help="Multiply the k3 estimate by the importance ratio pi_theta / pi_old (TRL's use_bias_correction_kl).",
+        source="DeepSeek-V3.2; 18.3.5",
+    )
 
     def validate(self) -> None:
         for domain, beta in self.betas.items():
@@ -154,16 +178,28 @@ def entropy_weights(entropies, mask):
 
 @dataclass
 class ReweightedKL(Component):
-    beta: float = 0.04
-    bias_corrected: bool = True
-    weighting: str = "entropy"  # "none": only the importance-ratio correction
+    beta: float = knob(
+        0.04,
+        help="The KL coefficient before the per-token weight; must be > 0 (kl=none for no KL term).",
+        source="18.3.5",
+    )
+    bias_corrected: bool = knob(
+        True,
+        help="Multiply the k3 estimate by pi_theta / pi_old, unbiased under off-policy samples (TRL's "
+        "use_bias_correction_kl); true as the chapter's re-weighted KL.",
+        source="DeepSeek-V3.2; 18.3.5",
+    )
+    weighting: Literal["entropy", "none"] = knob(
+        "entropy",
+        help="entropy: per-token weight 2 H_bar / (H_t + H_bar), strongest on confident tokens and weakest at "
+        "high-entropy forks; none: only the importance-ratio correction.",
+        source="18.3.5; high-entropy minority tokens, arXiv 2506.01939",
+    )
 
     def validate(self) -> None:
         _check_beta("kl.beta", self.beta)
         if self.beta == 0:
             raise ConfigError("kl=reweighted needs kl.beta > 0 (use kl=none for no KL term)")
-        if self.weighting not in ("entropy", "none"):
-            raise ConfigError(f"kl.weighting={self.weighting!r} must be 'entropy' or 'none'")
 
     def grpo_fields(self) -> dict[str, Any]:
         return {"beta": self.beta, "use_bias_correction_kl": self.bias_corrected}

@@ -20,6 +20,7 @@ from typing import Any
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook, Weighted
 
 NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
@@ -27,13 +28,40 @@ NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
 
 @dataclass
 class Overlong(Component):
-    filter_truncated: bool = False
-    soft_punish: bool = False
-    cache_length: int = 8  # DAPO uses 4096 of a 20480-token budget; scaled to the tiny task's 32
-    punish_weight: float = 1.0
-    probe_every: int = 0  # train batches between probes of truncated completions (0: no probe)
-    probe_samples: int = 8  # truncated completions continued per probe
-    probe_tokens: int = 0  # new tokens a probed completion may add (0: trainer.max_completion_length)
+    filter_truncated: bool = knob(
+        False,
+        help="Mask completions cut off by the length budget out of the loss (TRL's mask_truncated_completions), so "
+        "a truncated answer is not punished as wrong.",
+        source="DAPO §3.4, arXiv 2503.14476; 16.6, figure 16-12",
+    )
+    soft_punish: bool = knob(
+        False,
+        help="Add TRL's soft overlong punishment as a reward: 0 up to the budget minus cache_length, falling "
+        "linearly to -1 at the budget.",
+        source="DAPO §3.4 (Eq. 13), arXiv 2503.14476; 18.3, figure 18-8",
+    )
+    cache_length: int = knob(
+        8,
+        help="Tokens before the budget over which the punishment ramps to -1; > 0 and below "
+        "trainer.max_completion_length (DAPO: 4096 of 20480, here 8 of 32).",
+        source="DAPO §3.4, arXiv 2503.14476",
+    )
+    punish_weight: float = knob(
+        1.0,
+        ge=0,
+        help="The weight of the soft punishment reward (the penalty itself is <= 0); 1.0 as DAPO.",
+        source="DAPO §3.4, arXiv 2503.14476",
+    )
+    probe_every: int = knob(
+        0,
+        ge=0,
+        help="Train batches between probes that continue a few truncated completions past the budget without "
+        "gradient (overlong/probe_*); 0 turns the probe off.",
+    )
+    probe_samples: int = knob(8, ge=1, help="Truncated completions continued per probe (per process).")
+    probe_tokens: int = knob(
+        0, ge=0, help="New tokens a probed completion may add; 0 takes trainer.max_completion_length."
+    )
 
     def validate(self) -> None:
         for key in ("probe_every", "probe_tokens"):

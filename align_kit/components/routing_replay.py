@@ -20,13 +20,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook, Weighted
 
-MODES = ("off", "r2", "r3")
 # A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
 # are `Weighted`, and every process must return the same kind for a key).
 NO_VALUE = Weighted(math.nan, 0)
@@ -34,11 +35,13 @@ NO_VALUE = Weighted(math.nan, 0)
 
 @dataclass
 class RoutingReplay(Component):
-    mode: str = "off"
-
-    def validate(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"routing_replay.mode={self.mode!r} is not one of {list(MODES)}")
+    mode: Literal["off", "r2", "r3"] = knob(
+        "off",
+        help="off: the router decides in every forward (drift is still measured on an MoE model); r2: replay the "
+        "experts of the old-log-prob forward in the training forwards; r3: replay the experts chosen while "
+        "generating. MoE models only; r2 acts only off-policy.",
+        source="16.6.1 (1); GSPO §5.3, arXiv 2507.18071; R3, arXiv 2510.11370",
+    )
 
     @property
     def replays(self) -> bool:

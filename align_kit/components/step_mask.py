@@ -14,10 +14,11 @@ loss's token count) is recounted so the loss is a mean over the tokens that trai
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook
 from align_kit.markup.tool_format import FAILURE_KINDS
 
@@ -34,7 +35,12 @@ def step_loss_mask(steps: list[list], width: int, kinds: tuple[str, ...] = FAILU
 
 @dataclass
 class StepMask(Component):
-    kinds: list[str] = field(default_factory=lambda: list(FAILURE_KINDS))  # the failures that are masked
+    kinds: list[str] = knob(
+        default_factory=lambda: list(FAILURE_KINDS),
+        help="The step failures whose tokens leave the loss: bad_json, unknown_tool, bad_params, exec_failed (all "
+        "four by default); the episode's valid steps still train.",
+        source="16.6.2",
+    )
 
     def validate(self) -> None:
         unknown = sorted(set(self.kinds) - set(FAILURE_KINDS))

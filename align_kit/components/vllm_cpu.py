@@ -12,7 +12,7 @@ from __future__ import annotations
 from align_kit.core.errors import ConfigError
 from align_kit.core.hooks import TrainerHook
 
-# Measured on the tiny MoE (tests/test_vllm_engine.py repeats it): vLLM 0.31 on CPU scores a freshly loaded
+# Measured on the tiny MoE (tests/behaviour/test_vllm_engine.py repeats it): vLLM 0.31 on CPU scores a freshly loaded
 # checkpoint as transformers does (mean |logp difference| 2e-7), and the same checkpoint reloaded in place
 # 2.28 nats apart. Dense models reload exactly.
 MOE_RELOAD_BROKEN = (

@@ -8,6 +8,8 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
+from align_kit.core.fields import Range
+
 MISSING = object()
 
 _SOURCES = (
@@ -28,6 +30,45 @@ GRPO_CHOICES = {
     "vllm_model_impl": ("transformers", "vllm"),
     "vllm_importance_sampling_mode": ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"),
 }
+
+
+_AT_LEAST_ONE = Range(1)
+_POSITIVE = Range(0, low_open=True)
+_PROBABILITY = Range(0, 1)
+_OPEN_PROBABILITY = Range(0, 1, low_open=True)  # (0, 1]: a share that must keep something
+# The ranges of GRPOConfig's numbers that its types cannot say. A number not listed whose TRL default is >= 0 must be
+# >= 0 (align_kit.experiment.schema).
+TRAINER_RANGES: dict[str, Range] = {
+    "learning_rate": _POSITIVE,
+    "num_train_epochs": _POSITIVE,
+    "per_device_train_batch_size": _AT_LEAST_ONE,
+    "per_device_eval_batch_size": _AT_LEAST_ONE,
+    "gradient_accumulation_steps": _AT_LEAST_ONE,
+    "steps_per_generation": _AT_LEAST_ONE,
+    "generation_batch_size": _AT_LEAST_ONE,
+    "num_iterations": _AT_LEAST_ONE,
+    "num_generations": Range(2, text="an integer >= 2 (group normalisation needs 2 completions per prompt)"),
+    "max_completion_length": _AT_LEAST_ONE,
+    "warmup_ratio": _PROBABILITY,  # transformers before 5 names it; a field TRL lacks is refused by name first
+    "adam_beta1": Range(0, 1, high_open=True),
+    "adam_beta2": Range(0, 1, high_open=True),
+    "adam_epsilon": _POSITIVE,
+    "temperature": _POSITIVE,
+    "top_p": _OPEN_PROBABILITY,
+    "min_p": _PROBABILITY,
+    "repetition_penalty": _POSITIVE,
+    "epsilon": _POSITIVE,
+    "epsilon_high": _POSITIVE,
+    "top_entropy_quantile": _OPEN_PROBABILITY,
+    "vllm_gpu_memory_utilization": _OPEN_PROBABILITY,
+    "vllm_tensor_parallel_size": _AT_LEAST_ONE,
+    "save_total_limit": _AT_LEAST_ONE,  # null keeps every checkpoint
+}
+# Optional in GRPOConfig, but the batch shape and the length budget are computed from them.
+TRAINER_REQUIRED = ("num_generations", "max_completion_length")
+# transformers reads a value below 1 as a share of the total steps.
+STEP_INTERVALS = ("logging_steps", "save_steps", "eval_steps")
+STEP_INTERVAL_TEXT = "an integer >= 1, or a share of the run in (0, 1)"
 
 
 def _source(package: str, relative: str) -> ast.Module:

@@ -3,10 +3,12 @@
 One mechanism for the whole tree: a node's schema is the dataclass its `_target_` names (every
 align_kit component is one), `trainer`'s is GRPOConfig's annotations read from TRL's source
 (`align_kit.experiment.grpo_fields`), and the top-level keys' is `RunSettings` below. Values are checked as
-written, never coerced (`seed=1.5`, `seed=true` and `kl.bias_corrected=maybe` are errors), NaN and
-inf are refused, and the ranges a type cannot say (counts >= 1, probabilities, seeds) come from the
-tables here. Rules that tie several keys together stay in each component's `validate()` and in
-`align_kit.experiment.plan`. Every error is one ConfigError line: `<key>=<value>: expected <what>, got <what>`.
+written, never coerced (`seed=1.5`, `seed=true` and `kl.bias_corrected=maybe` are errors), NaN and inf are
+refused, choices are a field's `Literal` annotation, and the ranges a type cannot say (counts >= 1, probabilities,
+seeds) are the ones each field declares (`align_kit.core.fields.knob`; GRPOConfig's are listed in grpo_fields).
+The walk is generic: no table here names a node's key. Rules that tie several keys together stay in each
+component's `validate()` and in `align_kit.experiment.plan`. Every error is one ConfigError line:
+`<key>=<value>: expected <what>, got <what>`.
 
 `_target_` may name only a class: an align_kit component (`align_kit.core.component.BUILDABLE`, by its own
 defining module path), or a class defined in a package the user lists in `train.allowed_targets` (their own
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import fnmatch
 import importlib
 import inspect
 import json
@@ -27,7 +28,7 @@ import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
@@ -35,8 +36,18 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, Range, field_facts, knob
 from align_kit.experiment.compose import component_groups
-from align_kit.experiment.grpo_fields import MISSING, grpo_config_fields, grpo_field_annotations, transformers_enums
+from align_kit.experiment.grpo_fields import (
+    MISSING,
+    STEP_INTERVAL_TEXT,
+    STEP_INTERVALS,
+    TRAINER_RANGES,
+    TRAINER_REQUIRED,
+    grpo_config_fields,
+    grpo_field_annotations,
+    transformers_enums,
+)
 
 OWN_PACKAGE = "align_kit"
 # Groups holding one node each (built through `_target_`), read from the defaults list like the plan's;
@@ -44,31 +55,42 @@ OWN_PACKAGE = "align_kit"
 NODE_GROUPS = (*component_groups(), "monitor")
 # The one Hydra key a node carries: the class to build (align_kit.experiment.schema's targets section).
 NODE_KEYS = ("_target_",)
-SEED_LIMIT = 2**32  # numpy's and torch's seeds are unsigned 32-bit
 INT_LIMIT = 2**63  # anything larger overflows the C integers torch and numpy use
 
 
 @dataclass
 class TrainSettings:
-    resume: bool = False
-    overwrite: bool = False
-    allow_reward_max_below_one: bool = False
-    allowed_targets: list[str] = field(default_factory=list)  # your packages whose classes a `_target_` may name
+    resume: bool = knob(False, help="Continue from the last checkpoint in hydra.run.dir (one run, not a sweep).")
+    overwrite: bool = knob(
+        False, help="Move a run folder that already holds a run aside to <folder>.replaced-<time> instead of refusing."
+    )
+    allow_reward_max_below_one: bool = knob(
+        False,
+        help="Accept rewards whose best weighted total is below 1.0; keep false, a perfect answer must be able to "
+        "score 1.0.",
+        source="16.6.3",
+    )
+    allowed_targets: list[str] = knob(
+        default_factory=list,
+        help="Your packages whose classes a `_target_` may name (your own components); name them on the command line.",
+    )
 
 
 @dataclass
 class PathSettings:
-    output_root: str = "outputs"
-    cache_dir: str = "~/.cache/align_kit"
+    output_root: str = knob("outputs", help="The folder under which runs/ and sweeps/ are written.")
+    cache_dir: str = knob(
+        "~/.cache/align_kit", help="Where warm-started tiny models are cached (train.yaml: $ALIGN_KIT_CACHE if set)."
+    )
 
 
 @dataclass
 class RunSettings:
     """The keys of train.yaml outside the groups."""
 
-    seed: int = 0
-    train: TrainSettings = field(default_factory=TrainSettings)
-    paths: PathSettings = field(default_factory=PathSettings)
+    seed: int = knob(0, within=SEED, help="The run's seed (TRL's `seed`); sweep over it to repeat an arm.")
+    train: TrainSettings = knob(default_factory=TrainSettings, help="How the run starts and what it may build.")
+    paths: PathSettings = knob(default_factory=PathSettings, help="Where runs and cached models go.")
 
 
 # ---------------------------------------------------------------------------------------------- types
@@ -172,6 +194,12 @@ def dataclass_kinds(cls: type) -> dict[str, Kind]:
         if "schema" in item.metadata:
             kinds[item.name] = _kind("dict", schema=item.metadata["schema"])
     return kinds
+
+
+@cache
+def dataclass_ranges(cls: type) -> dict[str, Range]:
+    """The ranges the init fields of a dataclass declare (`align_kit.core.fields.knob`), by field name."""
+    return {facts.name: facts.bounds for facts in field_facts(cls) if facts.bounds is not None}
 
 
 @lru_cache(maxsize=1)
@@ -282,7 +310,7 @@ def check_value(key: str, value: Any, kind: Kind) -> None:
 def check_fields(key: str, node: Mapping, cls: type, allowed: Sequence[str] = ()) -> None:
     """Every key of `node` is a field of the dataclass `cls`, with a value of the field's kind (`allowed`: the
     packages a node inside it may come from)."""
-    kinds = dataclass_kinds(cls)
+    kinds, ranges = dataclass_kinds(cls), dataclass_ranges(cls)
     for name, value in node.items():
         if name in NODE_KEYS:
             continue
@@ -294,149 +322,26 @@ def check_fields(key: str, node: Mapping, cls: type, allowed: Sequence[str] = ()
             check_node(path, value, allowed)
             continue
         check_value(path, value, kinds[name])
-        check_range(path, value, kinds[name])
+        check_range(path, value, kinds[name], ranges.get(name))
 
 
 # --------------------------------------------------------------------------------------------- ranges
 
-
-@dataclass(frozen=True)
-class Range:
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    text: str = ""
-
-    def holds(self, value: float) -> bool:
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            return False
-        return self.high is None or not (value > self.high or (self.high_open and value == self.high))
-
-    def describe(self, integer: bool) -> str:
-        if self.text:
-            return self.text
-        if self.low is not None and self.high is not None:
-            brackets = ("(" if self.low_open else "[", ")" if self.high_open else "]")
-            bounds = f"in {brackets[0]}{self.low:g}, {self.high:g}{brackets[1]}"
-        elif self.low is not None:
-            bounds = f"{'>' if self.low_open else '>='} {self.low:g}"
-        else:
-            bounds = f"{'<' if self.high_open else '<='} {self.high:g}"
-        return f"{'an integer' if integer else 'a number'} {bounds}"
-
-
-SEED = Range(0, SEED_LIMIT, high_open=True, text="an integer in [0, 2^32)")
-AT_LEAST_ONE = Range(1)
-POSITIVE = Range(0, low_open=True)
+# The range of a node's integer whose field declares none (a count, a step), and of a GRPOConfig number without one
+# in TRAINER_RANGES whose TRL default is >= 0.
 NON_NEGATIVE = Range(0)
-PROBABILITY = Range(0, 1)
-OPEN_PROBABILITY = Range(0, 1, low_open=True)  # (0, 1]: a share that must keep something
-# The tiny models are built in memory on a CPU: a dimension beyond this is a typo, not a model.
-MODEL_DIMENSION = Range(1, 2**16, text="an integer in [1, 65536]")
-
-# Component and top-level keys (`*` matches one key). Integers of component nodes not listed here
-# must be >= 0 (a count, a step, a seed).
-RANGES: dict[str, Range] = {
-    "seed": SEED,
-    "task.seed": SEED,
-    "reward.*.seed": SEED,
-    "model.init_seed": SEED,
-    "model.warm_start.seed": SEED,
-    "model.warm_start.batch_size": AT_LEAST_ONE,
-    "model.warm_start.learning_rate": POSITIVE,
-    "model.warm_start.eval_prompts": AT_LEAST_ONE,
-    **{
-        f"model.{name}": MODEL_DIMENSION
-        for name in (
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "num_kv_heads",
-            "head_dim",
-            "intermediate_size",
-            "num_experts",
-            "experts_per_token",
-            "moe_intermediate_size",
-            "max_position_embeddings",
-        )
-    },
-    "advantage.r_max": POSITIVE,  # the virtual sample's reward: the best attainable total
-    "overlong.punish_weight": NON_NEGATIVE,
-    "format_schedule.start": NON_NEGATIVE,
-    "format_schedule.threshold": PROBABILITY,
-    "rollout.is_cap_min": POSITIVE,
-    "rollout.is_cap_max": POSITIVE,
-    "rollout.tensor_parallel_size": AT_LEAST_ONE,
-    "rollout.max_model_length": AT_LEAST_ONE,
-    "task.num_train": AT_LEAST_ONE,
-    # Health-monitor rules (their windows and fractions are checked by align_kit.monitor.settings).
-    "monitor.*.threshold": NON_NEGATIVE,
-    "monitor.*.factor": POSITIVE,
-    "monitor.*.tolerance": NON_NEGATIVE,
-    "monitor.*.gap": NON_NEGATIVE,
-    "monitor.*.floor": NON_NEGATIVE,
-    "monitor.*.deviation": POSITIVE,
-    "monitor.*.min_train_gain": NON_NEGATIVE,  # a max_*_gain may be negative: "only when it falls"
-    "monitor.*.min_format_gain": NON_NEGATIVE,
-    "monitor.*.min_before": NON_NEGATIVE,
-    "monitor.*.rise": NON_NEGATIVE,
-    "overlong.probe_every": NON_NEGATIVE,
-    "overlong.probe_samples": AT_LEAST_ONE,
-    "overlong.probe_tokens": NON_NEGATIVE,
-}
-
-# GRPOConfig fields. Numbers not listed whose TRL default is >= 0 must be >= 0.
-TRAINER_RANGES: dict[str, Range] = {
-    "learning_rate": POSITIVE,
-    "num_train_epochs": POSITIVE,
-    "per_device_train_batch_size": AT_LEAST_ONE,
-    "per_device_eval_batch_size": AT_LEAST_ONE,
-    "gradient_accumulation_steps": AT_LEAST_ONE,
-    "steps_per_generation": AT_LEAST_ONE,
-    "generation_batch_size": AT_LEAST_ONE,
-    "num_iterations": AT_LEAST_ONE,
-    "num_generations": Range(2, text="an integer >= 2 (group normalisation needs 2 completions per prompt)"),
-    "max_completion_length": AT_LEAST_ONE,
-    "warmup_ratio": PROBABILITY,  # transformers before 5 names it; a field TRL lacks is refused by name first
-    "adam_beta1": Range(0, 1, high_open=True),
-    "adam_beta2": Range(0, 1, high_open=True),
-    "adam_epsilon": POSITIVE,
-    "temperature": POSITIVE,
-    "top_p": OPEN_PROBABILITY,
-    "min_p": PROBABILITY,
-    "repetition_penalty": POSITIVE,
-    "epsilon": POSITIVE,
-    "epsilon_high": POSITIVE,
-    "top_entropy_quantile": OPEN_PROBABILITY,
-    "vllm_gpu_memory_utilization": OPEN_PROBABILITY,
-    "vllm_tensor_parallel_size": AT_LEAST_ONE,
-    "save_total_limit": AT_LEAST_ONE,  # null keeps every checkpoint
-}
-# Optional in GRPOConfig, but the batch shape and the length budget are computed from them.
-TRAINER_REQUIRED = ("num_generations", "max_completion_length")
-# transformers reads a value below 1 as a share of the total steps.
-STEP_INTERVALS = ("logging_steps", "save_steps", "eval_steps")
-STEP_INTERVAL_TEXT = "an integer >= 1, or a share of the run in (0, 1)"
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _range_for(key: str) -> Range | None:
-    if key in RANGES:
-        return RANGES[key]
-    wildcards = (rule for pattern, rule in RANGES.items() if "*" in pattern and fnmatch.fnmatchcase(key, pattern))
-    return next(wildcards, None)
-
-
-def check_range(key: str, value: Any, kind: Kind) -> None:
-    """The range of a component or top-level number; integers not in RANGES must be >= 0."""
+def check_range(key: str, value: Any, kind: Kind, bounds: Range | None) -> None:
+    """A node's or top-level number within its field's declared range (`bounds`); an integer without one, >= 0."""
     if not _is_number(value):
         return
     integer = "float" not in kind.types
-    rule = _range_for(key) or (NON_NEGATIVE if integer else None)
+    rule = bounds or (NON_NEGATIVE if integer else None)
     if rule is not None and not rule.holds(value):
         raise ConfigError(f"{key}={show(value)}: expected {rule.describe(integer)}")
     if integer and abs(value) >= INT_LIMIT:

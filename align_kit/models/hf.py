@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.models.tiny import LoadedPolicy
 
-DTYPES = ("float32", "bfloat16", "float16", "auto")
 # What a folder saved with save_pretrained holds besides config.json: any one of each.
 WEIGHT_FILES = (
     "model.safetensors",
@@ -27,9 +28,19 @@ def looks_like_local_path(name: str) -> bool:
 
 @dataclass
 class HFModel(Component):
-    name_or_path: str | None = None
-    dtype: str = "float32"
-    trust_remote_code: bool = False
+    name_or_path: str | None = knob(
+        None,
+        help="A hub name (Qwen/Qwen3-0.6B) or a local folder saved with save_pretrained (config.json, weights, "
+        "tokenizer files); required.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = knob(
+        "float32",
+        help="The dtype the weights load in (from_pretrained's dtype); float32 trains as the tiny models do, auto "
+        "takes the checkpoint's own.",
+    )
+    trust_remote_code: bool = knob(
+        False, help="Let from_pretrained run the model's own code from the hub; only for models you trust."
+    )
 
     def validate(self) -> None:
         if not self.name_or_path:
@@ -39,8 +50,6 @@ class HFModel(Component):
                 f"model.name_or_path={self.name_or_path} is not a folder; point it at a saved model "
                 "(config.json + weights + tokenizer files)"
             )
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"model.dtype={self.dtype!r} is not one of {list(DTYPES)}")
         if looks_like_local_path(self.name_or_path):
             self._check_saved_folder(Path(self.name_or_path).expanduser())
 

@@ -12,17 +12,17 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.models.warm_start import WarmStartConfig
 
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("qwen3", "qwen3_moe")
 WARM_START_FILE = "warm_start.json"
 
 
@@ -34,25 +34,39 @@ class LoadedPolicy:
     info: dict
 
 
+def _dimension(default: int, help: str) -> Any:
+    """A size of the tiny model: built in memory on a CPU, so a dimension beyond 65536 is a typo, not a model."""
+    return knob(default, help=help, ge=1, le=2**16, text="an integer in [1, 65536]")
+
+
 @dataclass
 class TinyModel(Component):
-    architecture: str = "qwen3"
-    hidden_size: int = 128
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 32
-    intermediate_size: int = 256
-    num_experts: int = 8
-    experts_per_token: int = 2
-    moe_intermediate_size: int = 64
-    max_position_embeddings: int = 256
-    init_seed: int = 0
-    warm_start: dict = field(default_factory=dict, metadata={"schema": WarmStartConfig})  # checked per key
+    architecture: Literal["qwen3", "qwen3_moe"] = knob(
+        "qwen3",
+        help="qwen3: a dense Qwen3; qwen3_moe: Qwen3-MoE blocks (model=tiny_moe) for routing drift and Routing Replay.",
+        source="16.6.1 (1)",
+    )
+    hidden_size: int = _dimension(128, "Width of the residual stream.")
+    num_layers: int = _dimension(4, "Decoder layers.")
+    num_heads: int = _dimension(4, "Attention heads, a multiple of num_kv_heads.")
+    num_kv_heads: int = _dimension(2, "Key/value heads (grouped-query attention).")
+    head_dim: int = _dimension(32, "Width of one attention head; 32, because vLLM's CPU backend rejects 16.")
+    intermediate_size: int = _dimension(256, "Width of the dense MLP.")
+    num_experts: int = _dimension(8, "qwen3_moe: experts per MoE layer.")
+    experts_per_token: int = _dimension(2, "qwen3_moe: experts each token is routed to (top-k), at most num_experts.")
+    moe_intermediate_size: int = _dimension(64, "qwen3_moe: width of one expert's MLP.")
+    max_position_embeddings: int = _dimension(
+        256, "Positions the model attends over: the prompt plus trainer.max_completion_length must fit."
+    )
+    init_seed: int = knob(0, within=SEED, help="Seed of the random initial weights, before the warm start.")
+    warm_start: dict = knob(
+        default_factory=dict,
+        help="The warm-start SFT's settings (WarmStartConfig: steps, batch_size, learning_rate, eval_prompts, seed), "
+        "checked per key.",
+        metadata={"schema": WarmStartConfig},
+    )
 
     def validate(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ConfigError(f"model.architecture={self.architecture!r} is not one of {list(ARCHITECTURES)}")
         if self.architecture == "qwen3_moe" and not 1 <= self.experts_per_token <= self.num_experts:
             raise ConfigError(
                 f"model.experts_per_token={self.experts_per_token} must be between 1 and "

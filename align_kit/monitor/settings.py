@@ -9,14 +9,31 @@ here equal `conf/monitor/default.yaml` (a test holds them together).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Literal, get_type_hints
 
 from align_kit.core.component import buildable
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 
 Action = Literal["log", "warn", "halt"]
 ACTIONS = ("log", "warn", "halt")
+
+
+def _action(default: str) -> Any:
+    return knob(
+        default,
+        help="What the alert does: log (recorded in alerts.jsonl only), warn (also shown) or halt (stop training "
+        "after a checkpoint).",
+    )
+
+
+def _span(default: int, source: str | None = None) -> Any:
+    return knob(default, help="Logged points averaged on each side of the comparison, >= 1.", source=source)
+
+
+def _fall(default: float, source: str) -> Any:
+    return knob(default, help="The share of entropy lost that alerts, strictly between 0 and 1.", source=source)
 
 
 @dataclass
@@ -24,9 +41,9 @@ class EntropyCollapse:
     """Mean of the last `span` points below (1 - fall) x the mean of the first `span` (the
     policy-optimization chapter, 18.3.1)."""
 
-    action: Action = "warn"
-    span: int = 10
-    fall: float = 0.5
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    fall: float = _fall(0.5, "18.3.1")
 
 
 @dataclass
@@ -36,10 +53,12 @@ class EntropyDrop:
     (the policy-optimization chapter, 18.3.7). Smoothed on both sides, so one noisy batch neither
     raises the reference nor trips the alarm."""
 
-    action: Action = "warn"
-    span: int = 10
-    window_steps: int = 100
-    fall: float = 0.5
+    action: Action = _action("warn")
+    span: int = _span(10)
+    window_steps: int = knob(
+        100, help="Training steps back to the highest smoothed entropy the latest is compared with.", source="18.3.7"
+    )
+    fall: float = _fall(0.5, "18.3.7")
 
 
 @dataclass
@@ -47,18 +66,18 @@ class EntropyDecline:
     """The smoothed entropy (mean of the last `span` points) below (1 - fall) x the mean of the first
     `span` points (the policy-optimization chapter, 18.3.3: a healthy run loses at most 40 %)."""
 
-    action: Action = "log"
-    span: int = 10
-    fall: float = 0.4
+    action: Action = _action("log")
+    span: int = _span(10)
+    fall: float = _fall(0.4, "18.3.3")
 
 
 @dataclass
 class AboveThreshold:
     """Mean of the last `span` points above `threshold`."""
 
-    action: Action = "warn"
-    span: int = 1
-    threshold: float = 0.0
+    action: Action = _action("warn")
+    span: int = _span(1)
+    threshold: float = knob(0.0, ge=0, help="The level the recent mean must exceed to alert, >= 0.")
 
 
 @dataclass
@@ -67,11 +86,16 @@ class RisingShare:
     mean of the last `span` points above `threshold`, and over the last `window` points the mean
     of the second half above the mean of the first half by more than `rise`."""
 
-    action: Action = "warn"
-    span: int = 10
-    threshold: float = 0.3
-    window: int = 40
-    rise: float = 0.15
+    action: Action = _action("warn")
+    span: int = _span(10)
+    threshold: float = knob(0.3, ge=0, help="The share the recent mean must exceed (30 %).", source="18.3.2")
+    window: int = knob(40, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    rise: float = knob(
+        0.15,
+        ge=0,
+        help="How far the second half's mean must exceed the first half's; healthy runs rose at most +0.10 "
+        "(benchmarks/alert_calibration.py).",
+    )
 
 
 @dataclass
@@ -79,9 +103,11 @@ class LengthGrowth:
     """Mean of the last `span` points above `factor` x the mean of the first `span` (the
     policy-optimization chapter, 18.3.1)."""
 
-    action: Action = "warn"
-    span: int = 10
-    factor: float = 3.0
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    factor: float = knob(
+        3.0, gt=0, help="The growth of the mean completion length that alerts (3x the start).", source="18.3.1"
+    )
 
 
 @dataclass
@@ -89,9 +115,14 @@ class LengthNearMax:
     """Mean of the last `span` points at or above (1 - margin) x max_completion_length (the
     training-stability chapter, table 16-6)."""
 
-    action: Action = "warn"
-    span: int = 1
-    margin: float = 0.05
+    action: Action = _action("warn")
+    span: int = _span(1)
+    margin: float = knob(
+        0.05,
+        help="Alert when the mean length is within this share of trainer.max_completion_length, strictly between 0 "
+        "and 1.",
+        source="16.6.5, table 16-6",
+    )
 
 
 @dataclass
@@ -103,27 +134,32 @@ class RewardPlateau:
     max - min, so per-step sampling noise does not hide a plateau). Below: the window's mean is
     at most reward_max - `gap`."""
 
-    action: Action = "warn"
-    window: int = 100
-    tolerance: float = 0.02
-    gap: float = 0.05
+    action: Action = _action("warn")
+    window: int = knob(
+        100,
+        help="Logged points whose two halves are compared, >= 2; over 50, a slowly rising healthy reward read as "
+        "flat within the noise.",
+        source="16.6.5, table 16-6",
+    )
+    tolerance: float = knob(0.02, ge=0, help="The largest change between the halves' means that counts as flat.")
+    gap: float = knob(0.05, ge=0, help="How far below the attainable maximum the mean must stay to count as stuck.")
 
 
 @dataclass
 class GradNormVanishing:
     """Every one of the last `window` points below `floor` (the training-stability chapter, table 16-6)."""
 
-    action: Action = "warn"
-    window: int = 10
-    floor: float = 1e-4
+    action: Action = _action("warn")
+    window: int = knob(10, help="Logged points that must all be below floor, >= 1.", source="16.6.5, table 16-6")
+    floor: float = knob(1e-4, ge=0, help="The gradient norm below which an update counts as vanished.")
 
 
 @dataclass
 class Rising:
     """Strictly increasing over the last `window` points."""
 
-    action: Action = "warn"
-    window: int = 10
+    action: Action = _action("warn")
+    window: int = knob(10, help="Logged points that must each rise above the one before, >= 2.", source="18.3.7")
 
 
 @dataclass
@@ -132,18 +168,22 @@ class ClipRatioZero:
     tokens on average (the policy-optimization chapter, 18.3.4). A lone clipped token in an almost
     on-policy run is not a drop."""
 
-    action: Action = "warn"
-    window: int = 10
-    min_before: float = 1e-3
+    action: Action = _action("warn")
+    window: int = knob(10, help="Logged points of zero clipping, after as many that clipped, >= 1.", source="18.3.4")
+    min_before: float = knob(
+        1e-3, ge=0, help="The mean clip ratio the earlier window must have had for the drop to zero to count."
+    )
 
 
 @dataclass
 class PolicyRatioDrift:
     """Mean of the last `span` points further than `deviation` from 1.0 (the policy-optimization chapter, 18.3.4)."""
 
-    action: Action = "warn"
-    span: int = 1
-    deviation: float = 0.5
+    action: Action = _action("warn")
+    span: int = _span(1)
+    deviation: float = knob(
+        0.5, gt=0, help="How far the mean policy ratio may move from 1.0 before it alerts.", source="18.3.4"
+    )
 
 
 @dataclass
@@ -153,10 +193,12 @@ class TrainEvalDivergence:
     the window minus mean of its first half; the train value paired with an evaluation is the
     mean train reward logged since the previous evaluation."""
 
-    action: Action = "warn"
-    window: int = 4
-    min_train_gain: float = 0.05
-    max_eval_gain: float = 0.01
+    action: Action = _action("warn")
+    window: int = knob(4, help="Evaluations whose two halves are compared, >= 2.", source="18.3.7")
+    min_train_gain: float = knob(0.05, ge=0, help="The train reward's gain that must be exceeded, >= 0.")
+    max_eval_gain: float = knob(
+        0.01, help="The eval reward's gain it must stay below; may be negative: only when eval reward falls."
+    )
 
 
 @dataclass
@@ -165,9 +207,14 @@ class RewardDecline:
     best smoothed value so far: the reward "keeps decaying and finally collapses" (the
     training-stability chapter, 16.6.1, figure 16-10)."""
 
-    action: Action = "warn"
-    span: int = 20
-    drop: float = 0.1
+    action: Action = _action("warn")
+    span: int = _span(20)
+    drop: float = knob(
+        0.1,
+        help="The fall below the best smoothed reward, as a share of the attainable maximum, that alerts; strictly "
+        "between 0 and 1.",
+        source="16.6.1, figure 16-10",
+    )
 
 
 @dataclass
@@ -178,12 +225,12 @@ class RewardCollapse:
     below `max_correctness_gain`. `format_reward` / `correctness_reward` name the reward nodes
     (TRL logs them as rewards/<name>/mean)."""
 
-    action: Action = "warn"
-    window: int = 20
-    min_format_gain: float = 0.1
-    max_correctness_gain: float = 0.02
-    format_reward: str = "format"
-    correctness_reward: str = "correctness"
+    action: Action = _action("warn")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    min_format_gain: float = knob(0.1, ge=0, help="The format reward's gain that must be exceeded, >= 0.")
+    max_correctness_gain: float = knob(0.02, help="The correctness reward's gain it must stay below; may be negative.")
+    format_reward: str = knob("format", help="The reward node that scores the format (rewards/<name>/mean).")
+    correctness_reward: str = knob("correctness", help="The reward node that scores correctness.")
 
 
 @dataclass
@@ -191,8 +238,15 @@ class NonFinite:
     """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
     them, so the alert names the first to go). `halt` stops without saving the broken weights."""
 
-    action: Action = "halt"
-    metrics: list[str] = field(default_factory=lambda: ["loss", "grad_norm"])
+    action: Action = _action("halt")
+    metrics: list[str] = knob(
+        default_factory=lambda: ["loss", "grad_norm"],
+        help="The metrics watched, in the order a step computes them, so the alert names the first to go.",
+    )
+
+
+def _rule(default_factory: Any, help: str, source: str | None = None) -> Any:
+    return knob(default_factory=default_factory, help=help, source=source)
 
 
 @buildable
@@ -200,32 +254,76 @@ class NonFinite:
 class HealthMonitorConfig:
     """All rules; `enabled: false` (`monitor=off`) turns every one of them off."""
 
-    enabled: bool = True
-    non_finite: NonFinite = field(default_factory=NonFinite)
-    entropy_collapse: EntropyCollapse = field(default_factory=EntropyCollapse)
-    entropy_drop: EntropyDrop = field(default_factory=EntropyDrop)
-    entropy_decline: EntropyDecline = field(default_factory=EntropyDecline)
+    enabled: bool = knob(True, help="false (monitor=off) turns every rule off.")
+    non_finite: NonFinite = _rule(
+        NonFinite, "A NaN or infinite loss or grad norm: halts, keeping the last finite checkpoint."
+    )
+    entropy_collapse: EntropyCollapse = _rule(
+        EntropyCollapse, "Entropy fell by more than `fall` from its start (the chapter's own check).", "18.3.1"
+    )
+    entropy_drop: EntropyDrop = _rule(
+        EntropyDrop, "Entropy falls more than 50 % within 100 steps (the chapter's alert table).", "18.3.7"
+    )
+    entropy_decline: EntropyDecline = _rule(
+        EntropyDecline, "Entropy below 60 % of its start: a healthy run loses at most 40 %.", "18.3.3"
+    )
     # The training-stability chapter's table 16-6 (16.6.5: healthy < 30 %, alarm > 50 %), over 10
     # points as the policy-optimization chapter's code (18.3.1).
-    zero_std_groups: AboveThreshold = field(default_factory=lambda: AboveThreshold(span=10, threshold=0.5))
-    zero_advantage: RisingShare = field(default_factory=RisingShare)
-    reward_collapse: RewardCollapse = field(default_factory=RewardCollapse)
-    reward_decline: RewardDecline = field(default_factory=RewardDecline)
-    length_growth: LengthGrowth = field(default_factory=LengthGrowth)
-    length_near_max: LengthNearMax = field(default_factory=LengthNearMax)
-    reward_plateau: RewardPlateau = field(default_factory=RewardPlateau)
-    grad_norm_vanishing: GradNormVanishing = field(default_factory=GradNormVanishing)
-    kl_rising: Rising = field(default_factory=Rising)
-    policy_ratio_drift: PolicyRatioDrift = field(default_factory=PolicyRatioDrift)
+    zero_std_groups: AboveThreshold = _rule(
+        lambda: AboveThreshold(span=10, threshold=0.5),
+        "The share of groups whose rewards are all equal (groups/flat_fraction, else TRL's frac_reward_zero_std) "
+        "above 50 %; healthy runs stay below 30 %.",
+        "16.6.5, table 16-6",
+    )
+    zero_advantage: RisingShare = _rule(
+        RisingShare, "The share of zero advantages (adv/zero_std_fraction) keeps rising beyond 30 %.", "18.3.2"
+    )
+    reward_collapse: RewardCollapse = _rule(
+        RewardCollapse, "The format reward rises while correctness stays flat (reward hacking of the format).", "18.3.2"
+    )
+    reward_decline: RewardDecline = _rule(
+        RewardDecline, "The reward keeps decaying below its best and finally collapses.", "16.6.1, figure 16-10"
+    )
+    length_growth: LengthGrowth = _rule(LengthGrowth, "The mean completion length grew `factor` times.", "18.3.1")
+    length_near_max: LengthNearMax = _rule(
+        LengthNearMax, "Completions run into the length budget.", "16.6.5, table 16-6"
+    )
+    reward_plateau: RewardPlateau = _rule(
+        RewardPlateau, "The reward is flat while below its attainable maximum.", "16.6.5, table 16-6"
+    )
+    grad_norm_vanishing: GradNormVanishing = _rule(
+        GradNormVanishing, "Every recent gradient norm below `floor`: updates stopped.", "16.6.5, table 16-6"
+    )
+    kl_rising: Rising = _rule(Rising, "The KL to the reference rises step after step.", "18.3.7")
+    policy_ratio_drift: PolicyRatioDrift = _rule(
+        PolicyRatioDrift, "The mean policy ratio (policy_ratio/mean) drifts away from 1.0.", "18.3.4"
+    )
     # Mean |ratio - 1| over completion tokens (policy_ratio/abs_dev), smoothed: updates that move
     # tokens a large share of the way to the clip bounds (the policy-optimization chapter, 18.3.4).
-    policy_ratio_noise: AboveThreshold = field(default_factory=lambda: AboveThreshold(span=10, threshold=0.1))
-    clip_ratio_rising: Rising = field(default_factory=Rising)
-    clip_ratio_zero: ClipRatioZero = field(default_factory=ClipRatioZero)
+    policy_ratio_noise: AboveThreshold = _rule(
+        lambda: AboveThreshold(span=10, threshold=0.1),
+        "The mean |ratio - 1| over completion tokens (policy_ratio/abs_dev) above 0.1: updates move tokens far "
+        "toward the clip bounds.",
+        "18.3.4",
+    )
+    clip_ratio_rising: Rising = _rule(
+        Rising, "The clipped share (clip_ratio/region_mean) rises step after step.", "18.3.4"
+    )
+    clip_ratio_zero: ClipRatioZero = _rule(
+        ClipRatioZero, "Clipping stopped after it had been clipping: the update became on-policy.", "18.3.4"
+    )
     # The training-stability chapter, 16.6.1: alarm when the mean |logp_train - logp_inference|
     # exceeds 0.01 (align_kit's mismatch metric, or TRL's when rollouts come from vLLM).
-    logp_mismatch: AboveThreshold = field(default_factory=lambda: AboveThreshold(threshold=0.01))
-    train_eval_divergence: TrainEvalDivergence = field(default_factory=TrainEvalDivergence)
+    logp_mismatch: AboveThreshold = _rule(
+        lambda: AboveThreshold(threshold=0.01),
+        "The mean |logp_train - logp_inference| (mismatch/logp_abs_diff/mean, or TRL's with vLLM) above 0.01.",
+        "16.6.1",
+    )
+    train_eval_divergence: TrainEvalDivergence = _rule(
+        TrainEvalDivergence,
+        "Train reward gains while eval reward does not: overfitting the training prompts.",
+        "18.3.7",
+    )
 
     def __post_init__(self) -> None:
         # Hydra hands nested YAML blocks over as mappings: build each rule's settings from its block.

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.judges import Counts, Referee, win_probability
 
@@ -228,13 +229,49 @@ class Arena(RewardNode):
     split). Swiss pairings are seeded by `seed`, the step and the group's index, so a resumed run
     pairs as an uninterrupted one."""
 
-    scheme: Literal["round_robin", "swiss"] = "round_robin"
-    rounds: int = 3  # Swiss rounds (at most G/2 judge calls each, times 2 with both_orders)
-    swiss_score: Literal["win_rate", "colley"] = "win_rate"
-    both_orders: bool = False
-    timeout_s: float | None = None  # wall-clock limit per judge call, any judge (null: none)
-    seed: int = 0
-    judge: Any = None
+    scheme: Literal["round_robin", "swiss"] = knob(
+        "round_robin",
+        help="The tournament: `round_robin` plays all G(G-1)/2 pairs (28 judge calls at G = 8); `swiss` plays "
+        "`rounds` rounds between players of similar running score, for fewer calls. round_robin unless the judge "
+        "is costly.",
+        source="16.6.4",
+    )
+    rounds: int = knob(
+        3,
+        help="Swiss rounds, at most G/2 judge calls each (twice that with both_orders); 3 at G = 8 makes 12 calls "
+        "against round robin's 28; 5 come within 0.05 Kendall tau of round robin's ranking. Ignored by round_robin.",
+        source="16.6.4",
+    )
+    swiss_score: Literal["win_rate", "colley"] = knob(
+        "win_rate",
+        help="How scheme=swiss turns its matches into rewards: `win_rate` (win probability over matches played) or "
+        "`colley` (Colley's rating, adjusted for the opponents met). colley for a judge that answers probabilities, "
+        "win_rate for 0/1 verdicts (benchmarks/arena_ranking.py).",
+        source="Colley 2002, Colley's Bias Free College Football Ranking Method §4",
+    )
+    both_orders: bool = knob(
+        False,
+        help="Judge every pair as (a, b) and (b, a) and average the two, against the judge's position bias; twice "
+        "the judge calls. Turn it on for a model judge; the arithmetic judge has no position bias.",
+        source="Zheng et al. 2023 (MT-Bench) §3.3-3.4, arXiv 2306.05685",
+    )
+    timeout_s: float | None = knob(
+        None,
+        help="Wall-clock limit in seconds on one judge call, for any judge; a call past it skips its match "
+        "(counted in gar/judge_failures). null: no limit.",
+    )
+    seed: int = knob(
+        0,
+        within=SEED,
+        help="Seeds the Swiss round-1 pairing and tie-breaks, together with the step and the group's index; the "
+        "YAML node sets it to the run's seed.",
+    )
+    judge: Any = knob(
+        None,
+        help="The judge node that plays each match, judge(prompt, a, b) -> the win probability of a: "
+        "reward/judge=arithmetic (the embedded task), hf, http or callable.",
+        source="16.6.4",
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -7,6 +7,7 @@ from typing import Any
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 
 
 def completion_text(completion: Any) -> str:
@@ -18,8 +19,19 @@ def completion_text(completion: Any) -> str:
 
 @dataclass
 class RewardNode(Component):
-    weight: float = 1.0
-    max_value: float = 1.0
+    weight: float = knob(
+        1.0,
+        help="This reward's weight in the weighted sum TRL trains on (reward_weights); keep it >= 0, a penalty is a "
+        "negative score. The shipped nodes' weights make a perfect completion score exactly 1.0 (correctness 0.8 "
+        "+ format 0.2).",
+        source="16.6.3",
+    )
+    max_value: float = knob(
+        1.0,
+        help="The best score a perfect completion earns from this reward; the plan checks that the sum of weight "
+        "times max_value over the rewards reaches 1.0. 1.0 for a 0/1 reward.",
+        source="16.6.3",
+    )
 
     def validate(self) -> None:
         if self.weight < 0:

@@ -13,13 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode
 
 
 @dataclass
 class CoinFlip(RewardNode):
-    p_one: float = 0.5
-    seed: int = 0
+    p_one: float = knob(
+        0.5,
+        help="The chance that a completion scores 1; strictly between 0 and 1. 0.5 gives the most groups with mixed "
+        "scores, so every step has a gradient that carries no signal, only the clip bounds' bias.",
+        source="DAPO §3.1, arXiv 2503.14476",
+    )
+    seed: int = knob(
+        0,
+        within=SEED,
+        help="Seeds the coins together with the training step, so a resumed run draws the same coins; the YAML node "
+        "sets it to the run's seed.",
+    )
 
     def validate(self) -> None:
         super().validate()

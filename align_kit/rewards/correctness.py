@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.format import THINK_CLOSE
 
@@ -20,8 +21,15 @@ def final_answer(text: str) -> str:
 
 @dataclass
 class Correctness(RewardNode):
-    answer_column: str = "answer"
-    checker: str = "exact"  # "math_verify" uses TRL's accuracy_reward (LaTeX-aware equivalence)
+    answer_column: str = knob(
+        "answer",
+        help="The dataset column holding the reference answer; `answer` for every built-in task and task=hf_dataset.",
+    )
+    checker: str = knob(
+        "exact",
+        help="How the final answer (after </think>) is compared: `exact` (string equality, the embedded tasks) or "
+        "`math_verify` (TRL's accuracy_reward, LaTeX-aware equivalence; needs the math extra) for math datasets.",
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -31,11 +31,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.rewards.format import THINK_CLOSE
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,12 @@ class CallableJudge(Component):
     A config never builds the function itself (a `_target_` names classes only): the schema checks that
     `function` is a plain function defined in a package of `train.allowed_targets` before this node is built."""
 
-    function: str = field(default="???", metadata={"function": True})
+    function: str = knob(
+        "???",
+        help="The dotted path of your judge function judge(prompt, a, b) -> the win probability of a (0.5 = tie), "
+        "e.g. my_judges.prefer_shorter; its package must be listed in train.allowed_targets.",
+        metadata={"function": True},
+    )
 
     def __call__(self, prompt: str, a: str, b: str) -> float:
         if getattr(self, "_function", None) is None:
@@ -169,14 +175,40 @@ class HFJudge(Component):
     labels (each label one token, with or without a leading space; both variants count). Loaded on
     the first call, never at validation."""
 
-    name_or_path: str | None = None
-    template: str = DEFAULT_TEMPLATE
-    choices: list[str] = field(default_factory=lambda: ["A", "B"])
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    device: str = "cpu"
-    batch_size: int = 8
-    max_length: int | None = None  # prompt tokens kept (from the end); null: the model's positions
-    use_chat_template: bool = False
+    name_or_path: str | None = knob(
+        None,
+        help="The judge model: a folder holding a saved causal LM, or a hub name. Required; loaded on the first "
+        "judge call, never at validation.",
+    )
+    template: str = knob(
+        DEFAULT_TEMPLATE,
+        help="The judge's prompt, a str.format pattern using exactly {prompt}, {a} and {b} (literal braces doubled); "
+        "the default asks which response is better and ends in `Answer:`.",
+    )
+    choices: list[str] = knob(
+        default_factory=lambda: ["A", "B"],
+        help="The two labels the template asks for, first for response a; each must be one token of the judge's "
+        "tokenizer (with or without a leading space). Keep [A, B] with the default template.",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = knob(
+        "float32",
+        help="The dtype the judge model is loaded in: float32 on CPU, bfloat16 on a GPU.",
+    )
+    device: str = knob("cpu", help="Where the judge model runs: `cpu`, or a torch device such as `cuda:0`.")
+    batch_size: int = knob(
+        8,
+        help="Matches per forward pass of the judge model (an integer >= 1); raise it on a GPU for throughput.",
+    )
+    max_length: int | None = knob(
+        None,
+        help="Prompt tokens kept, cut from the start so the question at the end survives; null: the model's "
+        "max_position_embeddings.",
+    )
+    use_chat_template: bool = knob(
+        False,
+        help="Wrap the filled template as one user message with the tokenizer's chat template: true for an "
+        "instruction-tuned chat model, false for a base model.",
+    )
 
     def validate(self) -> None:
         from pathlib import Path
@@ -269,21 +301,70 @@ class HttpJudge(Component):
     (counted in `retries_made`); other HTTP errors and unreadable answers fail at once. At most
     `max_concurrency` requests are in flight (also how many matches the Referee judges at once)."""
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "judge"
-    endpoint: Literal["chat", "completions"] = "chat"
-    template: str = DEFAULT_TEMPLATE
-    choices: list[str] = field(default_factory=lambda: ["A", "B"])
-    max_tokens: int = 1
-    top_logprobs: int = 5  # 0: read the verdict from the text only
-    temperature: float = 0.0
-    timeout_s: float = 30.0
-    retries: int = 2
-    backoff_s: float = 0.5
-    max_concurrency: int = 8
-    api_key_env: str | None = None  # the name of an environment variable holding a bearer token
-    # Merged into every request, e.g. {chat_template_kwargs: {enable_thinking: false}} for a Qwen3 judge on vLLM.
-    extra_body: dict = field(default_factory=dict)
+    base_url: str = knob(
+        "http://127.0.0.1:8000/v1",
+        help="The server's OpenAI-compatible API root, http:// or https:// and ending in /v1 (vllm serve listens on "
+        "port 8000).",
+    )
+    model: str = knob("judge", help="The model name sent with each request: the name the server serves the judge as.")
+    endpoint: Literal["chat", "completions"] = knob(
+        "chat",
+        help="`chat` posts the filled template as one user message to /chat/completions (a chat model); "
+        "`completions` posts it as raw text to /completions (a base model).",
+    )
+    template: str = knob(
+        DEFAULT_TEMPLATE,
+        help="The judge's prompt, a str.format pattern using exactly {prompt}, {a} and {b} (literal braces doubled); "
+        "the default asks which response is better and ends in `Answer:`.",
+    )
+    choices: list[str] = knob(
+        default_factory=lambda: ["A", "B"],
+        help="The two labels the template asks for, first for response a, read from the top log-probs or the text. "
+        "Keep [A, B] with the default template.",
+    )
+    max_tokens: int = knob(
+        1,
+        help="Tokens the judge may generate per answer; 1 is enough for a one-letter verdict, more for a judge "
+        "that writes before its verdict.",
+    )
+    top_logprobs: int = knob(
+        5,
+        help="How many top log-probs of the first token to ask for; the labels' share of them is the win "
+        "probability. 5; 0 reads the verdict from the text only.",
+    )
+    temperature: float = knob(
+        0.0,
+        help="Sampling temperature of the judge (>= 0); 0 for a deterministic verdict.",
+    )
+    timeout_s: float = knob(
+        30.0,
+        help="Seconds one request may take before it is abandoned and retried (> 0); reward.arena.timeout_s "
+        "bounds the whole call, retries included.",
+    )
+    retries: int = knob(
+        2,
+        help="Retries after a network error, a timeout, HTTP 429 or a 5xx answer (>= 0); other errors and "
+        "unreadable answers fail at once.",
+    )
+    backoff_s: float = knob(
+        0.5,
+        help="Seconds to wait before the first retry, doubled after each (>= 0).",
+    )
+    max_concurrency: int = knob(
+        8,
+        help="Requests in flight at once, also how many matches of a round are judged at a time (>= 1); match it to "
+        "what the server batches well.",
+    )
+    api_key_env: str | None = knob(
+        None,
+        help="The name of an environment variable holding a bearer token, when the server needs one; the token "
+        "itself never goes in the config. null: no Authorization header.",
+    )
+    extra_body: dict = knob(
+        default_factory=dict,
+        help="Keys merged into every request, e.g. {chat_template_kwargs: {enable_thinking: false}} for a Qwen3 "
+        "judge on vLLM.",
+    )
 
     def validate(self) -> None:
         key = self.group or "judge"

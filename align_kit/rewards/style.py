@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from align_kit.core.fields import knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 
@@ -25,5 +26,11 @@ def is_careful(text: str) -> bool:
 
 @dataclass
 class CarefulStyle(RewardNode):
+    weight: float = knob(
+        1.0,
+        help="This probe's weight in the reward TRL trains on; keep 0 (its YAML node's value) so it only logs the "
+        "careful share and never moves the advantage.",
+    )
+
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         return [float(is_careful(completion_text(c))) for c in completions]

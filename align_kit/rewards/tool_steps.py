@@ -22,10 +22,11 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 from align_kit.markup.tool_format import Step, parse_call, parse_turn, split_turns
 from align_kit.rewards.base import RewardNode, completion_text
 
@@ -57,9 +58,23 @@ class Penalty:
     """A targeted penalty: `value` (<= 0) once when `tool` ("*": any) is called more than `max_calls` times
     (and more often than the ground truth calls it)."""
 
-    tool: str = "check_status"
-    max_calls: int = 1
-    value: float = -0.3
+    tool: str = knob(
+        "check_status",
+        help="The tool whose overuse is penalised, or `*` for any call; check_status is the chapter's example of a "
+        "tool a policy calls again and again when unsure.",
+        source="16.6.3",
+    )
+    max_calls: int = knob(
+        1,
+        help="Calls of `tool` allowed before the penalty fires; it also never fires while the episode calls it no "
+        "more often than the ground truth does.",
+        source="16.6.3",
+    )
+    value: float = knob(
+        -0.3,
+        help="What the penalty adds to a bad episode's reward, once, <= 0; the chapter's -0.3.",
+        source="16.6.3",
+    )
 
 
 @dataclass(frozen=True)
@@ -175,9 +190,28 @@ class ToolSteps(_EpisodeReward):
     """The four dimensions as one reward: weighted total plus penalties. Its best value is the sum of
     `weights` (derived; the max-attainable rule checks it)."""
 
-    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    connectives: list[str] = field(default_factory=lambda: list(CONNECTIVES))
-    penalties: list[Penalty] = field(default_factory=list)
+    max_value: float = knob(
+        1.0,
+        help="Derived: set to the sum of `weights` when the reward is built, so any value given here is replaced.",
+    )
+    weights: dict[str, float] = knob(
+        default_factory=lambda: dict(DEFAULT_WEIGHTS),
+        help="The weight of each dimension (tool_choice, parameters, reasoning, plan; all four, each >= 0); table "
+        "16-5's 0.5 / 0.2 / 0.2 / 0.1, which sum to 1.0 so a perfect episode scores exactly 1.0.",
+        source="16.6.3, table 16-5",
+    )
+    connectives: list[str] = knob(
+        default_factory=lambda: list(CONNECTIVES),
+        help="The words whose presence in a Thought scores the reasoning dimension (English whole words in any case, "
+        "Chinese as substrings); the default extends table 16-5's 首先 / 然后 / 因为.",
+        source="table 16-5",
+    )
+    penalties: list[Penalty] = knob(
+        default_factory=list,
+        help="Targeted penalties ({tool, max_calls, value}, values <= 0) added to the weighted total, e.g. "
+        "check_status called more than once: -0.3. The YAML node sets that one.",
+        source="16.6.3",
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -214,8 +248,18 @@ class ToolSteps(_EpisodeReward):
 class ToolStepDimension(_EpisodeReward):
     """One dimension as its own reward function (its weight is the node's weight)."""
 
-    dimension: str = "tool_choice"
-    connectives: list[str] = field(default_factory=lambda: list(CONNECTIVES))
+    dimension: str = knob(
+        "tool_choice",
+        help="Which dimension this reward scores: tool_choice, parameters, reasoning or plan; its table 16-5 weight "
+        "(0.5 / 0.2 / 0.2 / 0.1) is this node's weight.",
+        source="table 16-5",
+    )
+    connectives: list[str] = knob(
+        default_factory=lambda: list(CONNECTIVES),
+        help="The words whose presence in a Thought scores the reasoning dimension (English whole words in any case, "
+        "Chinese as substrings); used by dimension=reasoning only.",
+        source="table 16-5",
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -234,8 +278,17 @@ class ToolStepDimension(_EpisodeReward):
 class ToolPenalty(_EpisodeReward):
     """The targeted penalties as their own reward function: values <= 0, best value 0."""
 
-    max_value: float = 0.0
-    penalties: list[Penalty] = field(default_factory=lambda: [Penalty()])
+    max_value: float = knob(
+        0.0,
+        help="A penalty's best value: 0.0, the only value accepted, so the run's maximum stays at its other rewards'.",
+        source="16.6.3",
+    )
+    penalties: list[Penalty] = knob(
+        default_factory=lambda: [Penalty()],
+        help="The targeted penalties ({tool, max_calls, value}, values <= 0); the chapter's check_status called more "
+        "than once: -0.3.",
+        source="16.6.3",
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -8,10 +8,11 @@ something to split on. Problems are drawn from a seeded generator, so every run 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.tasks.generated import GeneratedTask
 
 DOMAIN_OPS = {"addition": "+", "subtraction": "-"}
@@ -43,12 +44,32 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 
 @dataclass
 class ArithmeticTask(GeneratedTask, Component):
-    num_train: int = 2000
-    num_eval: int = 0
-    min_operand: int = 10
-    max_operand: int = 99
-    domains: list[str] = field(default_factory=lambda: ["addition", "subtraction"])
-    seed: int = 1234
+    num_train: int = knob(
+        2000,
+        ge=1,
+        help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
+        "200 steps (800 prompts) without repeats.",
+    )
+    num_eval: int = knob(
+        0,
+        help="Problems in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
+    )
+    min_operand: int = knob(
+        10,
+        help="The smallest operand drawn (>= 0); 10 with max_operand 99 gives two-digit problems such as 37+45=.",
+    )
+    max_operand: int = knob(99, help="The largest operand drawn (>= min_operand); 99 keeps operands two-digit.")
+    domains: list[str] = knob(
+        default_factory=lambda: ["addition", "subtraction"],
+        help="The operations problems cycle through, a non-empty subset of addition and subtraction; both, so "
+        "per-domain metrics and KL have two domains to split.",
+    )
+    seed: int = knob(
+        1234,
+        within=SEED,
+        help="Seeds the problem streams (one per split, so train and eval never share a generator state); the "
+        "same seed gives the same data in every run.",
+    )
 
     def validate(self) -> None:
         unknown = sorted(set(self.domains) - set(DOMAIN_OPS))

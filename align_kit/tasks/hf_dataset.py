@@ -12,21 +12,38 @@ from typing import Any, ClassVar
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 
 
 @dataclass
 class HFDatasetTask(Component):
     # What `dataset` gives the rewards: the user's columns mapped by task.prompt_column / answer_column / domain_column.
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "answer", "domain")
-    path: str | None = None
-    name: str | None = None  # the dataset's configuration name on the hub
-    split: str = "train"
-    eval_split: str | None = None
-    prompt_column: str = "prompt"
-    answer_column: str = "answer"
-    domain_column: str | None = None
-    default_domain: str = "default"
-    completion_column: str | None = None  # demonstrations for the warm-start SFT of model=tiny
+    path: str | None = knob(
+        None,
+        help="Where the data is: a folder saved with datasets' save_to_disk, a .json / .jsonl / .csv / .parquet "
+        "file, or a hub dataset name. Required.",
+    )
+    name: str | None = knob(None, help="The dataset's configuration name on the hub; null for one without.")
+    split: str = knob("train", help="The split trained on; a single data file has only `train`.")
+    eval_split: str | None = knob(None, help="The split evaluated on; null: no evaluation set.")
+    prompt_column: str = knob(
+        "prompt",
+        help="The column holding the prompt: text, or a conversation as a list of {role, content} messages.",
+    )
+    answer_column: str = knob(
+        "answer",
+        help="The column holding the reference answer (text or a number), given to the rewards as `answer`.",
+    )
+    domain_column: str | None = knob(
+        None,
+        help="The column naming each row's domain, for per-domain metrics and KL; null: every row is default_domain.",
+    )
+    default_domain: str = knob("default", help="The domain of every row when domain_column is null.")
+    completion_column: str | None = knob(
+        None,
+        help="A column of demonstration completions for model=tiny's warm-start SFT; null: no demonstrations.",
+    )
 
     def validate(self) -> None:
         if not self.path:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.markup.tool_format import call_text, render_observation, render_turn
 
 # The built-in registry: tool name -> {parameter: type}.
@@ -110,18 +111,64 @@ def make_episode(rng: random.Random, tools: list[str], length: int) -> Episode:
 @dataclass
 class ToolCallsTask(Component):
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "calls", "domain")  # what `dataset` gives the rewards
-    num_train: int = 2000
-    num_eval: int = 0
-    min_calls: int = 1
-    max_calls: int = 2  # 3-call episodes take up to ~340 tokens: costly for the 2-core default
-    tools: list[str] = field(default_factory=lambda: list(TOOLS))
-    max_turns: int = 5  # model turns per episode: the calls, the final `Done`, and a spare
-    turn_tokens: int = 128  # at most this many tokens per model turn
-    observation_chars: int = 40  # an observation line keeps this many characters of the tool's answer
-    slip_share: float = 0.1  # warm-start demonstrations with one bad, masked attempt before a step
-    code_timeout_s: float = 2.0  # code_exec's sandbox limits
-    code_memory_mb: int = 256
-    seed: int = 1234
+    num_train: int = knob(
+        2000,
+        ge=1,
+        help="Episodes in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
+        "200 steps (800 prompts) without repeats.",
+    )
+    num_eval: int = knob(
+        0,
+        help="Episodes in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
+    )
+    min_calls: int = knob(1, help="The fewest tool calls an episode needs (>= 1).")
+    max_calls: int = knob(
+        2,
+        help="The most tool calls an episode needs (>= min_calls). 2: 3-call episodes take up to ~340 tokens "
+        "(budget 352, model.max_position_embeddings=512), costly on the 2-core default.",
+    )
+    tools: list[str] = knob(
+        default_factory=lambda: list(TOOLS),
+        help="The built-in tools episodes draw from (add, mul, save, check_status, code_exec), at least one besides "
+        "save; all of them by default.",
+    )
+    max_turns: int = knob(
+        5,
+        help="Model turns per episode (>= max_calls + 1): the calls, the final `Done`, and a spare turn for a retry.",
+    )
+    turn_tokens: int = knob(
+        128,
+        help="The most tokens one model turn may take (>= 1); 128 fits a Thought, a Plan and a JSON call.",
+    )
+    observation_chars: int = knob(
+        40,
+        help="Characters of the tool's answer an observation line keeps; longer answers are cut. 40 keeps the "
+        "built-in tools' answers (numbers, short words, errors) whole.",
+    )
+    slip_share: float = knob(
+        0.1,
+        help="The share of warm-start demonstrations holding one bad attempt (bad JSON, an unknown tool, wrong "
+        "argument types) before the retry, in [0, 1]; the attempt is masked out, so the policy learns to recover "
+        "without learning the error.",
+        source="16.6.2",
+    )
+    code_timeout_s: float = knob(
+        2.0,
+        help="Seconds a code_exec call may run in the sandbox (> 0, at most the sandbox's limit); a call past it "
+        "fails its step, as a crash does, and the step mask can mask it.",
+        source="16.6.2",
+    )
+    code_memory_mb: int = knob(
+        256,
+        help="Memory in MB a code_exec call may use in the sandbox (>= 1, at most the sandbox's limit).",
+        source="16.6.2",
+    )
+    seed: int = knob(
+        1234,
+        within=SEED,
+        help="Seeds the episode streams (one per split) and the warm start's slips; the same seed gives the same "
+        "data in every run.",
+    )
 
     def validate(self) -> None:
         unknown = sorted(set(self.tools) - set(TOOLS))

@@ -58,7 +58,7 @@ class ToolEnvironment:
 
 
 @dataclass
-class Rollout:
+class Episode:
     """One episode as generated: completion ids (model turns and observations), the env mask (1 on the
     model's tokens), the sampler's log-probs if it returned them, each call's step [start, end, kind]
     in completion positions, and the model's turns as text."""
@@ -88,45 +88,45 @@ def run_episodes(
     turn_tokens: int,
     budget: int,
     observation_chars: int = 40,
-) -> list[Rollout]:
+) -> list[Episode]:
     """Roll out every prompt: `generate(contexts, max_new_tokens) -> (ids per row, logprobs per row or None)`
     samples one turn for a batch of token contexts; at most `budget` completion tokens per episode."""
     eos = tokenizer.eos_token_id
-    rollouts = [Rollout() for _ in prompt_ids]
+    episodes = [Episode() for _ in prompt_ids]
     active = list(range(len(prompt_ids)))
     with ThreadPoolExecutor(max_workers=4) as pool:  # code_exec calls are subprocesses: run a turn's together
         for _ in range(max_turns):
             if not active:
                 break
-            room = {i: min(turn_tokens, budget - len(rollouts[i].ids)) for i in active}
-            contexts = [prompt_ids[i] + rollouts[i].ids for i in active]
+            room = {i: min(turn_tokens, budget - len(episodes[i].ids)) for i in active}
+            contexts = [prompt_ids[i] + episodes[i].ids for i in active]
             new_ids, new_logprobs = generate(contexts, max(room.values()))
             calls = []
             for row, i in enumerate(active):
                 ids = list(new_ids[row])[: room[i]]
-                rollout, start = rollouts[i], len(rollouts[i].ids)
-                rollout.extend(ids, model=True, logprobs=None if new_logprobs is None else new_logprobs[row])
+                episode, start = episodes[i], len(episodes[i].ids)
+                episode.extend(ids, model=True, logprobs=None if new_logprobs is None else new_logprobs[row])
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                rollout.turns.append(text)
+                episode.turns.append(text)
                 step, finished = parse_turn(text), bool(ids) and ids[-1] == eos
                 if step.call_text is None:
                     if text.strip() != DONE:  # neither a call nor the end: the step does not parse
-                        rollout.steps.append([start, len(rollout.ids), "bad_json"])
+                        episode.steps.append([start, len(episode.ids), "bad_json"])
                     continue
                 if not finished:  # cut by the budget: checked, not run, and the episode ends
-                    rollout.steps.append([start, len(rollout.ids), check_call(step.call_text, environment.registry)[0]])
+                    episode.steps.append([start, len(episode.ids), check_call(step.call_text, environment.registry)[0]])
                     continue
                 calls.append((i, start, step.call_text))
             answers = list(pool.map(environment.answer, [text for _, _, text in calls]))
             active = []
             for (i, start, _), (kind, result) in zip(calls, answers, strict=True):
-                rollout = rollouts[i]
-                rollout.steps.append([start, len(rollout.ids), kind])
+                episode = episodes[i]
+                episode.steps.append([start, len(episode.ids), kind])
                 observation = tokenizer(render_observation(result, observation_chars), add_special_tokens=False)
-                rollout.extend(observation["input_ids"][: budget - len(rollout.ids)], model=False)
-                if len(rollout.ids) < budget:
+                episode.extend(observation["input_ids"][: budget - len(episode.ids)], model=False)
+                if len(episode.ids) < budget:
                     active.append(i)
-    return rollouts
+    return episodes
 
 
 def trl_rollout_func(task) -> Callable:
@@ -137,7 +137,7 @@ def trl_rollout_func(task) -> Callable:
 
     def rollout(prompts: list[str], trainer) -> dict:
         prompt_ids = trainer.encode_prompts(prompts)
-        rollouts = run_episodes(
+        episodes = run_episodes(
             trainer_turn_generator(trainer),
             prompt_ids,
             trainer.processing_class,
@@ -147,14 +147,14 @@ def trl_rollout_func(task) -> Callable:
             trainer.args.max_completion_length,
             task.observation_chars,
         )
-        logprobs = [r.logprobs for r in rollouts]
+        logprobs = [r.logprobs for r in episodes]
         return {
             "prompt_ids": prompt_ids,
-            "completion_ids": [r.ids for r in rollouts],
+            "completion_ids": [r.ids for r in episodes],
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
-            "env_mask": [r.env_mask for r in rollouts],
-            "tool_steps": [r.steps for r in rollouts],
-            "tool_turns": [r.turns for r in rollouts],
+            "env_mask": [r.env_mask for r in episodes],
+            "tool_steps": [r.steps for r in episodes],
+            "tool_turns": [r.turns for r in episodes],
         }
 
     return rollout

@@ -22,10 +22,11 @@ share of completions that reason in steps.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import SEED, knob
 from align_kit.rewards.format import THINK_CLOSE, THINK_OPEN
 from align_kit.tasks.generated import GeneratedTask
 
@@ -67,14 +68,44 @@ class SumProblem:
 
 @dataclass
 class TwoStyleTask(GeneratedTask, Component):
-    num_train: int = 2000
-    num_eval: int = 0
-    min_operand: int = 10
-    max_operand: int = 99
-    terms: list[int] = field(default_factory=lambda: [2])  # numbers per problem, drawn uniformly from this list
-    careful_share: float = 0.5  # share of warm-start demonstrations that reason in steps
-    guess_accuracy: float = 0.25  # share of direct warm-start demonstrations whose sum is right
-    seed: int = 1234
+    num_train: int = knob(
+        2000,
+        ge=1,
+        help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
+        "200 steps (800 prompts) without repeats.",
+    )
+    num_eval: int = knob(
+        0,
+        help="Problems in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
+    )
+    min_operand: int = knob(
+        10,
+        help="The smallest number in a sum (>= 1); 10 with max_operand 99 gives two-digit sums such as 12+34=.",
+    )
+    max_operand: int = knob(99, help="The largest number in a sum (>= min_operand); 99 keeps numbers two-digit.")
+    terms: list[int] = knob(
+        default_factory=lambda: [2],
+        help="Numbers per problem (each >= 2), drawn uniformly from this list; each term adds two steps to a careful "
+        "answer, so more terms ([2, 3] in the Overlong sweep) make a completion budget cut careful answers.",
+        source="DAPO §3.4, arXiv 2503.14476",
+    )
+    careful_share: float = knob(
+        0.5,
+        help="The share of warm-start demonstrations that reason in steps, in [0, 1]; a few percent (0.08 in the "
+        "Clip-Higher sweep) makes the careful style the rare, better choice that the upper clip bound holds back.",
+        source="DAPO §3.1, arXiv 2503.14476",
+    )
+    guess_accuracy: float = knob(
+        0.25,
+        help="The share of direct warm-start demonstrations whose sum is right, in [0, 1] (the rest are off by 1-9); "
+        "well below 1, so answering directly is guessing by construction.",
+    )
+    seed: int = knob(
+        1234,
+        within=SEED,
+        help="Seeds the problem streams (one per split) and the warm start's choice of styles; the same seed gives "
+        "the same data in every run.",
+    )
 
     def validate(self) -> None:
         if not self.terms or any(not isinstance(k, int) or k < 2 for k in self.terms):

@@ -13,6 +13,7 @@ from typing import Any
 
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
+from align_kit.core.fields import knob
 
 
 @dataclass
@@ -41,9 +42,13 @@ def _has_wandb_credentials() -> bool:
 
 @dataclass
 class WandbLogger(Component):
-    mode: str = "offline"
-    project: str = "align_kit"
-    entity: str | None = None
+    mode: str = knob(
+        "offline",
+        help="`offline` writes the W&B run inside the run folder (`wandb sync` uploads it later, no account needed); "
+        "`online` logs live and needs WANDB_API_KEY or `wandb login`.",
+    )
+    project: str = knob("align_kit", help="The W&B project the runs go to.")
+    entity: str | None = knob(None, help="The W&B team or user that owns the project; null: your default entity.")
 
     def validate(self) -> None:
         if self.mode not in ("offline", "online"):

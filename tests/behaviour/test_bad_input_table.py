@@ -1,0 +1,1163 @@
+"""A table of bad inputs through the real entry (`align_kit.cli.main`, in-process): each exits 2 with
+exactly one stderr line naming the offending key or file, and leaves no folder or file behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from align_kit import cli
+from tests.run_folders import RUN, write_run
+
+VICTIM = "precious contents\n"
+
+# (argv after `align-kit`, a fragment the one error line must contain). `{data}` is the folder of
+# data files below, `{victim}` a file a hostile `_target_` would overwrite, `{victim_dir}` a folder
+# (holding one file) it would move, fill or remove.
+TYPES = [
+    (["train", "clip.eps_high=abc"], "clip.eps_high=abc"),
+    (["train", "clip.eps_high=[0.2,0.3]"], "clip.eps_high=[0.2, 0.3]"),
+    (["train", "clip.eps_high="], "clip.eps_high=''"),
+    (["train", "clip.eps_high=nan"], "clip.eps_high=nan"),
+    (["train", "clip.eps_high=inf"], "clip.eps_high=inf"),
+    (["train", "clip.eps_low=-inf"], "clip.eps_low=-inf"),
+    (["train", "clip.eps_high=true"], "clip.eps_high=true"),
+    (["train", "clip.eps_high=null"], "clip.eps_high=null"),
+    (["train", "clip.eps_low=0"], "clip.eps_low=0"),
+    (["train", "clip=clip_higher", "clip.eps_high=0.1"], "clip.eps_high=0.1"),
+    (["train", "seed=abc"], "seed=abc"),
+    (["train", "seed=[1,2]"], "seed=[1, 2]"),
+    (["train", "seed=-5"], "seed=-5"),
+    (["train", "seed=1.5"], "seed=1.5"),
+    (["train", "seed=true"], "seed=true"),
+    (["train", "seed=4294967296"], "seed=4294967296"),
+    (["train", "seed="], "seed=''"),
+    (["train", "seed=nan"], "seed=nan"),
+    (["train", "seed=null"], "seed=null"),
+    (["train", "seed=1,2"], "seed=1,2"),
+    (["train", "kl=constant", "kl.beta=nan"], "kl.beta=nan"),
+    (["train", "kl=constant", "kl.beta=inf"], "kl.beta=inf"),
+    (["train", "kl=constant", "kl.beta=abc"], "kl.beta=abc"),
+    (["train", "kl=constant", "kl.beta=-0.01"], "kl.beta=-0.01"),
+    (["train", "kl.bias_corrected=maybe"], "kl.bias_corrected=maybe"),
+    (["train", "kl.bias_corrected=1"], "kl.bias_corrected=1"),
+    (["train", "kl=constant", "kl.beta=0", "kl.bias_corrected=true"], "kl.bias_corrected=true"),
+    (["train", "kl=per_domain", "kl.betas.addition=nan"], "kl.betas.addition=nan"),
+    (["train", "kl=per_domain", "kl.betas.addition=-1"], "kl.betas.addition=-1"),
+    (["train", "kl=per_domain", "kl.default_beta=abc"], "kl.default_beta=abc"),
+    (["train", "kl=per_domain", "~kl.betas.subtraction"], "kl=per_domain has no beta for domain(s)"),
+    (["train", "kl=reweighted", "kl.weighting=bogus"], "kl.weighting=bogus: expected one of [entropy, none]"),
+    (["train", "kl=reweighted", "kl.beta=0"], "kl.beta > 0"),
+    (["train", "reward.correctness.weight=nan"], "reward.correctness.weight=nan"),
+    (["train", "reward.format.weight=inf"], "reward.format.weight=inf"),
+    (["train", "reward.format.weight=-0.2"], "reward.format.weight=-0.2"),
+    (["train", "reward.correctness.weight=abc"], "reward.correctness.weight=abc"),
+    (["train", "reward=[]"], "reward="),
+    (["train", "reward=[correctness]"], "0.8*1 (correctness)"),
+    (["train", "reward.correctness.checker=bogus"], "reward.correctness.checker='bogus'"),
+    (["train", "reward.correctness.answer_column="], "reward.correctness.answer_column=''"),
+    (["train", "reward=[coin_flip]", "reward.coin_flip.p_one=1.0"], "reward.coin_flip.p_one=1.0"),
+    (["train", "reward=[coin_flip]", "reward.coin_flip.p_one=nan"], "reward.coin_flip.p_one=nan"),
+    (["train", "reward=[coin_flip]", "reward.coin_flip.seed=-1"], "reward.coin_flip.seed=-1"),
+    (["train", "reward.correctness.max_value=inf"], "reward.correctness.max_value=inf"),
+    (["train", "reward=[nope]"], "reward/nope"),
+    (["train", "format_schedule=linear", "format_schedule.start=nan"], "format_schedule.start=nan"),
+    (["train", "format_schedule=step", "format_schedule.at_step=-5"], "format_schedule.at_step=-5"),
+    (["train", "format_schedule=linear", "format_schedule.steps=0"], "format_schedule.steps=0"),
+    (["train", "format_schedule=adaptive", "format_schedule.window=0"], "format_schedule.window=0"),
+    (["train", "format_schedule=adaptive", "format_schedule.threshold=1.5"], "format_schedule.threshold=1.5"),
+    (["train", "format_schedule=linear", "format_schedule.end=-1"], "format_schedule.end=-1"),
+    (
+        ["train", "format_schedule.kind=bogus"],
+        "format_schedule.kind=bogus: expected one of [constant, linear, step, adaptive]",
+    ),
+    (["train", "format_schedule=adaptive", "format_schedule.floor=abc"], "format_schedule.floor=abc"),
+    (["train", "format_schedule=linear", "reward=[correctness]", "reward.correctness.weight=1"], "format_schedule"),
+    (["train", "advantage=ngrpo", "advantage.r_max=-1"], "advantage.r_max=-1"),
+    (["train", "advantage=ngrpo", "advantage.r_max=0"], "advantage.r_max=0"),
+    (["train", "advantage=ngrpo", "advantage.n_virtual=0"], "advantage.n_virtual=0"),
+    (["train", "advantage=ngrpo", "advantage.n_virtual=1.5"], "advantage.n_virtual=1.5"),
+    (["train", "advantage.scale_rewards=bogus"], "advantage.scale_rewards=bogus: expected one of [group, batch, none]"),
+    (
+        ["train", "advantage.aggregation=bogus"],
+        "advantage.aggregation=bogus: expected one of [sum_then_normalize, normalize_then_sum]",
+    ),
+    (["train", "advantage.loss_type=bogus"], "trainer.loss_type=bogus"),
+    (["train", "clip=gspo", "advantage=dr_grpo"], "advantage=dr_grpo sets loss_type='dr_grpo'"),
+    (["train", "clip=gspo", "trainer.loss_type=dapo"], "trainer.loss_type='dapo'"),
+    (["train", "clip=clip_higher", "trainer.epsilon_high=0.3"], "trainer.epsilon_high=0.3"),
+    (["train", "overlong=soft_punish", "overlong.cache_length=40"], "overlong.cache_length=40"),
+    (["train", "overlong=soft_punish", "overlong.cache_length=0"], "overlong.cache_length=0"),
+    (["train", "overlong.punish_weight=-1"], "overlong.punish_weight=-1"),
+    (["train", "overlong.filter_truncated=yes"], "overlong.filter_truncated=yes"),
+    (["train", "overlong.cache_length=2.5"], "overlong.cache_length=2.5"),
+]
+MODEL_TASK_ROLLOUT = [
+    (["train", "model.hidden_size=-8"], "model.hidden_size=-8"),
+    (["train", "model.hidden_size=0"], "model.hidden_size=0"),
+    (["train", "model.hidden_size=abc"], "model.hidden_size=abc"),
+    (["train", "model.hidden_size=1e9"], "model.hidden_size=1000000000.0"),
+    (["train", "model.hidden_size=100000000"], "model.hidden_size=100000000"),
+    (["train", "model.num_kv_heads=0"], "model.num_kv_heads=0"),
+    (["train", "model.num_heads=3"], "model.num_heads=3"),
+    (["train", "model.architecture=llama"], "model.architecture=llama: expected one of [qwen3, qwen3_moe]"),
+    (["train", "model.warm_start.steps=-1"], "model.warm_start.steps=-1"),
+    (["train", "model.warm_start.learning_rate=0"], "model.warm_start.learning_rate=0"),
+    (["train", "model.warm_start.batch_size=0"], "model.warm_start.batch_size=0"),
+    (["train", "model.warm_start.eval_prompts=0"], "model.warm_start.eval_prompts=0"),
+    (["train", "+model.warm_start.foo=1"], "model.warm_start.foo"),
+    (["train", "model.init_seed=-1"], "model.init_seed=-1"),
+    (["train", "model=tiny_moe", "model.experts_per_token=9"], "model.experts_per_token=9"),
+    (["train", "model=hf"], "model.name_or_path"),
+    (["train", "model=hf", "model.name_or_path=./no/such/model"], "model.name_or_path=./no/such/model"),
+    (
+        ["train", "model=hf", "model.name_or_path={data}", "model.dtype=int8"],
+        "model.dtype=int8: expected one of [float32, bfloat16, float16, auto]",
+    ),
+    (["train", "task.num_train=0"], "task.num_train=0"),
+    (["train", "task.num_train=3"], "task.num_train=3"),
+    (["train", "task.domains=[]"], "task.domains=[]"),
+    (["train", "task.domains=[multiplication]"], "task.domains=['multiplication']"),
+    (["train", "task.min_operand=50", "task.max_operand=10"], "task.min_operand=50"),
+    (["train", "task.min_operand=-1"], "task.min_operand=-1"),
+    (["train", "task.seed=abc"], "task.seed=abc"),
+    (["train", "task=hf_dataset"], "task.path"),
+    (["train", "rollout.temperature=0"], "rollout.temperature=0"),
+    (["train", "rollout.temperature=nan"], "rollout.temperature=nan"),
+    (["train", "rollout.top_p=1.5"], "rollout.top_p=1.5"),
+    (["train", "rollout.dtype=float16"], "rollout.dtype=float16: expected one of [float32, bfloat16]"),
+    (
+        ["train", "rollout.is_correction=bogus"],
+        "rollout.is_correction=bogus: expected one of [none, token_truncate, token_mask, sequence_truncate, "
+        "sequence_mask]",
+    ),
+    (["train", "rollout.is_correction=token_truncate"], "rollout.is_correction=token_truncate"),
+    (["train", "rollout.is_cap_max=-1"], "rollout.is_cap_max=-1"),
+    (["train", "rollout=vllm"], "rollout=vllm"),
+    (["train", "sampling=dynamic", "sampling.max_gen_batches=0"], "sampling.max_gen_batches=0"),
+    (["train", "routing_replay=r2"], "routing_replay=r2"),
+    (["train", "routing_replay.mode=r4"], "routing_replay.mode=r4: expected one of [off, r2, r3]"),
+    (["train", "monitor.kl_rising.window=1"], "monitor.kl_rising.window=1"),
+    (["train", "monitor.kl_rising.action=stop"], "monitor.kl_rising.action=stop"),
+    (["train", "monitor.entropy_drop.fall=1.5"], "monitor.entropy_drop.fall=1.5"),
+    (["train", "monitor.enabled=maybe"], "monitor.enabled=maybe"),
+    (["train", "monitor.kl_rising.window=nan"], "monitor.kl_rising.window=nan"),
+    (["train", "monitor.zero_std_groups.threshold=-1"], "monitor.zero_std_groups.threshold=-1"),
+    (["train", "logger.mode=sideways"], "logger.mode='sideways'"),
+    (["train", "logger.project="], "logger.project=''"),
+]
+TRAINER = [
+    (["train", "trainer.learning_rate=-1"], "trainer.learning_rate=-1"),
+    (["train", "trainer.learning_rate=0"], "trainer.learning_rate=0"),
+    (["train", "trainer.learning_rate=nan"], "trainer.learning_rate=nan"),
+    (["train", "trainer.learning_rate=abc"], "trainer.learning_rate=abc"),
+    (["train", "trainer.max_steps=abc"], "trainer.max_steps=abc"),
+    (["train", "trainer.max_steps=0"], "trainer.max_steps=0"),
+    (["train", "trainer.max_steps=-1"], "trainer.max_steps=-1"),
+    (["train", "trainer.max_steps=2.5"], "trainer.max_steps=2.5"),
+    (["train", "trainer.max_steps=99999999999999999999"], "trainer.max_steps=99999999999999999999"),
+    (["train", "trainer.per_device_train_batch_size=0"], "trainer.per_device_train_batch_size=0"),
+    (["train", "trainer.gradient_accumulation_steps=0"], "trainer.gradient_accumulation_steps=0"),
+    (["train", "trainer.steps_per_generation=0"], "trainer.steps_per_generation=0"),
+    (["train", "trainer.max_completion_length=0"], "trainer.max_completion_length=0"),
+    (["train", "trainer.max_completion_length=300"], "trainer.max_completion_length=300"),
+    (["train", "trainer.logging_steps=0"], "trainer.logging_steps=0"),
+    (["train", "trainer.logging_steps=-1"], "trainer.logging_steps=-1"),
+    (["train", "trainer.save_steps=0"], "trainer.save_steps=0"),
+    (["train", "trainer.lr_scheduler_type=bogus"], "trainer.lr_scheduler_type=bogus"),
+    (["train", "trainer.optim=bogus"], "trainer.optim=bogus"),
+    (["train", "trainer.num_iterations=0"], "trainer.num_iterations=0"),
+    (["train", "trainer.num_generations=6"], "trainer.num_generations=6"),
+    (["train", "trainer.num_generations=1"], "trainer.num_generations=1"),
+    (["train", "trainer.learning_rte=1e-5"], "trainer.learning_rte"),
+    (["train", "trainer.seed=3"], "trainer.seed"),
+    (["train", "trainer.num_train_epochs=0"], "trainer.num_train_epochs=0"),
+    (["train", "trainer.max_grad_norm=-1"], "trainer.max_grad_norm=-1"),
+    (["train", "trainer.bf16=maybe"], "trainer.bf16=maybe"),
+    (["train", "trainer.save_strategy=sometimes"], "trainer.save_strategy=sometimes"),
+    (["train", "trainer.loss_type=bogus"], "trainer.loss_type=bogus"),
+    (["train", "trainer.temperature=0"], "trainer.temperature=0"),
+    (["train", "trainer.top_entropy_quantile=2"], "trainer.top_entropy_quantile=2"),
+    (["train", "trainer.weight_decay=-0.1"], "trainer.weight_decay=-0.1"),
+    (["train", "trainer.adam_beta2=1"], "trainer.adam_beta2=1"),
+    (["train", "trainer.save_total_limit=0"], "trainer.save_total_limit=0"),
+    (["train", "trainer.warmup_steps=-3"], "trainer.warmup_steps=-3"),
+    (["train", "trainer.report_to=[tensorboard]"], "trainer.report_to"),
+]
+TOP_LEVEL = [
+    (["train", "train.resume=true"], "train.resume=true"),
+    (["train", "train.resume=maybe"], "train.resume=maybe"),
+    (["train", "train.allow_reward_max_below_one=1"], "train.allow_reward_max_below_one=1"),
+    (["train", "train.allowed_targets=abc"], "train.allowed_targets=abc"),
+    (["train", "logger=none", "logger._target_=builtins.open", "+logger.file={victim}", "+logger.mode=w"], "open"),
+    (["train", "clip._target_=os.makedirs", "+clip.name={victim}.d"], "clip._target_=os.makedirs"),
+    (["train", "kl=per_domain", "+kl.betas.evil={_target_:shutil.copyfile,src:/etc/hosts,dst:{victim}}"], "shutil"),
+    (["train", "reward.format._target_=os.system"], "reward.format._target_=os.system"),
+    (["train", "train.allowed_targets=[mypkg]", "logger._target_=mypkg.Logger"], "logger._target_=mypkg.Logger"),
+    (["train", "paths.cache_dir={victim}/cache"], "paths.cache_dir="),
+    (["train", "paths.cache_dir="], "paths.cache_dir=''"),
+    (["train", "paths.cache_dir=${oc.env:ALIGN_KIT_NO_SUCH_VARIABLE}"], "paths.cache_dir"),
+    (["train", "hydra.run.dir={victim}/run"], "hydra.run.dir="),
+    (["train", "clip=clip_highest"], "clip/clip_highest"),
+    (["train", "clip.eps_hgh=0.3"], "clip.eps_hgh"),
+    (["train", "+foo=1"], "foo is not a key"),
+    (["train", "-m", "clip=clip_higher", "clip.eps_high=0.3,0.1,0.3"], "sweep job 1 of 3 (clip.eps_high=0.1)"),
+    (["train", "-m", "seed=1,2", "trainer.max_steps=0"], "sweep job 0 of 2 (seed=1): trainer.max_steps=0"),
+    (["sweep", "clip_higher", "seed=1", "clip.eps_low=0.5"], "sweep job 0 of 3 (clip.eps_high=0.2)"),
+    (["sweep", "overlong", "seed=1", "overlong.cache_length=40"], "overlong.cache_length=40"),
+    (["train", "-m", "seed=1,2", "train.resume=true"], "train.resume=true resumes one run, not a sweep"),
+    (["sweep", "clip_higher", "train.resume=true"], "align-kit sweep --resume <sweep folder>"),
+]
+DATA = [
+    (["train", "task=hf_dataset", "task.path={data}/empty.jsonl"], "{data}/empty.jsonl is empty"),
+    (["train", "task=hf_dataset", "task.path={data}/blank.jsonl"], "{data}/blank.jsonl is empty"),
+    (["train", "task=hf_dataset", "task.path={data}/latin1.jsonl"], "{data}/latin1.jsonl line 3: not UTF-8"),
+    (["train", "task=hf_dataset", "task.path={data}/truncated.jsonl"], "{data}/truncated.jsonl line 9: not valid JSON"),
+    (["train", "task=hf_dataset", "task.path={data}/list_row.jsonl"], "{data}/list_row.jsonl line 2"),
+    (["train", "task=hf_dataset", "task.path={data}/header.csv"], "{data}/header.csv has a header but no rows"),
+    (["train", "task=hf_dataset", "task.path={data}/ragged.csv"], "{data}/ragged.csv line 4"),
+    (["train", "task=hf_dataset", "task.path={data}/no_prompt.jsonl"], "{data}/no_prompt.jsonl has no column"),
+    (["train", "task=hf_dataset", "task.path={data}/empty_prompt.jsonl"], "{data}/empty_prompt.jsonl row 5: prompt"),
+    (["train", "task=hf_dataset", "task.path={data}/null_prompt.jsonl"], "{data}/null_prompt.jsonl row 5: prompt"),
+    (["train", "task=hf_dataset", "task.path={data}/list_prompt.jsonl"], "{data}/list_prompt.jsonl row 5: prompt"),
+    (["train", "task=hf_dataset", "task.path={data}/number_prompt.jsonl"], "{data}/number_prompt.jsonl row 5"),
+    (["train", "task=hf_dataset", "task.path={data}/null_answer.jsonl"], "{data}/null_answer.jsonl row 5: answer"),
+    (["train", "task=hf_dataset", "task.path={data}/empty_answer.jsonl"], "{data}/empty_answer.jsonl row 5: answer"),
+    (["train", "task=hf_dataset", "task.path={data}/list_answer.jsonl"], "{data}/list_answer.jsonl row 5: answer"),
+    (["train", "task=hf_dataset", "task.path={data}/missing_answer.jsonl"], "{data}/missing_answer.jsonl row 5"),
+    (["train", "task=hf_dataset", "task.path={data}/good.jsonl", "task.split=nonexistent"], "task.split=nonexistent"),
+    (["train", "task=hf_dataset", "task.path={data}/good.jsonl", "task.eval_split=nonexistent"], "task.eval_split"),
+    (["train", "task=hf_dataset", "task.path={data}/saved", "task.split=nonexistent"], "task.split=nonexistent"),
+    (["train", "task=hf_dataset", "task.path={data}/saved", "task.eval_split=nonexistent"], "task.eval_split"),
+    (["train", "task=hf_dataset", "task.path={data}/small.jsonl"], "{data}/small.jsonl has 3 rows"),
+    (["train", "task=hf_dataset", "task.path={data}/rows.txt"], "task.path={data}/rows.txt"),
+    (["train", "task=hf_dataset", "task.path={data}/broken.json"], "{data}/broken.json line"),
+    (["train", "task=hf_dataset", "task.path={data}/scalars.json"], "{data}/scalars.json row 2"),
+    (["train", "task=hf_dataset", "task.path={data}/chat.jsonl"], "{data}/chat.jsonl row 1: prompt is a message list"),
+    (["train", "task=hf_dataset", "task.path={data}/good.jsonl", "task.domain_column=nope"], "good.jsonl has no"),
+    (["train", "task=hf_dataset", "task.path={data}/empty_dir"], "task.path={data}/empty_dir"),
+    (["train", "task=hf_dataset", "task.path={data}/null_domain.jsonl", "task.domain_column=topic"], "row 5: topic"),
+]
+# task=tool_calls, its step rewards and the step mask (the training-stability chapter, 16.6.2-16.6.3).
+TOOLS = [
+    (["train", "step_mask=on"], "use task=tool_calls or step_mask=off"),
+    (["train", "task=tool_calls", "task.max_turns=2"], "task.max_turns=2 leaves no turn"),
+    (["train", "recipe=tool_calls", "reward.tool_steps.weights.plan=-0.1"], "weights.plan=-0.1 is negative"),
+    (["train", "recipe=tool_calls", "reward.tool_steps.weights.plan=0.0"], "= 0.9 < 1.0"),
+    (["train", "recipe=tool_calls", "reward=[tool_choice,tool_params,tool_reasoning]"], "= 0.9 < 1.0"),
+    (
+        ["train", "recipe=tool_calls", "reward.tool_steps.penalties=[{tool:check_status,max_calls:1,value:0.3}]"],
+        "penalties[0].value=0.3 is positive",
+    ),
+]
+# The code_exec sandbox's limits (task.code_timeout_s, task.code_memory_mb): run_python's own bounds are checked
+# in the pre-flight, not at the first code_exec call mid-run.
+SANDBOX = [
+    (["train", "task=tool_calls", "task.code_timeout_s=86401"], "task.code_timeout_s=86401: the sandbox takes at most"),
+    (["train", "recipe=tool_calls", "task.code_timeout_s=1e6"], "task.code_timeout_s=1000000.0: the sandbox"),
+    (["train", "task=tool_calls", "task.code_timeout_s=5e300"], "task.code_timeout_s=5e+300"),
+    (["train", "task=tool_calls", "task.code_timeout_s=nan"], "task.code_timeout_s=nan"),
+    (["train", "recipe=tool_calls", "task.code_timeout_s=-inf"], "task.code_timeout_s=-inf"),
+    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s must be > 0"),
+    (["train", "task=tool_calls", "task.code_timeout_s=yes"], "task.code_timeout_s=yes"),
+    (["train", "task=tool_calls", "task.code_memory_mb=1048577"], "task.code_memory_mb=1048577: the sandbox takes"),
+    (["train", "recipe=tool_calls", "task.code_memory_mb=9223372036854775807"], "code_memory_mb=9223372036854775807"),
+    (["train", "task=tool_calls", "task.code_memory_mb=0"], "task.code_memory_mb"),
+    (["train", "task=tool_calls", "task.code_memory_mb=128.0"], "task.code_memory_mb=128.0"),
+    (["train", "task=tool_calls", "task.code_memory_mb=false"], "task.code_memory_mb=false"),
+]
+# The quantized sampler copy (rollout.quantization, quant_scale, quantize_router).
+QUANTIZED_SAMPLER = [
+    (
+        ["train", "rollout.dtype=bfloat16", "rollout.quantization=fp4"],
+        "rollout.quantization=fp4: expected one of [none, fp8, int8]",
+    ),
+    (
+        ["train", "rollout.dtype=bfloat16", "rollout.quantization=FP8"],
+        "rollout.quantization=FP8: expected one of [none, fp8, int8]",
+    ),
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization="], "rollout.quantization=''"),
+    (["train", "rollout.dtype=bfloat16", "rollout.quantization=8"], "rollout.quantization=8"),
+    (["train", "rollout.quantization=fp8"], "rollout.quantization=fp8 quantizes the bf16 sampler copy"),
+    (["train", "rollout.quantization=int8", "rollout.log_mismatch=true"], "set rollout.dtype=bfloat16"),
+    (
+        ["train", "rollout.dtype=bfloat16", "rollout.quant_scale=row"],
+        "rollout.quant_scale=row: expected one of [channel, tensor]",
+    ),
+    (
+        ["train", "rollout.dtype=bfloat16", "rollout.quantization=int8", "rollout.quant_scale=group"],
+        "quant_scale=group: expected one of [channel, tensor]",
+    ),
+    (["train", "rollout.dtype=bfloat16", "rollout.quant_scale=null"], "rollout.quant_scale=null"),
+    (["train", "rollout.quantize_router=maybe"], "rollout.quantize_router=maybe"),
+    (["train", "model=tiny_moe", "rollout.dtype=bfloat16", "rollout.quantize_router=2"], "rollout.quantize_router=2"),
+    (["train", "rollout=vllm", "rollout.quantization=fp8"], "rollout.quantization"),
+]
+# Silent coercion and what passed the pre-flight to crash at step 0: duplicate keys, non-finite text, prompts the
+# tiny model cannot encode or fit, rewards the task cannot feed, GRPOConfig values that need an absent package,
+# file, eval split or GPU, hf model folders from_pretrained cannot read, folders nothing can be written in.
+DATA_STRICT = [
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_answer.jsonl"],
+        "dup_answer.jsonl line 5: key 'answer' appears",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/dup_prompt.json"], "dup_prompt.json row 3: key 'prompt' appears"),
+    (["train", "task=hf_dataset", "task.path={data}/dup_role.jsonl"], "dup_role.jsonl line 2: key 'role' appears"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_topic.jsonl", "task.domain_column=topic"],
+        "dup_topic.jsonl line 16: key 'topic' appears",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_answer.csv"],
+        "dup_answer.csv line 1: the header names column 'answer'",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/dup_prompt.csv"],
+        "dup_prompt.csv line 1: the header names column 'prompt'",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/nan_answer.jsonl"],
+        "nan_answer.jsonl row 5: answer is nan (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/inf_answer.json"],
+        "inf_answer.json row 2: answer is inf (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/neg_inf_answer.jsonl"],
+        "neg_inf_answer.jsonl row 5: answer is -inf",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/nan_prompt.jsonl"], "nan_prompt.jsonl row 5: prompt is float nan"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/nan_topic.jsonl", "task.domain_column=topic"],
+        "nan_topic.jsonl row 5: topic is nan (NaN/Infinity",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/inf_topic.json", "task.domain_column=topic"],
+        "inf_topic.json row 1: topic is inf",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/spanish.jsonl"], "spanish.jsonl row 5: prompt holds '¿' (U+00BF)"),
+    (["train", "task=hf_dataset", "task.path={data}/chinese.jsonl"], "chinese.jsonl row 5: prompt holds '三' (U+4E09)"),
+    (["train", "task=hf_dataset", "task.path={data}/emoji.jsonl"], "emoji.jsonl row 5: prompt holds '🙂' (U+1F642)"),
+    (["train", "task=hf_dataset", "task.path={data}/russian.csv"], "russian.csv row 2: prompt holds 'С' (U+0421)"),
+    (["train", "task=hf_dataset", "task.path={data}/arabic.json"], "arabic.json row 1: prompt holds 'ك' (U+0643)"),
+    (["train", "task=hf_dataset", "task.path={data}/tab.jsonl"], "tab.jsonl row 5: prompt holds '\\t' (U+0009)"),
+    (["train", "task=hf_dataset", "task.path={data}/nbsp.jsonl"], "nbsp.jsonl row 5: prompt holds '\\xa0' (U+00A0)"),
+    (["train", "task=hf_dataset", "task.path={data}/zero_width.jsonl"], "zero_width.jsonl row 5: prompt holds"),
+    (["train", "task=hf_dataset", "task.path={data}/line_sep.jsonl"], "line_sep.jsonl row 1: prompt holds '\\u2028'"),
+    (["train", "task=hf_dataset", "task.path={data}/next_line.jsonl"], "next_line.jsonl row 1: prompt holds '\\x85'"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/long.jsonl"],
+        "long.jsonl row 5: prompt is 302 tokens, more than the 224",
+    ),
+    (["train", "task=hf_dataset", "task.path={data}/long.csv"], "long.csv row 1: prompt is 302 tokens"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/medium.jsonl", "trainer.max_completion_length=160"],
+        "medium.jsonl row 5: prompt is 102 tokens, more than the 96 positions",
+    ),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/medium.jsonl", "+model.max_position_embeddings=100"],
+        "model.max_position_embeddings=100 leaves after trainer.max_completion_length=32",
+    ),
+]
+STEP_ZERO = [
+    (
+        ["train", "reward=[tool_steps]"],
+        "reward.tool_steps reads the column 'calls', which task=arithmetic does not give",
+    ),
+    (
+        ["train", "task=two_style", "reward=[tool_choice,tool_params,tool_reasoning,tool_plan]"],
+        "reward.tool_choice reads the column 'calls', which task=two_style",
+    ),
+    (["train", "reward=[correctness,format,tool_penalty]"], "reward.tool_penalty reads the column 'calls'"),
+    (
+        ["train", "task=tool_calls", "reward=[correctness]", "reward.correctness.weight=1"],
+        "reward.correctness reads the column 'answer', which task=tool_calls",
+    ),
+    (["train", "recipe=tool_calls", "reward=[tool_steps,correctness]"], "which task=tool_calls does not give"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/good.jsonl", "reward.correctness.answer_column=nope"],
+        "reward.correctness reads the column 'nope', which task=hf_dataset",
+    ),
+    (["train", "reward.correctness.answer_column=solution"], "the column 'solution', which task=arithmetic"),
+    (
+        [
+            "train",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+            "task.answer_column=topic",
+            "reward.correctness.answer_column=topic",
+        ],
+        "the column 'topic', which task=hf_dataset",
+    ),
+    (["train", "trainer.fp16=true"], "trainer.fp16=true has no effect on the CPU (trainer.use_cpu=true)"),
+    (["train", "recipe=dapo", "trainer.fp16=true"], "so training would be fp32"),
+    (["train", "trainer.tf32=true"], "trainer.tf32=true needs an Ampere or newer GPU"),
+    (
+        ["train", "trainer.eval_strategy=steps"],
+        "trainer.eval_strategy=steps evaluates on eval data, but task=arithmetic",
+    ),
+    (["train", "task=two_style", "trainer.eval_strategy=epoch"], "task=two_style gives the trainer none"),
+    (
+        ["train", "task=hf_dataset", "task.path={data}/saved", "task.eval_split=test", "trainer.eval_strategy=steps"],
+        "task=hf_dataset gives the trainer none",
+    ),
+    (["train", "trainer.optim=adamw_bnb_8bit"], "trainer.optim=adamw_bnb_8bit needs the bitsandbytes package"),
+    (["train", "trainer.optim=paged_lion_8bit"], "needs the bitsandbytes package"),
+    (["train", "trainer.optim=galore_adamw_layerwise"], "needs the galore-torch package"),
+    (["train", "trainer.optim=schedule_free_adamw"], "needs the schedulefree package"),
+    (["train", "trainer.optim=adalomo"], "needs the lomo-optim package"),
+    (["train", "trainer.optim=adamw_torch_4bit"], "needs the torchao package"),
+    (["train", "trainer.optim=stable_adamw"], "needs the torch-optimi package"),
+    (["train", "trainer.optim=adamw_anyprecision"], "needs the torchdistx package"),
+    (["train", "trainer.optim=apollo_adamw"], "needs the apollo-torch package"),
+    (["train", "trainer.optim=grokadamw"], "needs the grokadamw package"),
+    (["train", "trainer.use_liger_kernel=true"], "trainer.use_liger_kernel=true needs the liger-kernel package"),
+    (["train", "trainer.lr_scheduler_type=reduce_lr_on_plateau"], "reduce_lr_on_plateau steps on an eval metric"),
+    (["train", "trainer.lr_scheduler_type=cosine_with_min_lr"], "needs exactly one of min_lr / min_lr_rate"),
+    (
+        [
+            "train",
+            "trainer.lr_scheduler_type=cosine_warmup_with_min_lr",
+            "trainer.lr_scheduler_kwargs={min_lr:1e-6,min_lr_rate:0.1}",
+        ],
+        "(got ['min_lr', 'min_lr_rate'])",
+    ),
+    (["train", "trainer.lr_scheduler_type=polynomial", "trainer.learning_rate=1e-8"], "decays to lr_end=1e-07"),
+    (["train", "trainer.lr_scheduler_type=polynomial", "trainer.lr_scheduler_kwargs={lr_end:0.001}"], "lr_end=0.001"),
+    (["train", "trainer.deepspeed={data}/no_such_zero3.json"], "no_such_zero3.json needs the deepspeed package"),
+    (["train", "trainer.deepspeed=ds_config.json"], "trainer.deepspeed=ds_config.json needs the deepspeed package"),
+    (["train", "trainer.torch_compile_backend=bogus"], "trainer.torch_compile_backend=bogus is not a backend"),
+    (["train", "trainer.torch_compile=true", "trainer.torch_compile_mode=turbo"], "torch_compile_mode=turbo is not"),
+    (["train", "trainer.load_best_model_at_end=true"], "needs trainer.eval_strategy (no) to match"),
+    (["train", "model=hf", "model.name_or_path={data}/empty_dir"], "{data}/empty_dir holds no config.json"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_bad_json"], "config.json is not valid JSON (line 1"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_list_json"], "config.json holds a JSON list, not an object"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_string_json"], "config.json holds a JSON str, not an object"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_latin1"], "config.json is not valid JSON (not UTF-8)"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_type"], "config.json names no model_type"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_weights"], "hf_no_weights holds no weights"),
+    (["train", "model=hf", "model.name_or_path={data}/hf_no_tokenizer"], "hf_no_tokenizer holds no tokenizer"),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/spanish.jsonl"],
+        "spanish.jsonl row 5: prompt holds '¿', which the tokenizer of model.name_or_path={data}/hf_char maps to its",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/emoji.jsonl"],
+        "prompt holds '🙂', which the tokenizer",
+    ),
+    (
+        ["train", "model=hf", "model.name_or_path={data}/hf_char", "task=hf_dataset", "task.path={data}/medium.jsonl"],
+        "row 5: prompt is 102 tokens, more than the 32 positions the model's max_position_embeddings=64 leaves",
+    ),
+    (
+        [
+            "train",
+            "model=hf",
+            "model.name_or_path={data}/hf_bad_tokenizer",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+        ],
+        "hf_bad_tokenizer/tokenizer.json cannot be read (",
+    ),
+    (["train", "hydra.run.dir=/proc/align_kit_run"], "hydra.run.dir=/proc/align_kit_run is under /proc"),
+    (["train", "hydra.run.dir=/proc"], "hydra.run.dir=/proc is under /proc"),
+    (["train", "hydra.run.dir=/sys/fs/align_kit/run"], "is under /sys"),
+    (["train", "paths.cache_dir=/proc/self/align_kit"], "paths.cache_dir=/proc/self/align_kit is under /proc"),
+    (["train", "paths.cache_dir=/sys/kernel/align_kit"], "paths.cache_dir=/sys/kernel/align_kit is under /sys"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir=/proc/sweeps"], "hydra.sweep.dir=/proc/sweeps/0 is under /proc"),
+    (["train", "hydra.run.dir=/tmp/" + "n" * 300 + "/run"], "is 300 bytes long, and the file system of /tmp allows"),
+    (["train", "paths.cache_dir=" + "c" * 260], "paths.cache_dir=" + "c" * 60 + "...(260 characters) cannot"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir=" + "s" * 256], "hydra.sweep.dir=" + "s" * 60 + "...(258"),
+    (["train", "=0.3"], "'=0.3' sets no key; write key=value"),
+    (["train", "+=1"], "'+=1' sets no key"),
+    (["train", "-m", "=0.1,0.2"], "'=0.1,0.2' sets no key"),
+    (["vllm-serve", "clip=nope"], "Could not find 'clip/nope'"),
+    (["vllm-serve", "clip.nokey=1"], "Could not override 'clip.nokey'"),
+    (["vllm-serve", "=2"], "'=2' sets no key"),
+    (
+        ["vllm-serve", "hydra.searchpath=[{data}/presets]", "recipe=allow"],
+        "train.allowed_targets lists tests from a config file",
+    ),
+]
+# Configs that try to build or write something beside the run: every `_target_` must be an align_kit
+# component class (or a class of a package named with train.allowed_targets on the command line), Hydra's
+# tree (callbacks, logging, launcher, sweeper, job files) is checked as strictly, and every way of adding
+# config (--config-dir, hydra.searchpath) goes through the same pre-flight. `{data}/presets` holds hostile
+# shared configs (make_data_files); their paths are relative to the working folder (`../victim.txt`).
+SECURITY = [
+    (["train", "+reward.copy=${clip}"], "reward.copy._target_=align_kit.components.clip.TokenClip is not a reward"),
+    (["train", "clip._target_=align_kit.components.kl.ConstantKL"], "clip._target_=align_kit.components.kl.ConstantKL"),
+    (["train", "step_mask._target_=align_kit.components.clip.TokenClip"], "is not a step_mask node"),
+    (["train", "model._target_=align_kit.tasks.arithmetic.ArithmeticTask"], "is not a model node"),
+    (["train", "logger._target_=align_kit.core.component.Component"], "is not a logger node"),
+    # align_kit's own functions, modules, re-exported names and other modules' attributes
+    (
+        ["train", "clip._target_=align_kit.sandbox.run_python", "+clip.code=x"],
+        "clip._target_=align_kit.sandbox.run_python is not",
+    ),
+    (
+        ["train", "+reward.mv={_target_:align_kit.runs.run_folder.move_aside,folder:{victim_dir},key:k}"],
+        "reward.mv._target_=align_kit.runs.run_folder.move_aside",
+    ),
+    (
+        ["train", "kl._target_=align_kit.sandbox.subprocess.getoutput", "+kl.cmd=rm -rf {victim_dir}"],
+        "kl._target_=align_kit.sandbox.subprocess.getoutput",
+    ),
+    (["train", "logger._target_=align_kit.runs.run_folder.Path", "+logger._args_=[{victim}]"], "logger._args_=["),
+    (
+        ["train", "advantage._target_=align_kit.sandbox.shutil.rmtree", "+advantage.path={victim_dir}"],
+        "advantage._target_=align_kit.sandbox.shutil.rmtree",
+    ),
+    (
+        ["train", "task._target_=align_kit.components.advantage.Component"],
+        "task._target_=align_kit.components.advantage.Component is not",
+    ),
+    (["train", "model._target_=align_kit.models"], "model._target_=align_kit.models is not an align_kit component"),
+    (
+        [
+            "train",
+            "monitor._target_=align_kit.runs.run_folder.shutil.move",
+            "+monitor.src={victim}",
+            "+monitor.dst={victim}.x",
+        ],
+        "monitor._target_=align_kit.runs.run_folder.shutil.move",
+    ),
+    (
+        ["train", "sampling._target_=align_kit.experiment.compose.compose"],
+        "sampling._target_=align_kit.experiment.compose.compose is not",
+    ),
+    (
+        ["train", "rollout._target_=align_kit.core.processes.os.system", "+rollout.command=touch {victim}"],
+        "rollout._target_=align_kit.core.processes.os.system",
+    ),
+    # the standard library, in group nodes, reward nodes and nodes inside nodes
+    (
+        ["train", "clip._target_=shutil.copyfile", "+clip.src=/etc/hostname", "+clip.dst={victim}"],
+        "clip._target_=shutil.copyfile is outside align_kit",
+    ),
+    (
+        ["train", "+reward.mk={_target_:os.makedirs,name:{victim_dir}/made}"],
+        "reward.mk._target_=os.makedirs is outside",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "reward.arena.judge._target_=builtins.open",
+            "+reward.arena.judge.file={victim}",
+            "+reward.arena.judge.mode=w",
+        ],
+        "reward.arena.judge._target_=builtins.open",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "+reward.arena.judge.inner={_target_:pathlib.Path,_args_:[{victim_dir}]}",
+        ],
+        "reward.arena.judge.inner._args_=",
+    ),
+    (
+        ["train", "kl=per_domain", "+kl.betas.evil={_target_:subprocess.Popen,args:[touch,{victim}]}"],
+        "kl.betas.evil._target_=subprocess.Popen",
+    ),
+    (
+        ["train", "logger=none", "logger._target_=logging.FileHandler", "+logger.filename={victim}", "+logger.mode=w"],
+        "logger._target_=logging.FileHandler",
+    ),
+    (["train", "+trainer.evil={_target_:os.makedirs,name:{victim_dir}/x}"], "trainer.evil._target_=os.makedirs"),
+    (
+        [
+            "train",
+            "+paths.evil={_target_:shutil.copyfile,src:/etc/hostname,dst:{victim}}",
+            "+reward.copy=${paths.evil}",
+        ],
+        "paths.evil._target_=shutil.copyfile",
+    ),
+    # Hydra's other instantiate keys and interpolated targets
+    (["train", "+task._partial_=true"], "task._partial_=true: Hydra's _partial_ is not accepted"),
+    (["train", "+clip._convert_=all"], "clip._convert_=all"),
+    (["train", "+kl._recursive_=false"], "kl._recursive_=false"),
+    (["train", "+reward.correctness._args_=[{victim}]"], "reward.correctness._args_="),
+    (["train", "clip._target_=${oc.env:HOME}"], "clip._target_=${oc.env:HOME}: write the class name out"),
+    (["train", "logger._target_=${oc.decode:shutil.copyfile}"], "logger._target_=${oc.decode:shutil.copyfile}"),
+    # the user's packages: named on the command line, classes only, never the standard library or align_kit
+    (["train", "train.allowed_targets=[shutil]", "clip._target_=shutil.copyfile"], "train.allowed_targets[0]=shutil"),
+    (
+        ["train", "train.allowed_targets=[align_kit]", "clip._target_=align_kit.runs.run_folder.Path"],
+        "train.allowed_targets[0]=align_kit",
+    ),
+    (
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.rewards.test_arena.prefer_shorter"],
+        "clip._target_=tests.rewards.test_arena.prefer_shorter is not a class",
+    ),
+    (
+        ["train", "train.allowed_targets=[tests]", "clip._target_=tests.runs.test_preflight.Path"],
+        "is pathlib.Path, defined elsewhere",
+    ),
+    (
+        ["train", "reward=[correctness,arena]", "reward/judge=callable", "reward.arena.judge.function=os.system"],
+        "reward.arena.judge.function=os.system is not in a package",
+    ),
+    (
+        [
+            "train",
+            "reward=[correctness,arena]",
+            "reward/judge=callable",
+            "reward.arena.judge.function=tests.rewards.test_arena.pytest",
+            "train.allowed_targets=[tests]",
+        ],
+        "reward.arena.judge.function=tests.rewards.test_arena.pytest",
+    ),
+    (
+        ["train", "reward=[correctness,arena]", "reward/judge=callable", "+reward.arena.judge._partial_=true"],
+        "reward.arena.judge._partial_=true",
+    ),
+    # Hydra's callbacks: align_kit's own always run, a config adds only a user's Hydra callback class
+    (
+        ["train", "+hydra.callbacks.x={_target_:shutil.copyfile,src:/etc/hostname,dst:{victim}}"],
+        "hydra.callbacks.x._target_=shutil.copyfile",
+    ),
+    (
+        ["train", "+hydra.callbacks.mv={_target_:align_kit.runs.run_folder.move_aside,folder:{victim_dir},key:x}"],
+        "hydra.callbacks.mv._target_=align_kit.runs.run_folder.move_aside",
+    ),
+    (
+        ["train", "+hydra.callbacks.c={_target_:align_kit.components.clip.TokenClip}"],
+        "hydra.callbacks.c._target_=align_kit.components.clip.TokenClip is not a Hydra callback",
+    ),
+    (["train", "~hydra.callbacks.run_folder"], "~hydra.callbacks.run_folder: align_kit's own Hydra callbacks"),
+    (["train", "-m", "seed=1,2", "~hydra.callbacks.sweep_summary"], "~hydra.callbacks.sweep_summary"),
+    (["train", "~hydra.callbacks"], "~hydra.callbacks: align_kit's own"),
+    # logging: a small set of handler classes, no factories, a log file only inside the run folder
+    (
+        ["train", "hydra.job_logging.handlers.file.filename={victim}", "+hydra.job_logging.handlers.file.mode=w"],
+        "hydra.job_logging.handlers.file.filename={victim}: expected a file inside the run folder",
+    ),
+    (
+        [
+            "train",
+            "hydra.job_logging.handlers.console.class=shutil.copyfile",
+            "+hydra.job_logging.handlers.console.src=/etc/hostname",
+            "+hydra.job_logging.handlers.console.dst={victim}",
+        ],
+        "hydra.job_logging.handlers.console.class=shutil.copyfile",
+    ),
+    (
+        ["train", "+hydra.job_logging.handlers.evil={class:logging.FileHandler,filename:{victim_dir}/log.txt}"],
+        "hydra.job_logging.handlers.evil.filename={victim_dir}/log.txt",
+    ),
+    (
+        ["train", "+hydra.hydra_logging.handlers.evil={class:logging.FileHandler,filename:{victim},mode:w}"],
+        "hydra.hydra_logging.handlers.evil.class=logging.FileHandler",
+    ),
+    (
+        ["train", "hydra.job_logging.handlers.console.class=logging.handlers.SocketHandler"],
+        "hydra.job_logging.handlers.console.class=logging.handlers.SocketHandler",
+    ),
+    (
+        ["train", "hydra.hydra_logging.handlers.console.stream=ext://os.environ"],
+        "hydra.hydra_logging.handlers.console.stream=ext://os.environ",
+    ),
+    (
+        ["train", "--help", "+hydra.hydra_logging.handlers.f={class:logging.FileHandler,filename:{victim},mode:w}"],
+        "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
+    ),
+    (
+        [
+            "sweep",
+            "clip_higher",
+            "+hydra.hydra_logging.handlers.f={class:logging.FileHandler,filename:{victim}}",
+            "--help",
+        ],
+        "hydra.hydra_logging.handlers.f.class=logging.FileHandler",
+    ),
+    (
+        ["train", "--cfg", "job", "hydra.job_logging.handlers.console.class=builtins.open"],
+        "hydra.job_logging.handlers.console.class=builtins.open",
+    ),
+    # Hydra's launcher and sweeper: its own plugins only
+    (
+        ["train", "hydra.launcher._target_=os.makedirs"],
+        "hydra.launcher._target_=os.makedirs: expected one of Hydra's own launchers",
+    ),
+    (["train", "-m", "seed=1,2", "hydra.sweeper._target_=builtins.open"], "hydra.sweeper._target_=builtins.open"),
+    (
+        ["train", "hydra.launcher._target_=align_kit.runs.run_folder.RunFolderGuard"],
+        "hydra.launcher._target_=align_kit.runs.run_folder.RunFolderGuard",
+    ),
+    # the job's files stay in the run folder; align_kit never changes folder
+    (["train", "hydra.job.name=../../escape"], "hydra.job.name=../../escape: expected a plain file name"),
+    (["train", "hydra.job.name=logs/run"], "hydra.job.name=logs/run"),
+    (["train", f"hydra.job.name={'n' * 240}"], "hydra.job.name=nnnn"),
+    (["train", "hydra.job.name=''"], "hydra.job.name=''"),
+    (["train", "hydra.job.chdir=true"], "hydra.job.chdir=true: align_kit does not change folder"),
+    (["train", "hydra.job.chdir=true", "task=hf_dataset", "task.path=good.jsonl"], "hydra.job.chdir=true"),
+    (["train", "hydra.output_subdir={victim_dir}"], "hydra.output_subdir={victim_dir}: expected a folder inside"),
+    (["train", "hydra.output_subdir=../../victim_dir"], "hydra.output_subdir=../../victim_dir"),
+    (
+        ["train", "+hydra.job.env_set.ALIGN_KIT_SANDBOX=process"],
+        "hydra.job.env_set.ALIGN_KIT_SANDBOX: a config may not",
+    ),
+    (["train", "+hydra.job.env_set.LD_PRELOAD={victim}"], "hydra.job.env_set.LD_PRELOAD"),
+    (["train", "+hydra.job.env_set.HYDRA_INSTANTIATE_ALLOWLIST_OVERRIDE=shutil.copyfile"], "hydra.job.env_set.HYDRA_"),
+    (["train", "--config-dir", "{data}/presets", "recipe=env"], "hydra.job.env_set.PYTHONPATH"),
+    # shared configs from another folder: --config-dir and hydra.searchpath get the same pre-flight
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=shared"],
+        "hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=makedirs"], "clip._target_=os.makedirs"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=logfile"],
+        "hydra.job_logging.handlers.file.filename=../victim.txt",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/job_logging=factory"],
+        "hydra.job_logging.handlers.copy.()=shutil.copyfile",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/hydra_logging=formatter"],
+        "hydra.hydra_logging.formatters.evil.()=os.makedirs",
+    ),
+    (["train", "--config-dir", "{data}/presets", "hydra/launcher=evil"], "hydra.launcher._target_=shutil.copyfile"),
+    (
+        ["train", "--config-dir", "{data}/presets", "hydra/callbacks=evil"],
+        "hydra.callbacks.telemetry._target_=os.makedirs",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=interp"],
+        "clip._target_=${oc.env:ALIGN_KIT_EVIL_TARGET,shutil.copyfile}",
+    ),
+    (
+        [
+            "train",
+            "--config-dir",
+            "{data}/presets",
+            "recipe=allow",
+            "clip._target_=tests.rewards.test_arena.prefer_shorter",
+        ],
+        "train.allowed_targets lists tests from a config file",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=chdir"], "hydra.job.chdir=true"),
+    (["train", "--config-dir", "{data}/presets", "recipe=jobname"], "hydra.job.name=../../escape"),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=evil"],
+        "sweep job 0 of 2 (seed=1): hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (
+        [
+            "train",
+            "--config-dir",
+            "{data}/presets",
+            "-m",
+            "sweep=allow",
+            "clip._target_=tests.rewards.test_arena.Judge",
+        ],
+        "hydra.sweeper.params.train.allowed_targets: a sweep file may not name the packages",
+    ),
+    (["sweep", "allow", "--config-dir", "{data}/presets"], "hydra.sweeper.params.train.allowed_targets"),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "seed=1,2", "hydra/launcher=slurm", "recipe=setup"],
+        'sweep job 0 of 2 (seed=1): hydra.launcher.setup=["touch ../victim_dir/made"]: shell lines run before',
+    ),
+    (
+        ["train", "hydra.searchpath=[file://{data}/presets]", "recipe=shared"],
+        "hydra.callbacks.telemetry._target_=shutil.copyfile",
+    ),
+    (
+        ["train", "hydra.searchpath=[{data}/presets]", "hydra/job_logging=factory"],
+        "hydra.job_logging.handlers.copy.()=shutil.copyfile",
+    ),
+    (["train", "hydra.searchpath=[pkg://antigravity]"], "hydra.searchpath entry pkg://antigravity: expected a folder"),
+    (["train", "hydra.searchpath=[{data}/no_such_folder]"], "{data}/no_such_folder is not a folder"),
+    (["train", "--config-dir", "{data}/no_such_folder", "recipe=shared"], "--config-dir {data}/no_such_folder"),
+    (["train", "--config-dir", "{data}/presets", "clip=broken"], "clip.eps_high=abc"),
+    (
+        ["train", "seed=1", "-m", "--config-dir", "{data}/presets", "recipe=shared"],
+        "unrecognized arguments: recipe=shared",
+    ),
+    (["train", "-m", "hydra.searchpath=[{data}/presets]", "clip=broken,symmetric"], "sweep job 0 of 2 (clip=broken)"),
+    (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
+    (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
+    (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
+]
+# Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
+# symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
+RESUME = ["logger=none", "seed=5", "trainer.max_steps=8", "trainer.save_steps=4", "train.resume=true"]
+LIFECYCLE = [
+    (["train", "-m", "seed=range(0,0)"], "-m launches no job: seed=range(0,0) sweeps over no value"),
+    (["train", "-m", "seed=range(5,5)", "clip=clip_higher"], "seed=range(5,5) sweeps over no value"),
+    (["train", "-m", "seed=range(4,1)"], "seed=range(4,1) sweeps over no value"),
+    (["train", "-m", "clip=glob(nomatch*)"], "clip=glob(nomatch*) sweeps over no value"),
+    (["train", "-m", "seed=1,2", "kl=glob(zz*)"], "kl=glob(zz*) sweeps over no value"),
+    (["train", "-m", "clip=glob(*,exclude=*)"], "clip=glob(*,exclude=*) sweeps over no value"),
+    (["train", "-m", "clip=clip_higher", "clip.eps_high=range(0.3,0.3,0.1)"], "range(0.3,0.3,0.1) sweeps over no"),
+    (["sweep", "clip_higher", "seed=range(3,3)"], "seed=range(3,3) sweeps over no value"),
+    (["train", "-m", "seed=choice()"], "empty choice is not legal"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir=same"], "sweep jobs 0 and 1 of 2 would share one folder"),
+    (["train", "-m", "seed=1,2,3", "hydra.sweep.subdir=${hydra.job.name}"], "hydra.sweep.subdir=train for both"),
+    (["train", "-m", "seed=4,5", "hydra.sweep.subdir=${trainer.max_steps}"], "hydra.sweep.subdir=200 for both"),
+    (["train", "-m", "clip=clip_higher", "clip.eps_high=0.25,0.3", "hydra.sweep.subdir=s${seed}"], "=s0 for both"),
+    (["sweep", "clip_higher", "seed=1", "hydra.sweep.subdir=fixed"], "sweep jobs 0 and 1 of 3 would share one folder"),
+    (["train", "-m", "seed=1,2", "kl=constant,none", "hydra.sweep.subdir=k_${kl.beta}"], "would share one folder"),
+    (["train", "-m", "sweep=clip_higher", "sweep=overlong"], "2 sweeps chosen (sweep=clip_higher, sweep=overlong)"),
+    (["train", "-m", "sweep=clip_higher,overlong"], "2 sweeps chosen (sweep=clip_higher, sweep=overlong)"),
+    (["sweep", "overlong", "sweep=clip_higher"], "2 sweeps chosen (sweep=overlong, sweep=clip_higher)"),
+    (["train", "sweep=overlong", "sweep=overlong"], "2 sweeps chosen"),
+    (["train", "hydra.run.dir={data}/" + "r" * 300], "is 300 bytes long, and the file system of"),
+    (["train", "hydra.run.dir='{data}/ok/" + "\u00e9" * 130 + "'"], "is 260 bytes long"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir={data}/" + "s" * 256], "is 256 bytes long"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir=" + "j" * 260 + "${hydra.job.num}"], "is 261 bytes long"),
+    (["train", "paths.cache_dir={data}/" + "c" * 280], "the name " + "c" * 40 + "... is 280 bytes long"),
+    (["train", "hydra.run.dir=" + "/".join(["d" * 200] * 25)], "is longer than the 4096 bytes"),
+    (
+        ["train", "hydra.run.dir={data}/dangling"],
+        "{data}/dangling is a symlink to {data}/nowhere, which does not exist",
+    ),
+    (["train", "hydra.run.dir={data}/dangling/run1"], "{data}/dangling is a symlink to {data}/nowhere"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.dir={data}/dangling"], "hydra.sweep.dir={data}/dangling/0 cannot be"),
+    (["train", "paths.cache_dir={data}/dangling"], "paths.cache_dir={data}/dangling cannot be created"),
+    (["train", "hydra.run.dir={data}/loop"], "{data}/loop is a symlink to {data}/loop"),
+    (["train", "hydra.run.dir={data}/runs/bad_yaml", *RESUME], "config.yaml is not a readable config (expected"),
+    (["train", "hydra.run.dir={data}/runs/latin1_yaml", *RESUME], "latin1_yaml/config.yaml is not UTF-8 (byte 1"),
+    (["train", "hydra.run.dir={data}/runs/list_yaml", *RESUME], "list_yaml/config.yaml holds no config (a list)"),
+    (["train", "hydra.run.dir={data}/runs/dangling_key", *RESUME], "Interpolation key 'nope' not found"),
+    (["train", "hydra.run.dir={data}/runs/rng", *RESUME], "has an unreadable rng_state.pth (truncated or corrupt"),
+    (["train", "hydra.run.dir={data}/runs/empty_rng", *RESUME], "has an unreadable rng_state_0.pth"),
+    (["train", "hydra.run.dir={data}/runs/scaler", *RESUME], "has an unreadable scaler.pt"),
+    (["train", "hydra.run.dir={data}/runs/state", *RESUME], "has an unreadable trainer_state.json (not JSON)"),
+    (["train", "hydra.run.dir={data}/runs/latin1_state", *RESUME], "has an unreadable trainer_state.json"),
+    (["train", "hydra.run.dir={data}/runs/model_config", *RESUME], "has an unreadable config.json (not JSON)"),
+    (["train", "hydra.run.dir={data}/runs/hooks", *RESUME], "has an unreadable align_kit_hooks.json (not JSON)"),
+    (["sweep", "--status", "{data}/manifests/not_json"], "sweep_manifest.json is not valid JSON (Expecting"),
+    (["sweep", "--status", "{data}/manifests/latin1"], "manifests/latin1/sweep_manifest.json is not UTF-8"),
+    (["sweep", "--status", "{data}/manifests/list"], "holds a JSON list, not an object"),
+    (["sweep", "--resume", "{data}/manifests/no_jobs"], "is not a sweep manifest: it holds no job list (jobs)"),
+    (["sweep", "--resume", "{data}/manifests/jobs_object"], "it holds no job list (jobs)"),
+    (["sweep", "--status", "{data}/manifests/job_text"], "jobs[0] is not an object"),
+    (["sweep", "--resume", "{data}/manifests/overrides_text"], "jobs[1].overrides is not a list of overrides"),
+    (["sweep", "--status", "{data}/manifests/bad_status"], "jobs[0].status='finished' is none of pending"),
+    (["sweep", "--status", "{data}/manifests/renumbered"], "jobs[1] has job=3, not 1"),
+    (["sweep", "--resume", "{data}/manifests/no_task_overrides"], "task_overrides is not a list of overrides"),
+    (["sweep", "--status", "{data}/manifests/launches_text"], "launches is not a whole number"),
+    (["sweep", "--status", "{data}/manifests/error_number"], "jobs[0].error is not text"),
+]
+CASES = (
+    TYPES
+    + MODEL_TASK_ROLLOUT
+    + TRAINER
+    + TOP_LEVEL
+    + DATA
+    + TOOLS
+    + SANDBOX
+    + QUANTIZED_SAMPLER
+    + DATA_STRICT
+    + STEP_ZERO
+    + SECURITY
+    + LIFECYCLE
+)
+# Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
+LIFECYCLE_OTHER = [
+    (["sweep", "clip_higher", "overlong"], "align-kit sweep: ", "2 sweeps named (clip_higher, overlong)"),
+    (["sweep", "overlong", "clip_higher", "seed=1,2"], "align-kit sweep: ", "2 sweeps named (overlong, clip_higher)"),
+    (["sweep", "overlong", "clip_higher", "overlong"], "align-kit sweep: ", "3 sweeps named"),
+    (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
+    (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
+]
+
+
+def make_victims(folder: Path) -> tuple[Path, Path]:
+    """A file and a folder (holding one file) beside the working folder, for a hostile config to touch."""
+    victim = folder / "victim.txt"
+    victim.write_text(VICTIM)
+    victim_dir = folder / "victim_dir"
+    victim_dir.mkdir()
+    (victim_dir / "kept.txt").write_text(VICTIM)
+    return victim, victim_dir
+
+
+def victims_untouched(folder: Path) -> bool:
+    victim_dir = folder / "victim_dir"
+    return (
+        (folder / "victim.txt").read_text() == VICTIM
+        and sorted(p.name for p in victim_dir.iterdir()) == ["kept.txt"]
+        and (victim_dir / "kept.txt").read_text() == VICTIM
+    )
+
+
+def _row(i: int) -> dict:
+    return {"prompt": f"{i}+1=", "answer": str(i + 1), "topic": "math"}
+
+
+def _jsonl(rows: list) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def _with_row_5(**changes) -> str:
+    rows = [_row(i) for i in range(16)]
+    rows[4] = {**rows[4], **changes}
+    return _jsonl([{k: v for k, v in row.items() if v is not _DROP} for row in rows])
+
+
+_DROP = object()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return make_data_files(tmp_path_factory.mktemp("data"))
+
+
+def make_data_files(folder: Path) -> Path:
+    """The data files the DATA cases name, in `folder`."""
+    from datasets import Dataset, DatasetDict
+
+    good = [_row(i) for i in range(16)]
+    (folder / "good.jsonl").write_text(_jsonl(good))
+    (folder / "empty.jsonl").write_text("")
+    (folder / "blank.jsonl").write_text("\n  \n")
+    latin1 = '{"prompt": "caf\xe9", "answer": "1"}\n'.encode("latin-1")
+    (folder / "latin1.jsonl").write_bytes(_jsonl(good[:2]).encode() + latin1)
+    (folder / "truncated.jsonl").write_text(_jsonl(good[:8]) + '{"prompt": "1+1=", "ans')
+    (folder / "list_row.jsonl").write_text(_jsonl(good[:1]) + "[1, 2]\n")
+    (folder / "header.csv").write_text("prompt,answer\n")
+    (folder / "ragged.csv").write_text("prompt,answer\n1+1=,2\n2+1=,3\n3+1=,4,extra\n")
+    (folder / "no_prompt.jsonl").write_text(_jsonl([{"q": "1+1=", "answer": "2"}] * 16))
+    (folder / "empty_prompt.jsonl").write_text(_with_row_5(prompt="  "))
+    (folder / "null_prompt.jsonl").write_text(_with_row_5(prompt=None))
+    (folder / "list_prompt.jsonl").write_text(_with_row_5(prompt=["1+1=", "2+2="]))
+    (folder / "number_prompt.jsonl").write_text(_with_row_5(prompt=12))
+    (folder / "null_answer.jsonl").write_text(_with_row_5(answer=None))
+    (folder / "empty_answer.jsonl").write_text(_with_row_5(answer=""))
+    (folder / "list_answer.jsonl").write_text(_with_row_5(answer=[1, 2]))
+    (folder / "missing_answer.jsonl").write_text(_with_row_5(answer=_DROP))
+    (folder / "null_domain.jsonl").write_text(_with_row_5(topic=None))
+    (folder / "small.jsonl").write_text(_jsonl(good[:3]))
+    (folder / "rows.txt").write_text("1+1=\t2\n")
+    (folder / "broken.json").write_text('[{"prompt": "1+1=", "answer": "2"},\n {"prompt": ')
+    (folder / "scalars.json").write_text(json.dumps([good[0], 5]))
+    (folder / "chat.jsonl").write_text(_jsonl([{"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}] * 16))
+    (folder / "empty_dir").mkdir()
+    _make_strict_data_files(folder, good)
+    DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
+    make_lifecycle_files(folder)
+    for name, text in PRESETS.items():
+        (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "presets" / name).write_text(text)
+    return folder
+
+
+def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
+    """The files of DATA_STRICT and of STEP_ZERO's hf model folders."""
+    row_5 = '{"prompt": "4+1=", "answer": "5", "answer": "999", "topic": "math"}\n'
+    lines = _jsonl(good).splitlines(keepends=True)
+    (folder / "dup_answer.jsonl").write_text("".join(lines[:4]) + row_5 + "".join(lines[5:]))
+    (folder / "dup_prompt.json").write_text(
+        "[" + ",\n".join([*(json.dumps(r) for r in good[:2]), '{"prompt": "a", "prompt": "b", "answer": "1"}']) + "]"
+    )
+    chat = {"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}
+    (folder / "dup_role.jsonl").write_text(
+        json.dumps(chat) + '\n{"prompt": [{"role": "user", "content": "2+2=", "role": "system"}], "answer": "4"}\n'
+    )
+    (folder / "dup_topic.jsonl").write_text(
+        "".join(lines[:15]) + '{"prompt": "x=", "answer": "1", "topic": "a", "topic": "b"}\n'
+    )
+    (folder / "dup_answer.csv").write_text("prompt,answer,answer\n1+1=,2,999\n")
+    (folder / "dup_prompt.csv").write_text("prompt,answer,prompt\n1+1=,2,3+3=\n")
+    (folder / "nan_answer.jsonl").write_text(_with_row_5(answer=float("nan")))  # json.dumps writes NaN
+    (folder / "inf_answer.json").write_text(json.dumps([good[0], {"prompt": "2+2=", "answer": float("inf")}]))
+    (folder / "neg_inf_answer.jsonl").write_text(_with_row_5(answer=float("-inf")))
+    (folder / "nan_prompt.jsonl").write_text(_with_row_5(prompt=float("nan")))
+    (folder / "nan_topic.jsonl").write_text(_with_row_5(topic=float("nan")))
+    (folder / "inf_topic.json").write_text(json.dumps([{**good[0], "topic": float("inf")}, good[1]]))
+    for name, prompt in (
+        ("spanish", "¿Cuánto es 4+1?"),
+        ("chinese", "三加二等于几="),
+        ("emoji", "4+1=🙂"),
+        ("tab", "4\t+1="),
+        ("nbsp", "4\xa0+1="),
+        ("zero_width", "4+\u200b1="),
+        ("long", "2+" * 150 + "2="),
+        ("medium", "1+" * 50 + "1="),
+    ):
+        (folder / f"{name}.jsonl").write_text(_with_row_5(prompt=prompt))
+    csv_rows = "".join(f"{row['prompt']},{row['answer']}\n" for row in good)  # enough rows for one batch
+    (folder / "russian.csv").write_text("prompt,answer\n1+1=,2\nСколько 2+2?,4\n" + csv_rows, encoding="utf-8")
+    arabic = [{"prompt": "كم 1+1", "answer": "2"}, *good]
+    (folder / "arabic.json").write_text(json.dumps(arabic, ensure_ascii=False), encoding="utf-8")
+    (folder / "long.csv").write_text("prompt,answer\n" + "2+" * 150 + "2=,302\n" + csv_rows)
+    # Valid JSON lines whose strings hold line separators: they load (they were "Unterminated string"), then the
+    # tiny tokenizer refuses the character.
+    for name, separator in (("line_sep", "\u2028"), ("next_line", "\x85")):
+        rows = [{"prompt": f"1{separator}+1=", "answer": "2"}, *good[1:]]
+        (folder / f"{name}.jsonl").write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+        )
+    config = json.dumps({"model_type": "qwen3", "vocab_size": 104})
+    hf_folders = {
+        "hf_bad_json": {"config.json": '{"model_type": "qwen3",'},
+        "hf_list_json": {"config.json": "[1, 2]"},
+        "hf_string_json": {"config.json": '"qwen3"'},
+        "hf_no_type": {"config.json": '{"vocab_size": 104}'},
+        "hf_no_weights": {"config.json": config, "tokenizer.json": "{}"},
+        "hf_no_tokenizer": {"config.json": config, "model.safetensors": ""},
+        "hf_bad_tokenizer": {"config.json": config, "model.safetensors": "", "tokenizer.json": '{"model": '},
+    }
+    for name, files in hf_folders.items():
+        (folder / name).mkdir()
+        for file, text in files.items():
+            (folder / name / file).write_text(text)
+    # A folder as save_pretrained leaves it, with the tiny model's character tokenizer and 64 positions.
+    from align_kit.models.char_tokenizer import build_char_tokenizer
+
+    build_char_tokenizer().save_pretrained(folder / "hf_char")
+    (folder / "hf_char" / "config.json").write_text(json.dumps({"model_type": "qwen3", "max_position_embeddings": 64}))
+    (folder / "hf_char" / "model.safetensors").write_bytes(b"")
+    (folder / "hf_latin1").mkdir()
+    (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
+
+
+def _manifest(jobs: list, **changes) -> str:
+    return json.dumps({"task_overrides": ["seed=1,2"], "hydra_overrides": [], "launches": 1, "jobs": jobs, **changes})
+
+
+def _job(number: int, **changes) -> dict:
+    entry = {"job": number, "overrides": [f"seed={number + 1}"], "status": "done", "outcome": "ok", "error": None}
+    return {**entry, "folder": None, **changes}
+
+
+def make_lifecycle_files(folder: Path) -> None:
+    """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
+    (folder / "dangling").symlink_to(folder / "nowhere")
+    (folder / "loop").symlink_to(folder / "loop")
+    damage = {
+        "bad_yaml": lambda run: (run / "config.yaml").write_text("seed: 5\ntrainer: [max_steps: 8\n"),
+        "latin1_yaml": lambda run: (run / "config.yaml").write_bytes(b"seed: 5\nname: caf\xe9\n"),
+        "list_yaml": lambda run: (run / "config.yaml").write_text("- seed\n- 5\n"),
+        "dangling_key": lambda run: (run / "config.yaml").write_text("seed: ${nope}\n"),
+        "rng": lambda run: (run / "checkpoint-8" / "rng_state.pth").write_bytes(b"not a torch file"),
+        "empty_rng": lambda run: (run / "checkpoint-8" / "rng_state_0.pth").write_bytes(b""),
+        "scaler": lambda run: (run / "checkpoint-8" / "scaler.pt").write_bytes(b"PK\x03\x04 cut short"),
+        "state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_text('{"global_step": 8, "lo'),
+        "latin1_state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_bytes(b'{"a": "\xe9"}'),
+        "model_config": lambda run: (run / "checkpoint-8" / "config.json").write_text('{"model_type": '),
+        "hooks": lambda run: (run / "checkpoint-8" / "align_kit_hooks.json").write_text("{kl: 1}"),
+    }
+    for name, damaged in damage.items():
+        damaged(write_run(folder / "runs" / name, RUN))
+    manifests = {
+        "not_json": "{jobs: []}",
+        "list": "[]",
+        "no_jobs": json.dumps({"task_overrides": []}),
+        "jobs_object": _manifest({"0": _job(0)}),
+        "job_text": _manifest(["seed=1"]),
+        "overrides_text": _manifest([_job(0), _job(1, overrides="seed=2")]),
+        "bad_status": _manifest([_job(0, status="finished")]),
+        "renumbered": _manifest([_job(0), _job(3)]),
+        "no_task_overrides": json.dumps({"jobs": [_job(0)]}),
+        "launches_text": _manifest([_job(0)], launches="2"),
+        "error_number": _manifest([_job(0, error=7)]),
+    }
+    for run in (folder / "compare" / "latin1_run", folder / "compare" / "latin1_sweep" / "0"):
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_bytes(b"seed: 1\nnote: caf\xe9\n")
+        (run / "metrics.jsonl").write_text(_jsonl([{"step": 1, "reward": 0.5}]))
+    for name, text in {**manifests, "latin1": None}.items():
+        (folder / "manifests" / name).mkdir(parents=True)
+        path = folder / "manifests" / name / "sweep_manifest.json"
+        path.write_bytes(text.encode() if text is not None else b'{"jobs": ["caf\xe9"]}')
+
+
+# Shared configs a hostile colleague could hand over (the SECURITY rows' --config-dir and hydra.searchpath);
+# paths are relative to the working folder, beside which the victims lie.
+_GLOBAL = "# @package _global_\n"
+PRESETS = {
+    "recipe/shared.yaml": _GLOBAL
+    + "hydra:\n  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
+    "recipe/makedirs.yaml": _GLOBAL + "clip:\n  _target_: os.makedirs\n  name: ../victim_dir/made\n",
+    "recipe/logfile.yaml": _GLOBAL
+    + "hydra:\n  job_logging:\n    handlers:\n      file: {filename: ../victim.txt, mode: w}\n",
+    "recipe/interp.yaml": _GLOBAL + "clip:\n  _target_: ${oc.env:ALIGN_KIT_EVIL_TARGET,shutil.copyfile}\n",
+    "recipe/allow.yaml": _GLOBAL + "train:\n  allowed_targets: [tests]\n",
+    "recipe/chdir.yaml": _GLOBAL + "hydra:\n  job:\n    chdir: true\n",
+    "recipe/jobname.yaml": _GLOBAL + "hydra:\n  job:\n    name: ../../escape\n",
+    "recipe/env.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {PYTHONPATH: ../victim_dir}\n",
+    "recipe/setup.yaml": _GLOBAL + "hydra:\n  launcher:\n    setup: [touch ../victim_dir/made]\n",
+    "sweep/allow.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      train.allowed_targets: '[tests]'\n",
+    "sweep/evil.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n"
+    + "  callbacks:\n    telemetry: {_target_: shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\n",
+    "hydra/job_logging/factory.yaml": "version: 1\nhandlers:\n"
+    + "  copy: {'()': shutil.copyfile, src: /etc/hostname, dst: ../victim.txt}\nroot: {handlers: [copy]}\n",
+    "hydra/hydra_logging/formatter.yaml": "version: 1\nformatters:\n"
+    + "  evil: {'()': os.makedirs, name: ../victim_dir/made}\n",
+    "hydra/launcher/evil.yaml": "_target_: shutil.copyfile\nsrc: /etc/hostname\ndst: ../victim.txt\n",
+    "clip/broken.yaml": "_target_: align_kit.components.clip.TokenClip\neps_low: 0.2\neps_high: abc\n",
+    "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
+}
+
+
+@pytest.fixture
+def entry(tmp_path, monkeypatch, capsys, cache_dir):
+    """Run `align-kit <argv>` in-process from an empty folder; returns (exit status, stderr lines,
+    what the folder holds afterwards). An accepted config would reach Hydra's job: that fails."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+
+    def accepted():
+        raise AssertionError("the config was accepted and Hydra's job would start")
+
+    monkeypatch.setattr("align_kit.train.main", accepted)
+
+    def run(argv: list[str]) -> tuple[int, list[str], list[str]]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        return exit_info.value.code, capsys.readouterr().err.splitlines(), sorted(p.name for p in work.iterdir())
+
+    return run
+
+
+def test_the_table_holds_at_least_120_distinct_bad_inputs():
+    assert len({" ".join(argv) for argv, _ in CASES}) == len(CASES) >= 120
+
+
+@pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(argv[1:]) for argv, _ in CASES])
+def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entry, data, tmp_path):
+    victim, victim_dir = make_victims(tmp_path)
+    fill = {"{data}": str(data), "{victim_dir}": str(victim_dir), "{victim}": str(victim)}
+    for placeholder, value in fill.items():
+        argv = [arg.replace(placeholder, value) for arg in argv]
+        fragment = fragment.replace(placeholder, value)
+
+    status, stderr, left = entry(argv)
+
+    assert status == 2
+    assert len(stderr) == 1, stderr
+    assert stderr[0].startswith("align-kit: config error: ")
+    assert fragment in stderr[0]
+    assert left == []  # no run folder, no sweep folder, no file
+    assert victims_untouched(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "prefix", "fragment"), LIFECYCLE_OTHER, ids=[" ".join(a) for a, _, _ in LIFECYCLE_OTHER]
+)
+def test_other_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, prefix, fragment, entry, data, tmp_path):
+    make_victims(tmp_path)
+    argv = [arg.replace("{data}", str(data)) for arg in argv]
+
+    status, stderr, left = entry(argv)
+
+    assert status == 2
+    assert len(stderr) == 1, stderr
+    assert stderr[0].startswith(prefix) and fragment in stderr[0], stderr[0]
+    assert left == []
+    assert victims_untouched(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]

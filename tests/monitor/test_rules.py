@@ -1,0 +1,507 @@
+"""Health-monitor rules on synthetic metric streams: which rule fires at which step, by hand.
+
+Thresholds are worked out in the comments from conf/monitor/{default,strict}.yaml; values are
+chosen away from the boundaries (or exactly on them where the comparison's strictness matters).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from align_kit.monitor import RULES, Alert, HealthMonitor, HealthMonitorConfig
+from align_kit.monitor.rules import RunContext
+from align_kit.monitor.settings import AboveThreshold, EntropyDrop, RewardPlateau
+
+Stream = list[tuple[int, dict[str, float | None]]]
+
+
+def series(metric: str, values: list[float | None], first_step: int = 1, every: int = 1) -> Stream:
+    return [(first_step + i * every, {metric: value}) for i, value in enumerate(values)]
+
+
+def fired(monitor: HealthMonitor, stream: Stream) -> list[tuple[int, str]]:
+    return [(alert.step, alert.rule) for step, metrics in stream for alert in monitor.update(step, metrics)]
+
+
+def monitor_for(config: HealthMonitorConfig, max_completion_length: int | None = 100, reward_max: float = 1.0):
+    return HealthMonitor(config, max_completion_length=max_completion_length, reward_max=reward_max)
+
+
+# Entropy: steps 1-10 at 1.0, steps 11-20 at 0.5625, from step 21 on 0.4375 (dyadic: exact sums).
+ENTROPY = series("entropy", [1.0] * 10 + [0.5625] * 10 + [0.4375] * 10)
+
+
+def test_entropy_rules_default(configs):
+    # Smoothed over 10 points (changed from single values: one noisy batch tripped entropy_drop on
+    # healthy runs). At step 10 + j (j <= 10) the last 10 average 1 - 0.04375 j; at 20 + j, 0.5625 - 0.0125 j.
+    # entropy_decline (fall 0.4, log): < 0.6 x 1.0 first at j = 10 (0.5625; j = 9 gives 0.60625) -> step 20.
+    # entropy_collapse (first 10 vs last 10, fall 0.5) and entropy_drop (10-point mean vs its maximum 1.0 in
+    #   the 100-step window, fall 0.5): < 0.5 first at step 26 (0.4875; step 25 gives exactly 0.5).
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in ENTROPY for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action) for a in alerts] == [
+        (20, "entropy_decline", "log"),
+        (26, "entropy_collapse", "warn"),
+        (26, "entropy_drop", "warn"),
+    ]
+    assert alerts[1].values == {"early_mean": 1.0, "recent_mean": 0.4875, "threshold": 0.5}
+    assert alerts[2].values == {"latest": 0.4875, "window_max": 1.0, "threshold": 0.5}
+
+
+def test_entropy_rules_strict(configs):
+    # entropy_decline fall 0.3: 1 - 0.04375 j < 0.7 first at j = 7 (0.69375) -> step 17.
+    # entropy_collapse fall 0.4: first evaluable at step 20 (20 points): 0.5625 < 0.6.
+    # entropy_drop fall 0.4 (a halt): 1 - 0.04375 j < 0.6 first at j = 10 -> step 20.
+    monitor = monitor_for(configs["strict"])
+    alerts = [alert for step, metrics in ENTROPY for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action) for a in alerts] == [
+        (17, "entropy_decline", "warn"),
+        (20, "entropy_collapse", "warn"),
+        (20, "entropy_drop", "halt"),
+    ]
+
+
+def test_one_noisy_batch_does_not_trip_entropy_drop(configs):
+    # The healthy-run case: entropy steady at 0.125 with one batch at 0.03125 (step 49). The 10-point
+    # mean there is (9 x 0.125 + 0.03125)/10 = 0.115625, above 0.5 x 0.125. A real fall to 0.03125 from
+    # step 51 on: the mean at 50 + j is 0.125 - 0.009375 j < 0.0625 first at j = 7 -> step 57.
+    noisy = series("entropy", [0.125] * 48 + [0.03125] + [0.125] * 20)
+    assert fired(monitor_for(configs["default"]), noisy) == []
+    # entropy_collapse (first-10 mean 0.125, same threshold) fires with it; entropy_decline (log, fall
+    # 0.4: < 0.075) at j = 6 (0.06875).
+    falling = series("entropy", [0.125] * 50 + [0.03125] * 10)
+    assert fired(monitor_for(configs["default"]), falling) == [
+        (56, "entropy_decline"),
+        (57, "entropy_collapse"),
+        (57, "entropy_drop"),
+    ]
+
+
+def test_entropy_drop_window_counts_training_steps():
+    # Logged every 50 steps, span 2: smoothed values at steps 50..250 are 1.0, 0.75, 0.5, 0.475, 0.45.
+    # At step 150 the 100-step window (steps >= 50) holds 1.0: 0.5 is not below 0.5 x 1.0.
+    # At step 200 it holds steps 100-200 (max 0.75, threshold 0.375): 0.475 stays above, although a
+    # whole-history maximum (1.0, threshold 0.5) would fire. Step 250: max 0.5, threshold 0.25.
+    config = HealthMonitorConfig(entropy_drop=EntropyDrop(span=2, window_steps=100, fall=0.5))
+    stream = series("entropy", [1.0, 1.0, 0.5, 0.5, 0.45, 0.45], first_step=0, every=50)
+    assert [a for a in fired(monitor_for(config), stream) if a[1] == "entropy_drop"] == []
+    # Then 0.2 at steps 300 and 350: smoothed 0.325 at 300 (window max 0.475, threshold 0.2375) does
+    # not fire; 0.2 at 350 (window steps 250-350, max 0.45, threshold 0.225) does.
+    longer = stream + series("entropy", [0.2, 0.2], first_step=300, every=50)
+    assert [a for a in fired(monitor_for(config), longer) if a[1] == "entropy_drop"] == [(350, "entropy_drop")]
+
+
+def test_fires_once_per_episode_and_rearms_after_recovery():
+    config = HealthMonitorConfig(zero_std_groups=AboveThreshold(span=1, threshold=0.5))
+    monitor = monitor_for(config)
+    # > 0.5 at steps 2, 3, 4 (one episode), 0.4 at step 5 ends it, 0.9 at step 6 opens a new one.
+    stream = series("frac_reward_zero_std", [0.2, 0.6, 0.7, 0.8, 0.4, 0.9, 0.9])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule) for a in alerts] == [(2, "zero_std_groups"), (6, "zero_std_groups")]
+    assert json.loads(alerts[0].to_json()) == {
+        "step": 2,
+        "rule": "zero_std_groups",
+        "action": "warn",
+        "values": {"recent_mean": 0.6, "threshold": 0.5},
+        "message": "frac_reward_zero_std mean 0.600 > 0.500: the batch lost its learning signal",
+        "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, sampling=dynamic",
+        "metric": "frac_reward_zero_std",  # new field: the metric the rule read
+    }
+
+
+def test_absent_metric_keeps_the_episode_open():
+    config = HealthMonitorConfig(zero_std_groups=AboveThreshold(span=1, threshold=0.5))
+    monitor = monitor_for(config)
+    # Step 2 carries no usable value (None, NaN, or the key missing): the episode opened at step 1
+    # stays open, so 0.9 at step 5 raises nothing new.
+    stream: Stream = [
+        (1, {"frac_reward_zero_std": 0.9}),
+        (2, {"frac_reward_zero_std": None}),
+        (3, {"frac_reward_zero_std": float("nan")}),
+        (4, {"loss": 0.1}),
+        (5, {"frac_reward_zero_std": 0.9}),
+    ]
+    assert fired(monitor, stream) == [(1, "zero_std_groups")]
+
+
+def test_zero_std_groups_default_vs_strict(configs):
+    # Default span 10, > 0.5: nine 1.0s are not enough points; the 10th (mean 1.0) fires at step 10.
+    assert fired(monitor_for(configs["default"]), series("frac_reward_zero_std", [1.0] * 12)) == [
+        (10, "zero_std_groups")
+    ]
+    # A steady 0.4: default never (0.4 <= 0.5); strict (span 5, > 0.3) at step 5.
+    steady = series("frac_reward_zero_std", [0.4] * 12)
+    assert fired(monitor_for(configs["default"]), steady) == []
+    assert fired(monitor_for(configs["strict"]), steady) == [(5, "zero_std_groups")]
+
+
+def test_zero_advantage_fires_on_a_rising_share_only(configs):
+    # Changed from "10-point mean > 0.3": the default run's share hovers at 0.2-0.35 without rising
+    # (a steady third of the groups are flat), and the policy-optimization chapter (18.3.2) names a
+    # share that keeps rising beyond 30 %. A steady 0.375 therefore never fires.
+    assert fired(monitor_for(configs["default"]), series("adv/zero_std_fraction", [0.375] * 60)) == []
+    # 40 points at 0.25, then 0.5625. Default (span 10, > 0.3; window 40, rise > 0.15): at step 40 + j the
+    # window's first half is all 0.25 and its second half averages 0.25 + 0.015625 j: the change exceeds
+    # 0.15 first at j = 10 (0.15625; j = 9 gives 0.140625), the last 10 all 0.5625 > 0.3 -> step 50.
+    rising = series("adv/zero_std_fraction", [0.25] * 40 + [0.5625] * 15)
+    assert fired(monitor_for(configs["default"]), rising) == [(50, "zero_advantage")]
+    # Strict (span 5, > 0.2; window 20): second half 0.25 + 0.03125 j, change > 0.15 first at j = 5
+    # (0.15625), last 5 all 0.5625 -> step 45, a halt.
+    monitor = monitor_for(configs["strict"])
+    alerts = [alert for step, metrics in rising for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action) for a in alerts] == [(45, "zero_advantage", "halt")]
+
+
+def test_zero_std_groups_prefers_align_kits_flat_fraction(configs):
+    # Both logged: TRL's undercounts groups flat at 0.2 or 0.8 (float32 std above 1e-8), so the rule reads
+    # align_kit's groups/flat_fraction: 10 points at 0.625 > 0.5 -> step 10.
+    stream = series("groups/flat_fraction", [0.625] * 10)
+    stream = [(step, {**metrics, "frac_reward_zero_std": 0.0}) for step, metrics in stream]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.metric) for a in alerts] == [(10, "zero_std_groups", "groups/flat_fraction")]
+    assert alerts[0].message.startswith("groups/flat_fraction mean 0.625 > 0.500")
+
+
+# Mean length: steps 1-10 at 20, 11-20 at 50, 21-23 at 96, 24 at 80, 25 at 99; max_completion_length 100.
+LENGTHS = series("completions/mean_length", [20.0] * 10 + [50.0] * 10 + [96.0] * 3 + [80.0, 99.0])
+
+
+def test_length_rules_default(configs):
+    # length_near_max (>= 0.95 x 100 = 95): 96 at step 21; 80 at step 24 re-arms; 99 at 25 fires again.
+    # length_growth (last 10 > 3 x 20 = 60): step 21: (9x50 + 96)/10 = 54.6; step 22: (8x50 + 2x96)/10
+    #   = 59.2; step 23: (7x50 + 3x96)/10 = 63.8 -> fires; step 24: 66.8 and step 25: 71.7 stay above.
+    assert fired(monitor_for(configs["default"]), LENGTHS) == [
+        (21, "length_near_max"),
+        (23, "length_growth"),
+        (25, "length_near_max"),
+    ]
+
+
+def test_length_rules_strict(configs):
+    # length_growth factor 2: threshold 40, first evaluable at step 20 with mean 50 -> fires at 20.
+    # length_near_max margin 0.1: >= 90 at steps 21-23 (fires 21), 80 re-arms, 99 fires at 25.
+    assert fired(monitor_for(configs["strict"]), LENGTHS) == [
+        (20, "length_growth"),
+        (21, "length_near_max"),
+        (25, "length_near_max"),
+    ]
+
+
+def test_length_near_max_needs_max_completion_length(configs):
+    assert fired(monitor_for(configs["default"], max_completion_length=None), LENGTHS) == [(23, "length_growth")]
+
+
+def test_length_near_max_includes_the_boundary(configs):
+    # 19 of a 20-token budget is exactly 95%: "within 5%" of the maximum, so it fires.
+    stream = series("completions/mean_length", [19.0])
+    assert fired(monitor_for(configs["default"], max_completion_length=20), stream) == [(1, "length_near_max")]
+
+
+def test_reward_plateau_flat_below_the_maximum():
+    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.04, gap=0.05))
+    rewards = [0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.5, 0.5, 0.5, 0.9, 1.0, 1.0, 1.0, 1.0]
+    # Change = mean(last 2 of the window) - mean(first 2); ceiling = reward_max - 0.05.
+    # step 7: [0.4, 0.45, 0.5, 0.5] -> 0.5 - 0.425 = 0.075 (rising); step 8: [0.45, 0.5, 0.5, 0.5] ->
+    # 0.025 < 0.04 with mean 0.4875 <= 0.95 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
+    # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.95.
+    assert fired(monitor_for(config), series("reward", rewards)) == [(8, "reward_plateau")]
+    # A composition whose best total is 2.0: ceiling 1.95, so the flat 1.0 at step 14 is a plateau.
+    assert fired(monitor_for(config, reward_max=2.0), series("reward", rewards)) == [
+        (8, "reward_plateau"),
+        (14, "reward_plateau"),
+    ]
+
+
+def test_reward_plateau_default_vs_strict(configs):
+    flat = series("reward", [0.5] * 110)
+    # Window 100 (was 50: on healthy runs the slowly rising reward read as flat within the noise).
+    assert fired(monitor_for(configs["default"]), flat) == [(100, "reward_plateau")]
+    assert fired(monitor_for(configs["strict"]), flat) == [(30, "reward_plateau")]  # window 30
+
+
+def test_grad_norm_vanishing(configs):
+    # 0.5 at steps 1-5, then 5e-5. Default: all of the last 10 < 1e-4 from step 15 (steps 6-15).
+    # Strict: all of the last 5 < 1e-3 from step 10 (steps 6-10).
+    stream = series("grad_norm", [0.5] * 5 + [5e-5] * 12)
+    assert fired(monitor_for(configs["default"]), stream) == [(15, "grad_norm_vanishing")]
+    assert fired(monitor_for(configs["strict"]), stream) == [(10, "grad_norm_vanishing")]
+
+
+def test_kl_rising_monotonically(configs):
+    # kl = step/1000 except step 3, which repeats step 2's value: the pair (2, 3) is not a rise.
+    # Default window 10: the first window without that pair is steps 3-12 -> step 12.
+    # Strict window 6: steps 3-8 -> step 8.
+    values = [0.001, 0.002, 0.002] + [step / 1000 for step in range(4, 13)]
+    assert fired(monitor_for(configs["default"]), series("kl", values)) == [(12, "kl_rising")]
+    assert fired(monitor_for(configs["strict"]), series("kl", values)) == [(8, "kl_rising")]
+
+
+def test_policy_ratio_drift(configs):
+    # |ratio - 1|: 0.02, 0.4, 0.6, 0.55, 0.0, 0.6. Default (> 0.5): steps 3-4, then 6.
+    # Strict (> 0.2): steps 2-4, then 6.
+    stream = series("policy_ratio/mean", [1.02, 1.4, 1.6, 0.45, 1.0, 0.4])
+    assert fired(monitor_for(configs["default"]), stream) == [(3, "policy_ratio_drift"), (6, "policy_ratio_drift")]
+    assert fired(monitor_for(configs["strict"]), stream) == [(2, "policy_ratio_drift"), (6, "policy_ratio_drift")]
+
+
+def test_clip_ratio_rises_then_drops_to_zero(configs):
+    # 0.01 .. 0.10 over steps 1-10: strictly rising over 10 points at step 10. Then zeros from
+    # step 11: the last 10 (steps 11-20) are all zero after 10 points averaging 0.055 > 1e-3 -> step 20.
+    stream = series("clip_ratio/region_mean", [k / 100 for k in range(1, 11)] + [0.0] * 12)
+    assert fired(monitor_for(configs["default"]), stream) == [(10, "clip_ratio_rising"), (20, "clip_ratio_zero")]
+
+
+def test_clip_ratio_never_clipping_is_not_a_drop(configs):
+    # A fully on-policy run logs a clip ratio of exactly 0 throughout.
+    assert fired(monitor_for(configs["default"]), series("clip_ratio/region_mean", [0.0] * 30)) == []
+    # The healthy-run case (an advantage-sweep arm at lr 2e-5): one token batch clipped once (0.00136
+    # at step 10), zeros around it: the 10 points before the zero window average 0.000136 < 1e-3.
+    lone = series("clip_ratio/region_mean", [0.0] * 9 + [0.00136] + [0.0] * 20)
+    assert fired(monitor_for(configs["default"]), lone) == []
+
+
+def test_logp_mismatch_reads_trls_vllm_metric(configs):
+    # Rollouts from vLLM: TRL logs the same quantity (mean |logp difference|) under its own name.
+    stream = series("sampling/sampling_logp_difference/mean", [0.006, 0.02])
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.metric) for a in alerts] == [
+        (2, "logp_mismatch", "sampling/sampling_logp_difference/mean")
+    ]
+    assert "(sampling/sampling_logp_difference/mean) mean 0.02 > 0.01" in alerts[0].message
+
+
+def test_logp_mismatch(configs):
+    # Default (> 0.01): 0.02 at step 2, 0.008 re-arms, 0.012 at step 4. Strict (> 0.005): from step 1 on.
+    stream = series("mismatch/logp_abs_diff/mean", [0.006, 0.02, 0.008, 0.012])
+    assert fired(monitor_for(configs["default"]), stream) == [(2, "logp_mismatch"), (4, "logp_mismatch")]
+    assert fired(monitor_for(configs["strict"]), stream) == [(1, "logp_mismatch")]
+
+
+def train_and_eval(eval_rewards: list[float]) -> Stream:
+    # Train reward every step (1-8); evaluations at steps 0 (before any training), 2, 4, 6, 8.
+    train = dict(zip(range(1, 9), [0.2, 0.3, 0.35, 0.45, 0.5, 0.6, 0.65, 0.75], strict=True))
+    stream: Stream = [(0, {"eval_reward": 0.5})]
+    for step, reward in train.items():
+        stream.append((step, {"reward": reward}))
+        if step % 2 == 0:
+            stream.append((step, {"eval_reward": eval_rewards[step // 2 - 1]}))
+    return stream
+
+
+def test_train_reward_rising_while_eval_is_flat(configs):
+    # The step-0 evaluation has no train reward before it: unpaired. Train means per evaluation
+    # interval: 0.25, 0.4, 0.55, 0.7 -> gain (0.55 + 0.7)/2 - (0.25 + 0.4)/2 = 0.3.
+    # Eval 0.5, 0.5, 0.505, 0.5 -> gain 0.5025 - 0.5 = 0.0025 < 0.01 (default) -> fires at step 8.
+    assert fired(monitor_for(configs["default"]), train_and_eval([0.5, 0.5, 0.505, 0.5])) == [
+        (8, "train_eval_divergence")
+    ]
+    # Eval 0.5, 0.55, 0.6, 0.65 -> gain 0.625 - 0.525 = 0.1: eval keeps up, nothing fires.
+    assert fired(monitor_for(configs["default"]), train_and_eval([0.5, 0.55, 0.6, 0.65])) == []
+
+
+def test_train_eval_divergence_default_vs_strict(configs):
+    # Eval gain (0.515 + 0.515)/2 - 0.5 = 0.015: not below 0.01 (default), below 0.02 (strict, a halt).
+    stream = train_and_eval([0.5, 0.5, 0.515, 0.515])
+    assert fired(monitor_for(configs["default"]), stream) == []
+    monitor = monitor_for(configs["strict"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action) for a in alerts] == [(8, "train_eval_divergence", "halt")]
+
+
+def test_off_fires_nothing(configs):
+    everything = ENTROPY + LENGTHS + series("frac_reward_zero_std", [1.0] * 12) + train_and_eval([0.5] * 4)
+    assert fired(monitor_for(configs["off"]), everything) == []
+
+
+def test_missing_metrics_fire_nothing(configs):
+    # 60 logging steps that carry none of the watched metrics, or carry them as None.
+    stream: Stream = [(step, {"loss": 0.1, "entropy": None, "kl": None, "grad_norm": None}) for step in range(60)]
+    assert fired(monitor_for(configs["strict"]), stream) == []
+
+
+# Values the advice texts read: a length that grew into the budget, a ceiling of 1.0, the format reward.
+ADVICE_VALUES = {"first": 20.0, "threshold": 30.4, "reward_max": 1.0, "format": "format"}
+
+
+def advice(rule: str, context: RunContext) -> str:
+    return next(r.advice for r in RULES if r.name == rule)(context, ADVICE_VALUES)
+
+
+@pytest.mark.parametrize(
+    ("rule", "node"),
+    [
+        ("entropy_collapse", "clip=clip_higher"),
+        ("entropy_drop", "eps_high >= 0.28"),
+        ("zero_std_groups", "advantage=ngrpo"),
+        ("zero_advantage", "sampling=dynamic"),
+        ("reward_collapse", "advantage=gdpo"),
+        ("reward_collapse", "reward.format.weight"),
+        ("reward_decline", "trainer.learning_rate"),
+        ("length_growth", "overlong=soft_punish"),
+        ("length_near_max", "overlong=soft_punish"),
+        ("kl_rising", "kl.beta"),
+        ("policy_ratio_noise", "trainer.learning_rate"),
+        ("train_eval_divergence", "kl=constant"),
+        ("non_finite", "trainer.learning_rate"),
+    ],
+)
+def test_advice_names_the_align_kit_node(rule, node):
+    # The default composition (nothing on): the advice names the node to switch on.
+    assert node in advice(rule, RunContext())
+
+
+# Every node the advice can recommend, switched on at once.
+ALL_ON = RunContext(
+    advantage="ngrpo",
+    clip_higher=True,
+    eps_high=0.28,
+    dynamic_sampling=True,
+    max_gen_batches=4,
+    overlong_shaping=True,
+    kl_on=True,
+    routing_replay=True,
+    reward_weights={"correctness": 0.8, "format": 0.2},
+)
+
+
+@pytest.mark.parametrize("rule", [r.name for r in RULES])
+def test_advice_never_recommends_a_node_already_on(rule):
+    text = advice(rule, ALL_ON)
+    for node in ("clip=clip_higher", "sampling=dynamic", "advantage=ngrpo", "overlong=soft_punish", "kl=constant",
+                 "routing_replay=r2"):  # fmt: skip
+        assert node not in text, (rule, text)
+    assert "advantage=gdpo" not in advice(rule, RunContext(advantage="gdpo"))
+
+
+def test_advice_for_what_is_already_on():
+    assert advice("entropy_drop", ALL_ON).startswith(
+        "Clip-Higher is already on (clip.eps_high=0.28): raise clip.eps_high"
+    )
+    # Dynamic sampling on and the trained batch still flat (issue: "enable dynamic sampling" told to a run using it).
+    for rule in ("zero_advantage", "zero_std_groups"):
+        assert "dynamic sampling is on" in advice(rule, ALL_ON)
+        assert "raise sampling.max_gen_batches or change the data difficulty" in advice(rule, ALL_ON)
+    assert advice("reward_plateau", ALL_ON).endswith("too hard: change the data difficulty")
+    assert advice("reward_plateau", RunContext()).endswith("too hard: sampling=dynamic or advantage=ngrpo")
+    assert advice("grad_norm_vanishing", RunContext(advantage="ngrpo")).endswith(": sampling=dynamic")
+    assert "raise kl.beta" in advice("train_eval_divergence", ALL_ON)
+    assert advice("reward_collapse", ALL_ON).endswith("lower the format weight (reward.format.weight, now 0.2)")
+    assert advice("reward_collapse", RunContext(advantage="gdpo")).startswith("GDPO is already on")
+
+
+def test_length_near_max_from_the_first_step_means_the_budget_is_too_short(configs):
+    # A 12-token budget for 20-token answers: every completion is cut from step 1 (12 >= 0.95 x 12).
+    monitor = HealthMonitor(configs["default"], context=RunContext(max_completion_length=12))
+    alerts = monitor.update(1, {"completions/mean_length": 12.0})
+    assert [a.rule for a in alerts] == ["length_near_max"]
+    assert alerts[0].advice == (
+        "completions filled the budget from the first step: trainer.max_completion_length=12 is too short "
+        "for this task; raise it"
+    )
+
+
+def test_run_context_from_a_composed_plan():
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
+
+    overrides = ["logger=none", "clip=clip_higher", "sampling=dynamic", "advantage=ngrpo", "kl=constant"]
+    plan = build_plan(compose(overrides), {"advantage": "ngrpo"}, "unused")
+    context = RunContext.from_plan(plan)
+    # conf/clip/clip_higher.yaml: 0.2 / 0.28; conf/sampling/dynamic.yaml: 4 rounds; trainer default: 32 tokens.
+    assert (context.clip_higher, context.eps_high, context.sequence_clip) == (True, 0.28, False)
+    assert (context.dynamic_sampling, context.max_gen_batches, context.advantage) == (True, 4, "ngrpo")
+    assert (context.kl_on, context.overlong_shaping, context.max_completion_length) == (True, False, 32)
+    assert context.reward_weights == {"correctness": 0.8, "format": 0.2}
+    default = RunContext.from_plan(build_plan(compose(["logger=none"]), {}, "unused"))
+    assert (default.clip_higher, default.dynamic_sampling, default.kl_on, default.advantage) == (
+        False,
+        False,
+        False,
+        "grpo",
+    )
+
+
+def test_alert_is_one_json_line():
+    alert = Alert(step=3, rule="kl_rising", action="halt", values={"latest": 0.5}, message="m", advice="a")
+    line = alert.to_json()
+    assert "\n" not in line
+    assert json.loads(line)["values"] == {"latest": 0.5}
+
+
+def test_non_finite_names_the_first_metric_that_went_non_finite(configs):
+    # Step 2: the loss is finite, the grad norm is NaN -> a halt naming grad_norm. Step 3 (both NaN)
+    # stays in the same episode. None (a metric not logged) is not non-finite.
+    stream: Stream = [
+        (1, {"loss": 0.25, "grad_norm": 0.5}),
+        (2, {"loss": 0.25, "grad_norm": float("nan")}),
+        (3, {"loss": float("nan"), "grad_norm": float("nan")}),
+        (4, {"loss": None, "grad_norm": None}),
+    ]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.action, a.metric) for a in alerts] == [(2, "non_finite", "halt", "grad_norm")]
+    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm"
+    # An infinite loss comes first in a step (the grad norm is computed from it).
+    monitor = monitor_for(configs["default"])
+    alerts = monitor.update(5, {"loss": float("inf"), "grad_norm": float("nan")})
+    assert [(a.rule, a.metric, a.message.split(":")[0]) for a in alerts] == [("non_finite", "loss", "loss is inf")]
+    assert fired(monitor_for(configs["off"]), stream) == []
+
+
+def test_reward_collapse_format_rising_while_correctness_is_flat(configs):
+    # Window 20: format 0.5 for 10 points, then 0.75 -> gain 0.25 > 0.1 at step 20 (first evaluable),
+    # correctness flat at 0.25 -> gain 0 < 0.02: fires. With correctness rising 0.25 -> 0.375 (gain 0.125)
+    # the same format curve is a healthy run.
+    formats = [0.5] * 10 + [0.75] * 12
+    flat = [(s, {"rewards/format/mean": f, "rewards/correctness/mean": 0.25}) for s, f in enumerate(formats, 1)]
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in flat for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule) for a in alerts] == [(20, "reward_collapse")]
+    assert alerts[0].message.startswith("format reward rose +0.250 while correctness moved +0.000")
+    learning = [
+        (s, {"rewards/format/mean": f, "rewards/correctness/mean": 0.25 if s <= 10 else 0.375})
+        for s, f in enumerate(formats, 1)
+    ]
+    assert fired(monitor_for(configs["default"]), learning) == []
+
+
+def test_reward_decline_from_its_best_smoothed_value(configs):
+    # Span 20, drop 0.1 x reward_max. 20 points at 0.5 (best smoothed 0.5), then 0.375: the 20-point mean
+    # at 20 + j is 0.5 - 0.00625 j < 0.4 first at j = 17 (0.39375; j = 16 gives exactly 0.4) -> step 37.
+    stream = series("reward", [0.5] * 20 + [0.375] * 20)
+    assert [a for a in fired(monitor_for(configs["default"]), stream) if a[1] == "reward_decline"] == [
+        (37, "reward_decline")
+    ]
+    # A composition whose best total is 2.0: the drop must exceed 0.2, and 0.375 never gets there.
+    assert [a for a in fired(monitor_for(configs["default"], reward_max=2.0), stream) if a[1] == "reward_decline"] == []
+
+
+def test_policy_ratio_noise(configs):
+    # 2 mini-steps: the on-policy one logs exactly 0. Span 10, > 0.1: alternating 0 and 0.25 average 0.125
+    # -> fires at step 10; alternating 0 and 0.1875 average 0.09375 -> never.
+    assert fired(monitor_for(configs["default"]), series("policy_ratio/abs_dev", [0.0, 0.25] * 6)) == [
+        (10, "policy_ratio_noise")
+    ]
+    assert fired(monitor_for(configs["default"]), series("policy_ratio/abs_dev", [0.0, 0.1875] * 6)) == []
+
+
+def test_plateau_rule_uses_the_maximum_in_force():
+    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.02, gap=0.05))
+    monitor = HealthMonitor(config, max_completion_length=32, reward_max=1.0)
+    # Flat at 1.7 while a schedule makes 1.8 attainable: 1.7 <= 1.8 - 0.05, a plateau below the ceiling.
+    alerts = [
+        alert for step in range(1, 5) for alert in monitor.update(step, {"reward": 1.7, "reward/max_attainable": 1.8})
+    ]
+    assert [(a.step, a.rule) for a in alerts] == [(4, "reward_plateau")]
+    assert alerts[0].values["reward_max"] == pytest.approx(1.8)
+
+
+def test_zero_std_groups_rule_reads_the_flat_fraction():
+    config = HealthMonitorConfig(zero_std_groups=AboveThreshold(span=1, threshold=0.5))
+    monitor = HealthMonitor(config, max_completion_length=32, reward_max=1.0)
+    # TRL's undercount (0.0) is not what the rule reads once align_kit's share is logged.
+    assert monitor.update(1, {"frac_reward_zero_std": 0.0, "groups/flat_fraction": 0.9})[0].rule == "zero_std_groups"

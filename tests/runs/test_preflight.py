@@ -1,0 +1,262 @@
+"""The pre-flight (every job validated before Hydra runs any), the `_target_` allowlist, the writable-folder checks
+and what a config can make Hydra build or write."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
+from align_kit.experiment.plan import build_plan
+from align_kit.runs.preflight import check_command
+from align_kit.train import component_choices
+from tests.conftest import ROOT, cli_env
+
+
+def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouched(tmp_path, cache_dir):
+    victim = tmp_path / "F"
+    victim.write_text("keep me\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    command = ["train", "logger=none", "logger._target_=builtins.open", f"+logger.file={victim}", "+logger.mode=w"]
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "align-kit"), *command],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=cli_env(cache_dir),
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "align-kit: config error: logger._target_=builtins.open is outside align_kit; a config builds only "
+        "align_kit's component classes (list your own package in train.allowed_targets=[my_package] to build its "
+        "classes)"
+    ]
+    assert victim.read_text() == "keep me\n"
+    assert list(work.iterdir()) == []
+
+
+def test_every_job_of_a_sweep_is_validated_before_any_runs(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    plans = check_command(["sweep=clip_higher"], multirun=True)
+    # sweeps/clip_higher.yaml: eps_high 0.2, 0.28, 0.4 x seeds 1..5, in Hydra's order (first key outermost).
+    expected = [(eps, seed) for eps in (0.2, 0.28, 0.4) for seed in (1, 2, 3, 4, 5)]
+    assert [(p.grpo_kwargs["epsilon_high"], p.grpo_kwargs["seed"]) for p in plans] == expected
+    assert [Path(p.grpo_kwargs["output_dir"]).name for p in plans] == [str(i) for i in range(15)]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_valid_single_run_passes_and_writes_nothing(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    [plan] = check_command(["seed=7", "hydra.run.dir=somewhere"], multirun=False)
+    assert plan.grpo_kwargs["seed"] == 7 and plan.grpo_kwargs["output_dir"] == "somewhere"
+    assert list(tmp_path.iterdir()) == []
+
+
+USER_REWARD = """
+from dataclasses import dataclass
+from align_kit.rewards.base import RewardNode
+
+@dataclass
+class Length(RewardNode):
+    unit: int = 4
+
+    def __call__(self, completions, **kwargs):
+        return [0.0 for _ in completions]
+"""
+
+
+@pytest.fixture
+def user_package(tmp_path, monkeypatch):
+    package = tmp_path / "my_rewards"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "length.py").write_text(textwrap.dedent(USER_REWARD))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "+reward.length={_target_: my_rewards.length.Length, weight: 0.0, unit: 2}"
+
+
+def plan_for(*overrides: str):
+    return build_plan(compose(list(overrides)), component_choices(), "/tmp/align_kit_preflight")
+
+
+def test_a_users_component_needs_its_module_in_the_allowlist(user_package):
+    with pytest.raises(ConfigError) as refused:
+        plan_for(user_package)
+    assert str(refused.value).startswith("reward.length._target_=my_rewards.length.Length is outside align_kit")
+
+    plan = plan_for(user_package, "train.allowed_targets=[my_rewards]")
+    assert [spec.name for spec in plan.rewards] == ["correctness", "format", "length"]
+
+
+def test_a_users_component_is_type_checked_like_ours(user_package):
+    with pytest.raises(ConfigError) as refused:
+        plan_for(user_package, "train.allowed_targets=[my_rewards]", "reward.length.unit=2.5")
+    assert str(refused.value) == "reward.length.unit=2.5: expected an integer, got a float"
+
+
+def test_an_allowlist_prefix_matches_whole_module_names_only(user_package):
+    with pytest.raises(ConfigError, match="is outside align_kit"):
+        plan_for(user_package, "train.allowed_targets=[my_rew]")
+
+
+def test_a_writable_folder_is_proven_by_a_file_created_and_removed_in_its_nearest_existing_ancestor(tmp_path):
+    from align_kit.runs.preflight import check_writable
+
+    check_writable("hydra.run.dir", str(tmp_path / "runs" / "a"))
+    assert list(tmp_path.iterdir()) == []  # neither the run folder nor the probe file is left
+
+
+@pytest.mark.parametrize("folder", ["/proc/align_kit_run", "/proc/self", "/sys/kernel/align_kit", "/proc"])
+def test_kernel_file_systems_are_refused_though_os_access_calls_them_writable(folder):
+    from align_kit.runs.preflight import check_writable
+
+    with pytest.raises(ConfigError, match=f"paths.cache_dir={folder} is under /(proc|sys), the kernel's own"):
+        check_writable("paths.cache_dir", folder)
+
+
+def test_a_folder_that_refuses_a_new_file_is_refused_even_for_root(tmp_path):
+    from align_kit.runs.preflight import check_writable
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    # root passes every permission bit; an immutable folder refuses even root (needs chattr and CAP_LINUX_IMMUTABLE).
+    if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+        locked.chmod(0o555)
+    try:
+        if _can_create(locked):
+            pytest.skip("this user can write in the locked folder")
+        with pytest.raises(ConfigError, match="hydra.run.dir=.*/locked/run is not writable .*refuses a new file"):
+            check_writable("hydra.run.dir", str(locked / "run"))
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
+        locked.chmod(0o755)
+
+
+def _can_create(folder: Path) -> bool:
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return False
+    (folder / "probe").unlink()
+    return True
+
+
+@pytest.mark.parametrize("override", ["=0.3", "+=1", "++=x", "~=y"])
+def test_an_override_without_a_key_is_one_line(override):
+    with pytest.raises(ConfigError, match="sets no key; write key=value"):
+        check_command([override], multirun=False)
+
+
+def test_a_folder_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
+    from align_kit.runs.preflight import check_writable
+
+    name = "n" * 256  # one byte over NAME_MAX (255 on ext4, tmpfs, xfs)
+    too_long = "the name " + "n" * 40 + r"\.\.\. is 256 bytes long, and the file system of .* allows at most 255"
+    with pytest.raises(ConfigError, match=too_long):
+        check_writable("hydra.run.dir", str(tmp_path / name / "run"))
+    check_writable("hydra.run.dir", str(tmp_path / ("n" * 255) / "run"))
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ what a config can make Hydra build or write
+
+
+def run_module(cache_dir: str, cwd: Path, *args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """`python -m align_kit.train <args>` (or `python -c <code> <args>`) from `cwd`."""
+    entry = ["-c", code] if code else ["-m", "align_kit.train"]
+    env = dict(cli_env(cache_dir), PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, *entry, *args], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_python_m_align_kit_train_refuses_a_hostile_shared_preset_before_anything_runs(tmp_path, cache_dir):
+    """The module entry runs the same pre-flight as `align-kit train`: a preset from another folder that adds
+    a Hydra callback copying a file over the victim is refused, and nothing is written."""
+    victim, work, presets = tmp_path / "victim.txt", tmp_path / "work", tmp_path / "my" / "recipe"
+    victim.write_text("keep me\n")
+    work.mkdir()
+    presets.mkdir(parents=True)
+    (presets / "shared.yaml").write_text(
+        "# @package _global_\nhydra:\n  callbacks:\n    telemetry:\n"
+        f"      {{_target_: shutil.copyfile, src: /etc/hostname, dst: {victim}}}\n"
+    )
+    result = run_module(cache_dir, work, "--config-dir", str(tmp_path / "my"), "recipe=shared")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "align-kit: config error: hydra.callbacks.telemetry._target_=shutil.copyfile is outside align_kit; a config "
+        "builds only align_kit's component classes (list your own package in train.allowed_targets=[my_package] to "
+        "build its classes)"
+    ]
+    assert victim.read_text() == "keep me\n" and list(work.iterdir()) == []
+
+
+def write_old_run(folder: Path) -> bytes:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("- seed=5\n")
+    (folder / "config.yaml").write_text("seed: 5\n")
+    (folder / "metrics.jsonl").write_text('{"step": 1, "loss": 0.1}\n')
+    return (folder / ".hydra" / "overrides.yaml").read_bytes()
+
+
+def test_removing_the_run_folder_guard_is_refused_before_hydra_writes(tmp_path, cache_dir):
+    old = tmp_path / "old_run"
+    record = write_old_run(old)
+    result = run_module(cache_dir, tmp_path, "~hydra.callbacks.run_folder", f"hydra.run.dir={old}", "seed=6")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "align-kit: config error: ~hydra.callbacks.run_folder: align_kit's own Hydra callbacks (the run-folder guard, "
+        "the sweep summary) always run; a config cannot remove them"
+    ]
+    assert (old / ".hydra" / "overrides.yaml").read_bytes() == record
+
+
+def test_the_run_folder_guard_runs_without_the_preflight_and_without_any_config_entry(tmp_path, cache_dir):
+    """Hydra's app builds align_kit's callbacks itself (conf/ names none): a job started straight through
+    `align_kit.train.main`, with no pre-flight, is still refused by the guard before Hydra writes .hydra/."""
+    old = tmp_path / "old_run"
+    record = write_old_run(old)
+    code = "import sys\nfrom align_kit.train import main\nsys.argv = ['align-kit train', *sys.argv[1:]]\nmain()\n"
+    result = run_module(cache_dir, tmp_path, f"hydra.run.dir={old}", "seed=6", code=code)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith(
+        f"align-kit: config error: hydra.run.dir={old} already holds a run"
+    )
+    assert (old / ".hydra" / "overrides.yaml").read_bytes() == record
+
+
+def test_a_users_class_named_on_the_command_line_passes_and_from_a_preset_does_not(user_package, tmp_path):
+    presets = tmp_path / "presets" / "recipe"
+    presets.mkdir(parents=True)
+    (presets / "mine.yaml").write_text("# @package _global_\ntrain:\n  allowed_targets: [my_rewards]\n")
+    with pytest.raises(ConfigError, match="train.allowed_targets lists my_rewards from a config file"):
+        check_command([user_package, "recipe=mine"], False, str(tmp_path / "presets"))
+    [plan] = check_command(
+        [user_package, "recipe=mine", "train.allowed_targets=[my_rewards]"], False, str(tmp_path / "presets")
+    )
+    assert [spec.name for spec in plan.rewards] == ["correctness", "format", "length"]
+
+
+def test_slurm_setup_lines_come_from_the_site_file_or_the_command_line(tmp_path):
+    from align_kit.runs.preflight import check_buildable
+
+    site = tmp_path / "hydra" / "launcher" / "site" / "slurm_local.yaml"
+    site.parent.mkdir(parents=True)
+    site.write_text("setup: [source ~/venv/bin/activate]\n")
+    check_buildable(compose(["hydra/launcher=slurm"], config_dir=str(tmp_path)))  # the site's own lines
+    check_buildable(compose(["hydra/launcher=slurm", "hydra.launcher.setup=[echo typed]"]))
+    with pytest.raises(ConfigError, match=r'hydra.launcher.setup=\["echo preset"\]: shell lines'):
+        check_buildable(compose(["hydra/launcher=slurm", "recipe=x"], config_dir=str(_preset(tmp_path))))
+
+
+def _preset(folder: Path) -> Path:
+    recipe = folder / "presets" / "recipe" / "x.yaml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text("# @package _global_\nhydra:\n  launcher:\n    setup: [echo preset]\n")
+    return folder / "presets"

@@ -1,0 +1,77 @@
+"""Ctrl-C / SIGTERM mid-run: the current step finishes, a checkpoint is saved when checkpointing is on, and the
+process exits 130 / 143 with one line giving the resume command (no traceback)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from align_kit.experiment.compose import compose
+from align_kit.runs.run_folder import check_resume
+from tests.conftest import ROOT, cli_env
+
+TRAINING = ["logger=none", "trainer.max_steps=500", "trainer.disable_tqdm=true"]
+
+
+def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number: int) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "align_kit.cli", "train", *args, f"hydra.run.dir={run}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
+    )
+    metrics = run / "metrics.jsonl"
+    deadline = time.time() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert process.poll() is None and time.time() < deadline, "training never reached step 2"
+        time.sleep(0.1)
+    process.send_signal(number)
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
+def test_sigint_saves_a_checkpoint_and_prints_the_resume_command(overrides_for, cache_dir, tmp_path):
+    run = tmp_path / "run"
+    args = [*overrides_for(fast_training=False), *TRAINING, "trainer.save_strategy=steps", "trainer.save_steps=1000"]
+    result = interrupt_after_step_two(cache_dir, args, run, signal.SIGINT)
+
+    assert result.returncode == 130, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    (checkpoint,) = run.glob("checkpoint-*")  # save_steps=1000: only the save the signal asked for
+    step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
+    assert checkpoint.name == f"checkpoint-{step}" and step >= 2
+    assert max(json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()) == step
+    command = shlex.join(["align-kit", "train", *args, f"hydra.run.dir={run}", "train.resume=true"])
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"align-kit: interrupted by SIGINT at step {step}; saved {checkpoint}; resume with: {command}"
+    )
+    # The printed command passes the resume pre-check: same config, a complete checkpoint (real HF files).
+    resumed = compose([*args, "train.resume=true"])
+    assert check_resume(run, OmegaConf.to_container(resumed, resolve=True)) == checkpoint
+
+
+@pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
+def test_sigterm_without_checkpointing_exits_143_and_says_so(overrides_for, cache_dir, tmp_path):
+    run = tmp_path / "run"
+    args = [*overrides_for(fast_training=False), *TRAINING, "trainer.save_strategy=no"]
+    result = interrupt_after_step_two(cache_dir, args, run, signal.SIGTERM)
+
+    assert result.returncode == 143, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert not list(run.glob("checkpoint-*"))
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("align-kit: interrupted by SIGTERM at step ")
+    assert last.endswith(
+        "; no checkpoint saved (trainer.save_strategy=no); "
+        "start a new run (or train.overwrite=true to reuse this folder)"
+    )

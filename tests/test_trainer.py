@@ -1,0 +1,64 @@
+"""AlignTrainer's metric gathering over processes (its `_record`, played without a training run): weighted means,
+summed throughput, values missing on a process."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from align_kit.core.hooks import Summed, Weighted
+from align_kit.trainer import AlignTrainer
+
+
+def recorded(per_process: list[dict]) -> dict:
+    """What AlignTrainer._record logs on process 0 when the processes return these metrics: the gather is
+    played by concatenating the other processes' rows, as accelerate's gather does."""
+    rows = []
+    for metrics in per_process:  # each process's local tensor, captured from a one-process call
+        capture = SimpleNamespace(accelerator=SimpleNamespace(device="cpu", gather=lambda t: rows.append(t) or t))
+        capture._metrics = {"train": defaultdict(list)}
+        AlignTrainer._record(capture, metrics, "train")
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(device="cpu", gather=lambda t: torch.cat(rows)))
+    trainer._metrics = {"train": defaultdict(list)}
+    AlignTrainer._record(trainer, per_process[0], "train")
+    return {name: values[0] for name, values in trainer._metrics["train"].items()}
+
+
+def test_gathered_metrics_weigh_means_add_throughput_and_skip_missing_values():
+    logged = recorded(
+        [
+            {
+                "reward/add": Weighted(0.25, 3),
+                "reward/sub": Weighted(math.nan, 0),
+                "tokens_per_sec": Summed(50.0),
+                "adv/mean": 0.4,
+                "only_there": math.nan,
+            },
+            {
+                "reward/add": Weighted(1.0, 1),
+                "reward/sub": Weighted(0.5, 2),
+                "tokens_per_sec": Summed(100.0),
+                "adv/mean": 0.2,
+                "only_there": 7.0,
+            },
+        ]
+    )
+    assert logged["reward/add"] == pytest.approx((0.25 * 3 + 1.0 * 1) / 4)  # 4 rows: 3 here, 1 there
+    assert logged["reward/sub"] == pytest.approx(0.5)  # absent on process 0
+    assert logged["tokens_per_sec"] == pytest.approx(150.0)
+    assert logged["adv/mean"] == pytest.approx(0.3)  # a plain value: the mean over processes, as TRL's own
+    assert logged["only_there"] == pytest.approx(7.0)
+
+
+def test_a_metric_sent_as_different_kinds_is_refused():
+    with pytest.raises(RuntimeError, match=r"'kl/add' is Weighted, Summed or plain on different processes"):
+        recorded([{"kl/add": math.nan}, {"kl/add": Weighted(0.5, 2)}])
+
+
+def test_a_metric_no_process_has_is_not_logged():
+    logged = recorded([{"kl/add": Weighted(math.nan, 0)}, {"kl/add": Weighted(math.nan, 0)}])
+    assert logged == {}
