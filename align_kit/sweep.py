@@ -29,7 +29,8 @@ def sweep_names(args: list[str]) -> list[str]:
 def folder_command(flag: str, rest: list[str]) -> None:
     """`--status FOLDER` prints the manifest's table; `--resume FOLDER [overrides]` relaunches the sweep there."""
     from align_kit.core.errors import ConfigError
-    from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command, status_table
+    from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command
+    from align_kit.runs.sweep_summary import status_table
 
     if not rest or rest[0].startswith("-"):
         print(f"usage: align-kit sweep {flag} <sweep folder>", file=sys.stderr)

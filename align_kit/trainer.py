@@ -27,8 +27,8 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from align_kit.components.kl import KLCoefficient
-from align_kit.components.mismatch import SamplerMismatch
-from align_kit.components.rollout import HFRollout, completion_logprobs
+from align_kit.components.mismatch import SamplerMismatch, completion_logprobs
+from align_kit.components.rollout import HFRollout
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
 from align_kit.components.training_metrics import HealthMetrics
 from align_kit.core.disk_space import writing

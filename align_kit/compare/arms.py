@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from align_kit.compare.runs import Run
+from align_kit.compare.run_record import Run
 
 UNSET = "unset"
 # Keys that change between runs without changing what is trained: the seed (aggregated over), where outputs go,

@@ -8,17 +8,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from align_kit.compare import CompareError
+from align_kit.compare.comparison import Comparison
 
 if TYPE_CHECKING:
-    from align_kit.compare.arms import Arm
-    from align_kit.compare.plots import FigureFile
-    from align_kit.compare.runs import Run
-    from align_kit.compare.statistics import ArmSummary
+    from align_kit.compare.run_record import Run
 
 DESCRIPTION = """Compare runs: group them into arms by the config keys that differ (the seed aggregated over),
 print a table per metric, and write PNG figures and report.md.
@@ -90,16 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(each arm vs the baseline); nothing else runs",
     )
     return parser
-
-
-@dataclass
-class Comparison:
-    arms: list[Arm]
-    tables: dict[str, list[ArmSummary]]
-    figures: list[FigureFile]
-    report: Path
-    notes: list[str]
-    verdicts: list = field(default_factory=list)  # compare.verdict.Verdict, one per (prediction, arm)
 
 
 def default_out(first_input: str) -> Path:

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from align_kit.compare.arms import Arm
-from align_kit.compare.runs import Series
 from align_kit.compare.statistics import HUGE
+from align_kit.tracking.metrics_file import Series
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Runs to compare: what each was (flattened config, node choices, seed) and what it logged (one series per metric).
+"""Runs to compare, read from the command's inputs (each a `run_record.Run`: what it was and what it logged).
 
 Local inputs are run folders, or any folder holding run folders (a multirun sweep: `0/`, `1/`, ...). A run folder
 is read from `config.yaml`, `summary.json` and `metrics.jsonl`; one without `metrics.jsonl` but with an offline W&B
@@ -8,81 +8,21 @@ run is read from that run (see `wandb_source`). `wandb:ENTITY/PROJECT/GROUP` inp
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from align_kit.compare import CompareError
+from align_kit.compare.run_record import Run, count_non_finite, flatten_config, text_values
+from align_kit.compare.wandb_source import load_offline_run, load_wandb_group
 from align_kit.core.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
-from align_kit.tracking.metrics_file import (
-    NOT_METRICS,
-    SUMMARY_ROW_KEY,
-    Series,
-    is_number,
-    read_metrics_file,
-    series_from_rows,
-)
+from align_kit.tracking.metrics_file import read_metrics_file, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs
-
-__all__ = ["Run", "Series", "is_number", "read_metrics_file", "series_from_rows"]
 
 # The files `align-kit train` writes into a run folder.
 WANDB_PREFIX = "wandb:"
-
-
-@dataclass
-class Run:
-    label: str
-    config: dict[str, Any]  # flattened: {"clip.eps_high": 0.28, ...}
-    choices: dict[str, str]  # the node of each config group: {"clip": "clip_higher", ...}
-    seed: Any
-    series: dict[str, Series]
-    skipped_lines: int = 0
-    notes: list[str] = field(default_factory=list)
-    non_finite: dict[str, int] = field(default_factory=dict)  # metric -> values left out (NaN, inf, null)
-    text_valued: dict[str, str] = field(default_factory=dict)  # metric logged as text -> its first such value
-    folder: Path | None = None  # resolved, for a run read from a folder
-
-
-def count_non_finite(rows: list[tuple[float, dict]], null_counts: bool) -> dict[str, int]:
-    """Per metric, the logged values `series_from_rows` leaves out for not being finite numbers. metrics.jsonl
-    writes NaN and inf as null (`null_counts`); W&B keeps them as floats and leaves unlogged keys out."""
-    counts: dict[str, int] = {}
-    for _, row in rows:
-        if SUMMARY_ROW_KEY in row:
-            continue
-        for key, value in row.items():
-            bad = (value is None and null_counts) or (isinstance(value, float) and not math.isfinite(value))
-            if key not in NOT_METRICS and bad:
-                counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def text_values(rows: list[tuple[float, dict]]) -> dict[str, str]:
-    """Per metric logged as text somewhere (a phase name, a status), its first text value: no curve to compare."""
-    found: dict[str, str] = {}
-    for _, row in rows:
-        for key, value in row.items():
-            if isinstance(value, str) and key not in NOT_METRICS:
-                found.setdefault(key, value)
-    return found
-
-
-def flatten_config(config: dict, prefix: str = "") -> dict[str, Any]:
-    """{"clip": {"eps_high": 0.28}} -> {"clip.eps_high": 0.28}; lists become JSON text so values compare and print."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_config(value, f"{name}."))
-        else:
-            flat[name] = json.dumps(value) if isinstance(value, list) else value
-    return flat
 
 
 def _read_yaml(path: Path) -> dict:
@@ -116,8 +56,6 @@ def _choices_from_hydra(folder: Path, config: dict) -> dict[str, str]:
 def load_run_folder(folder: Path) -> Run:
     metrics_path = folder / METRICS_FILE
     if not metrics_path.is_file():
-        from align_kit.compare.wandb_source import load_offline_run
-
         return load_offline_run(folder)
     notes = []
     config = _read_yaml(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
@@ -218,8 +156,6 @@ def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
     outcomes: dict[Path, dict] = {}
     for spec in inputs:
         if spec.startswith(WANDB_PREFIX):
-            from align_kit.compare.wandb_source import load_wandb_group
-
             runs += load_wandb_group(spec.removeprefix(WANDB_PREFIX))
             continue
         if not Path(spec).is_dir():

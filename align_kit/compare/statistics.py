@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from align_kit.compare.arms import Arm
-from align_kit.compare.runs import Series
+from align_kit.tracking.metrics_file import Series
 
 DEFAULT_LAST_K = 10
 # Above this magnitude squares (and sums of a few values) overflow float64: statistics are taken on the values

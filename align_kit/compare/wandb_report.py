@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from align_kit.compare import CompareError
 
 if TYPE_CHECKING:
-    from align_kit.compare.command import Comparison
+    from align_kit.compare.comparison import Comparison
 
 METRIC_PREFIX = "train/"  # HF's W&B callback logs TRL's metrics as train/<metric> against train/global_step
 STEP_KEY = "train/global_step"

@@ -12,14 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.compare import CompareError
-from align_kit.compare.runs import (
-    Run,
-    count_non_finite,
-    flatten_config,
-    is_number,
-    series_from_rows,
-    text_values,
-)
+from align_kit.compare.run_record import Run, count_non_finite, flatten_config, text_values
+from align_kit.tracking.metrics_file import is_number, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs, read_config, read_history, read_run_info
 
 METRIC_PREFIX = "train/"

@@ -1,18 +1,131 @@
-"""The `rollout` node's trainer code for HF generation (rollout.py holds the node and the pure
-functions): sampling on a low-precision copy of the policy, the sampler/trainer log-prob gap
-(`mismatch/*`) and its importance-sampling correction (the training-stability chapter, 16.6.1)."""
+"""The sampler/trainer log-prob gap on the `rollout=hf` path (the training-stability chapter, 16.6.1): sampling on a
+low-precision copy of the policy, the sampler's log-probs recorded as it samples, the gap (`mismatch/*`) and its
+importance-sampling correction; `SamplerMismatch` is the trainer hook the `rollout` node attaches for them."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 
-from align_kit.components.rollout import (
-    LowPrecisionSampler,
-    importance_ratio,
-    mismatch_metrics,
-    recording_sampled_logprobs,
-)
 from align_kit.core.hooks import BatchKey, LossTerms, TrainerHook
+
+
+def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float | None, cap_max: float | None):
+    """pi_train / pi_sampler per completion token, [B, T] (sequence modes repeat one value per row).
+
+    token_*    : ratio of each token;  sequence_* : exp of the summed log-ratio over the sequence.
+    *_truncate : clamp into [cap_min, cap_max] (truncated IS);  *_mask : zero outside the caps."""
+    import torch
+
+    log_ratio = (train_logps - sampler_logps) * mask
+    if mode.startswith("sequence"):
+        log_ratio = log_ratio.sum(-1, keepdim=True).expand_as(train_logps)
+    ratio = torch.exp(log_ratio)
+    low = -math.inf if cap_min is None else cap_min
+    high = math.inf if cap_max is None else cap_max
+    if mode.endswith("truncate"):
+        return ratio.clamp(min=low, max=high)
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+
+
+def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/") -> dict[str, float]:
+    """Per-token gap between trainer and sampler log-probs of the sampled tokens.
+
+    <prefix>kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
+    log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
+    from align_kit.components.kl import k3
+
+    selected = mask.bool()
+    gap = (train_logps - sampler_logps)[selected]
+    if gap.numel() == 0:
+        return {f"{prefix}logp_abs_diff/mean": 0.0, f"{prefix}logp_abs_diff/max": 0.0, f"{prefix}kl": 0.0}
+    return {
+        f"{prefix}logp_abs_diff/mean": gap.abs().mean().item(),
+        f"{prefix}logp_abs_diff/max": gap.abs().max().item(),
+        f"{prefix}kl": k3(gap).mean().item(),
+    }
+
+
+@contextlib.contextmanager
+def recording_sampled_logprobs(model):
+    """While open, `model.generate` also keeps the log-probability of each token it samples under the
+    distribution it drew it from: the processed scores (temperature, top-k, top-p applied), what vLLM
+    returns with logprobs_mode=processed_logprobs. Yields a list that gets one [B, new tokens] tensor
+    per generate call. generate holds every step's [B, vocab] float32 scores until it returns (tiny on the
+    embedded model; with a large vocabulary it grows with max_completion_length)."""
+    import copy
+
+    records = []
+    generate, own = model.generate, vars(model).get("generate")
+
+    def generate_and_record(*args, generation_config=None, **kwargs):
+        config = copy.deepcopy(generation_config or model.generation_config)
+        config.output_scores = config.return_dict_in_generate = True
+        output = generate(*args, generation_config=config, **kwargs)
+        records.append(model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True))
+        return output.sequences
+
+    model.generate = generate_and_record
+    try:
+        yield records
+    finally:
+        if own is None:
+            del model.generate  # the class's generate again
+        else:
+            model.generate = own
+
+
+def completion_logprobs(recorded, completion_ids: list[list[int]]) -> list[list[float]]:
+    """Per completion, the recorded sampling log-probs of its tokens (TRL cuts completions after EOS)."""
+    return [row[: len(ids)].tolist() for row, ids in zip(recorded, completion_ids, strict=True)]
+
+
+class LowPrecisionSampler:
+    """A reduced-precision copy of the policy for generation, re-synced when the policy changed.
+
+    `quantizer`: a `quantize.WeightQuantizer` setting, (format, scale, quantize_router), or None; its weights are
+    re-quantized from the policy's at every sync.
+    `fused_head`: the arguments TRL's trainer gave `add_fused_lm_head` for the policy (temperature, outputs,
+    cast_lm_head_to_fp32); the copy gets its own fused LM head with them, so it can score as the policy does."""
+
+    def __init__(self, model, dtype: str, quantizer: tuple[str, str, bool] | None = None, **fused_head):
+        from trl.trainer.utils import add_fused_lm_head
+
+        from align_kit.components.quantize import WeightQuantizer
+
+        self.model = independent_copy(model, dtype)
+        self.quantizer = WeightQuantizer(self.model, *quantizer) if quantizer else None
+        add_fused_lm_head(self.model, **fused_head)
+        self._synced_step: int | None = None
+
+    def sync(self, model, step: int) -> None:
+        if self._synced_step == step:
+            return
+        self.model.load_state_dict(model.state_dict())  # load_state_dict casts to the copy's dtype
+        if self.quantizer is not None:
+            self.quantizer.apply(self.model, model)
+        self._synced_step = step
+
+
+def independent_copy(model, dtype: str):
+    """`model` deep-copied, cast to `dtype`, in eval mode, running its class's own forward.
+
+    TRL's trainer replaces the policy's `forward` with a fused-LM-head wrapper that closes over the policy's
+    bound forward (trl.trainer.utils.add_fused_lm_head). deepcopy binds the wrapper to the copy but keeps that
+    closure, so a plain copy's forward computes with the fp32 policy: inside training (train mode, gradient
+    checkpointing on) that forward drops the KV cache while `generate` feeds one new token per step, and the
+    "bf16 sampler" samples from a policy that sees one token of context (issue 16)."""
+    import copy
+
+    import torch
+
+    patched = vars(model).pop("forward", None)  # copy the model without the policy-bound wrapper
+    try:
+        clone = copy.deepcopy(model)
+    finally:
+        if patched is not None:
+            model.forward = patched
+    return clone.to(getattr(torch, dtype)).eval()
 
 
 class SamplerMismatch(TrainerHook):

@@ -7,10 +7,34 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from align_kit.components.rollout import retokenize_differences
 from align_kit.core.hooks import TrainerHook
 
 EXAMPLE_FILE = "retokenize_mismatch.json"
+
+
+def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: list[tuple[list[int], list[int]]]):
+    """Rebuild each rollout as text and re-encode it the way the training side encodes prompts
+    (a multi-turn pipeline feeds the history back as text), then compare with the ids that were
+    sampled (the training-stability chapter, 16.6.1 (3)). `sampled` holds (prompt ids, completion ids) per rollout,
+    unpadded; `encode_prompts` is the trainer's prompt encoder. Returns {index: (sampled ids,
+    re-encoded ids, text)} for the rollouts that differ."""
+    from trl.data_utils import is_conversational
+
+    differences = {}
+    for index, (prompt, (prompt_ids, completion_ids)) in enumerate(zip(prompts, sampled, strict=True)):
+        text = tokenizer.decode(completion_ids, skip_special_tokens=False)
+        if is_conversational({"prompt": prompt}):
+            messages = [*prompt, {"role": "assistant", "content": text}]
+            encoded = tokenizer.apply_chat_template(
+                messages, tokenize=True, continue_final_message=True, return_dict=True
+            )
+            rebuilt = list(encoded["input_ids"])
+        else:
+            rebuilt = list(encode_prompts([prompt + text])[0])
+        original = list(prompt_ids) + list(completion_ids)
+        if rebuilt != original:
+            differences[index] = (original, rebuilt, text)
+    return differences
 
 
 class RetokenizeCheck(TrainerHook):

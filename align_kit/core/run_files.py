@@ -11,6 +11,8 @@ METRICS_FILE = "metrics.jsonl"  # one JSON object per logged step
 SUMMARY_FILE = "summary.json"  # written when the run ends: final metrics, the policy, wall time
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # HF's checkpoint folders, checkpoint-<global step>
 TRAINER_STATE = "trainer_state.json"  # HF writes it last into a checkpoint
+HYDRA_RECORD = ".hydra"  # Hydra's record of the launch: config.yaml, hydra.yaml, overrides.yaml
+ERROR_LOG = "error.log"  # the traceback of a sweep job that failed
 
 
 def unused_name(path: Path) -> Path:

@@ -46,10 +46,11 @@ def register_open_trainer_node() -> None:
 def search_path(config_dir: str | None = None):
     """The config search path of align_kit's app, as Hydra's entry point builds it: Hydra's own configs,
     conf/, then a `--config-dir` folder (searched after conf/, so it adds configs and replaces none)."""
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.config_search_path import SearchPathQuery
 
-    path = create_config_search_path(str(CONF_DIR))
+    from align_kit.experiment.hydra_private import config_search_path
+
+    path = config_search_path(str(CONF_DIR))
     if config_dir is not None:
         path.prepend("command-line", f"file://{os.path.abspath(config_dir)}", anchor=SearchPathQuery(provider="schema"))
     return path
@@ -63,14 +64,15 @@ def compose(
     that folder, as Hydra sets it when the job starts)."""
     from hydra import compose as hydra_compose
     from hydra import version
-    from hydra._internal.hydra import Hydra
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
+
+    from align_kit.experiment.hydra_private import initialize_app
 
     register_open_trainer_node()
     GlobalHydra.instance().clear()
     version.setbase("1.3")
-    Hydra.create_main_hydra2(task_name=JOB_NAME, config_search_path=search_path(config_dir))
+    initialize_app(JOB_NAME, search_path(config_dir))
     try:
         cfg = hydra_compose(config_name=CONFIG_NAME, overrides=overrides or [], return_hydra_config=True)
     finally:
@@ -90,8 +92,8 @@ def compose(
 def override_parser(config_dir: str | None = None):
     """Hydra's override parser with a config loader, so `glob(...)` sweeps can list a group's nodes as
     Hydra's own sweeper does."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    loader = ConfigLoaderImpl(config_search_path=search_path(config_dir))
-    return OverridesParser.create(config_loader=loader)
+    from align_kit.experiment.hydra_private import config_loader
+
+    return OverridesParser.create(config_loader=config_loader(search_path(config_dir)))

@@ -23,21 +23,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hydra._internal.callbacks import Callbacks
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.hydra_private import BASIC_LAUNCHER, BASIC_SWEEPER, Callbacks, install_app_callbacks
 from align_kit.experiment.schema import buildable_class, check_targets, check_written_targets, resolved, show
 
 # The plugins behind hydra/launcher=basic|joblib|submitit_local|slurm and Hydra's basic sweeper.
 HYDRA_PLUGINS = {
     "launcher": (
-        "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
+        BASIC_LAUNCHER,
         "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
     ),
-    "sweeper": ("hydra._internal.core_plugins.basic_sweeper.BasicSweeper",),
+    "sweeper": (BASIC_SWEEPER,),
 }
 # Logging: what Hydra's own logging configs use (the job's console and log file, Hydra's console).
 HANDLER_CLASSES = ("logging.StreamHandler", "logging.FileHandler", "logging.NullHandler")
@@ -276,6 +276,4 @@ class AppCallbacks(Callbacks):
 def install_callbacks() -> None:
     """Make Hydra's app build `AppCallbacks`: Hydra reads `hydra.callbacks` in one place, the `Callbacks` that
     `Hydra.run` and `Hydra.multirun` construct from the composed config."""
-    import hydra._internal.hydra as hydra_app
-
-    hydra_app.Callbacks = AppCallbacks
+    install_app_callbacks(AppCallbacks)

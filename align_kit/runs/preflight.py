@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
+from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.trainer_needs import check_machine
@@ -152,7 +153,6 @@ def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list
     """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
     `hydra.sweeper.params` and the command line's overrides. A sweep of no job is refused (Hydra would report
     "0 of 0 jobs ok"), naming the sweeps that expand to nothing."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.hydra_config import HydraConfig
 
     parser = override_parser(config_dir)
@@ -167,8 +167,7 @@ def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list
             )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
-    batches = BasicSweeper.split_arguments(parsed, None)
-    jobs = [job for batch in batches for job in batch]
+    jobs = basic_sweep(parsed)
     if not jobs:
         empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
         raise ConfigError(
@@ -267,9 +266,7 @@ def run_preflight(argv: list[str]) -> None:
     """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): returns when every
     job is valid, else prints one line and exits 2. A command that only inspects (`--cfg`, `--help`, ...)
     is checked for what Hydra would build or log (it configures logging too), not for the data."""
-    from hydra._internal.utils import get_args_parser
-
-    args, unknown = get_args_parser().parse_known_args(argv)
+    args, unknown = command_line_parser().parse_known_args(argv)
     try:
         if unknown:  # Hydra's own parser refuses them too, with its usage text
             raise ConfigError(

@@ -48,6 +48,7 @@ from align_kit.core.processes import (
 from align_kit.core.run_files import (
     CHECKPOINT,
     CONFIG_FILE,
+    HYDRA_RECORD,
     METRICS_FILE,
     SUMMARY_FILE,
     TRAINER_STATE,
@@ -56,9 +57,8 @@ from align_kit.core.run_files import (
     unused_name,
 )
 from align_kit.runs.run_lock import LOCK_FILE, RunLock, acquire, held, release
+from align_kit.runs.sweep_manifest import MANIFEST_FILE, live_launcher
 
-HYDRA_RECORD = ".hydra"
-SWEEP_MANIFEST = "sweep_manifest.json"  # align_kit.runs.sweep_manifest (not imported: it imports this module)
 RUN_FILES = ("metrics.jsonl", "summary.json")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
 OPTIMIZER_FILES = ("optimizer.pt", "scheduler.pt")
@@ -403,7 +403,7 @@ def _guard(config: DictConfig, key: str) -> None:
             raise ConfigError(SWEEP_RESUME_REFUSED)
         # Each job checks its own folder; the sweep folder must be new or empty, or hold a sweep's manifest.
         if folder.exists() and (not folder.is_dir() or os.listdir(folder)):
-            if (folder / SWEEP_MANIFEST).is_file() and not overwrite:
+            if (folder / MANIFEST_FILE).is_file() and not overwrite:
                 return  # a sweep launched before: align_kit.runs.sweep_manifest resumes it, job by job
             if not (overwrite and folder.is_dir()):
                 raise ConfigError(
@@ -419,8 +419,6 @@ def _guard(config: DictConfig, key: str) -> None:
 
 
 def _refuse_live_sweep(folder: Path, key: str) -> None:
-    from align_kit.runs.sweep_manifest import live_launcher  # it imports this module
-
     launcher = live_launcher(folder)
     if launcher is not None:
         raise ConfigError(

@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -31,8 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.processes import process_start_time, start_time_of
-from align_kit.core.run_files import SUMMARY_FILE
-from align_kit.runs.run_folder import HYDRA_RECORD, TRAINER_STATE, latest_checkpoint
+from align_kit.core.run_files import ERROR_LOG, HYDRA_RECORD, SUMMARY_FILE, TRAINER_STATE, latest_checkpoint
 from align_kit.runs.run_lock import LOCK_FILE as RUN_LOCK_FILE
 
 MANIFEST_FILE = "sweep_manifest.json"
@@ -44,13 +42,11 @@ SKIP, RESUME, FRESH = "skip", "resume", "fresh"
 
 def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
     """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
     from align_kit.experiment.compose import override_parser
+    from align_kit.experiment.hydra_private import basic_sweep
 
     params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
-    parsed = override_parser().parse_overrides([*params, *task_overrides])
-    return BasicSweeper.split_arguments(parsed, None)[0]
+    return basic_sweep(override_parser().parse_overrides([*params, *task_overrides]))
 
 
 def pid_alive(pid: Any) -> bool:
@@ -241,8 +237,6 @@ def start_sweep(config: DictConfig) -> dict:
 
 def _move_attempt(folder: Path, sweep_dir: Path, job: int) -> Path | None:
     """Move a job's earlier run files (not Hydra's record of this launch) to <sweep>/.attempts/<job>-<time>/."""
-    from align_kit.runs.sweep_summary import ERROR_LOG
-
     kept = [
         p
         for p in folder.iterdir()
@@ -324,20 +318,3 @@ def shown_status(entry: dict) -> str:
 def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
     """`align-kit train -m` arguments that relaunch the sweep in its folder."""
     return ["-m", *manifest["task_overrides"], *manifest.get("hydra_overrides", []), f"hydra.sweep.dir={sweep_dir}"]
-
-
-def status_table(sweep_dir: Path, manifest: dict) -> str:
-    from align_kit.runs.sweep_summary import format_table, manifest_outcomes
-
-    rows = manifest_outcomes(manifest)
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
-    launch = shlex.join(["align-kit", "train", *resume_command(sweep_dir, manifest)])
-    return "\n".join(
-        [
-            f"sweep {sweep_dir}: {len(rows)} jobs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-            format_table(rows),
-            f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})",
-        ]
-    )

@@ -4,13 +4,15 @@ A job that fails at run time (a config error found inside the job, a halt by the
 does not stop the sweep: the task function returns its outcome and the next job runs. When the sweep ends,
 `SweepSummary` (a Hydra callback) prints the table of every job (from `<sweep folder>/sweep_manifest.json`, the one
 record of the sweep's outcomes, which `align-kit sweep --status` and `align-kit compare` read too) and exits
-with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success. Each job records
-its outcome in the sweep's manifest (`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs
-that other launchers ran in other processes, and jobs finished in an earlier launch of a resumed sweep.
+with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success; `status_table`
+is the same table for `align-kit sweep --status`. Each job records its outcome in the sweep's manifest
+(`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs that other launchers ran in other
+processes, and jobs finished in an earlier launch of a resumed sweep.
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import traceback
 from dataclasses import dataclass
@@ -22,7 +24,10 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-ERROR_LOG = "error.log"
+from align_kit.core.errors import ConfigError
+from align_kit.core.run_files import ERROR_LOG
+from align_kit.runs.sweep_manifest import MANIFEST_FILE, end_job, read, resume_command, shown_status, start_sweep
+
 OK = "ok"
 FAILED_EXIT_CODE = 1
 
@@ -92,8 +97,6 @@ def format_table(outcomes: list[JobOutcome]) -> str:
 
 def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
     """Every job of the sweep, from its manifest (jobs in other processes and earlier launches included)."""
-    from align_kit.runs.sweep_manifest import shown_status
-
     return [
         JobOutcome(
             job=entry["job"],
@@ -106,6 +109,22 @@ def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
     ]
 
 
+def status_table(sweep_dir: Path, manifest: dict) -> str:
+    """`align-kit sweep --status`: the counts by status, the table, and the command that resumes the sweep."""
+    rows = manifest_outcomes(manifest)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    launch = shlex.join(["align-kit", "train", *resume_command(sweep_dir, manifest)])
+    return "\n".join(
+        [
+            f"sweep {sweep_dir}: {len(rows)} jobs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+            format_table(rows),
+            f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})",
+        ]
+    )
+
+
 class SweepSummary(Callback):
     """Also keeps the sweep's manifest (align_kit.runs.sweep_manifest): written or checked at the start, each job's
     outcome recorded by the job's own process, the table read back from it at the end."""
@@ -114,9 +133,6 @@ class SweepSummary(Callback):
         self.outcomes: list[JobOutcome] = []
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from align_kit.core.errors import ConfigError
-        from align_kit.runs.sweep_manifest import start_sweep
-
         self.outcomes = []
         try:
             start_sweep(config)
@@ -126,15 +142,11 @@ class SweepSummary(Callback):
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode == RunMode.MULTIRUN:
-            from align_kit.runs.sweep_manifest import end_job
-
             outcome = _outcome(config, job_return)
             self.outcomes.append(outcome)
             end_job(str(config.hydra.sweep.dir), outcome.job, outcome.status, outcome.error, outcome.folder)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from align_kit.runs.sweep_manifest import MANIFEST_FILE, read
-
         sweep_dir = Path(str(config.hydra.sweep.dir))
         manifest = read(sweep_dir)
         if manifest is not None:

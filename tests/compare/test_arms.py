@@ -7,7 +7,8 @@ import numpy as np
 
 from align_kit.compare.arms import group_into_arms
 from align_kit.compare.command import compare
-from align_kit.compare.runs import Run, Series
+from align_kit.compare.run_record import Run
+from align_kit.tracking.metrics_file import Series
 from tests.compare.sweep_by_hand import LAST_K, jobs, write_run_folder
 
 

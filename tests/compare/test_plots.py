@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from align_kit.compare.plots import seed_band, smooth
-from align_kit.compare.runs import Series
+from align_kit.tracking.metrics_file import Series
 
 
 def test_moving_average_and_ema_smoothing():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from align_kit.compare.arms import group_into_arms
-from align_kit.compare.runs import Run, Series
+from align_kit.compare.run_record import Run
 from align_kit.compare.statistics import summarise_metric
+from align_kit.tracking.metrics_file import Series
 from tests.compare.sweep_by_hand import ARMS
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from align_kit.components.rollout import importance_ratio, mismatch_metrics
+from align_kit.components.mismatch import importance_ratio, mismatch_metrics
 from align_kit.components.routing_replay import RouteReplay
 from align_kit.experiment.compose import compose
 from align_kit.tracking.metrics_file import read_metrics
@@ -127,7 +127,7 @@ def test_the_issue_16_sampler_shows_a_large_gap_where_re_scoring_did_not(train_o
     # Main's copy (a plain deepcopy that kept the policy-bound forward) put back: what it sampled is far
     # from the policy (~4.6 nats a token), while re-scoring the tokens with the copy saw ~0.04.
     monkeypatch.setattr(
-        "align_kit.components.rollout.independent_copy",
+        "align_kit.components.mismatch.independent_copy",
         lambda model, dtype: copy.deepcopy(model).to(getattr(torch, dtype)).eval(),
     )
     train_once(tmp_path, "logger=none", "rollout.dtype=bfloat16")

@@ -7,8 +7,7 @@ import json
 
 import torch
 
-from align_kit.components.retokenize import RetokenizeCheck
-from align_kit.components.rollout import retokenize_differences
+from align_kit.components.retokenize import RetokenizeCheck, retokenize_differences
 from align_kit.core.hooks import BatchState
 from align_kit.models.char_tokenizer import build_char_tokenizer
 from tests.conftest import generation_inputs

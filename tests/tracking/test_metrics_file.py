@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from align_kit.compare import runs
+from align_kit.compare import run_record, runs
 from align_kit.tracking import metrics_file
 from align_kit.tracking.metrics_file import MetricsFileCallback, read_metrics, read_metrics_file
 
@@ -24,5 +24,5 @@ def test_a_half_written_last_line_is_skipped_and_dropped_on_resume(tmp_path):
 
 def test_compare_reads_through_the_same_reader_and_series():
     assert runs.read_metrics_file is metrics_file.read_metrics_file
-    assert runs.Series is metrics_file.Series
+    assert run_record.Series is metrics_file.Series
     assert runs.series_from_rows is metrics_file.series_from_rows

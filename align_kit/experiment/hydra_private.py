@@ -1,0 +1,65 @@
+"""The only module that touches Hydra's private API (`hydra._internal`): every other module goes through it.
+
+Checked on hydra-core 1.3.8. Hydra has no public way to do what these do, and a Hydra upgrade may move or change any
+of them, so each private name is used here once, behind a function named for what align_kit needs:
+- `hydra._internal.utils.create_config_search_path`: the config search path Hydra's entry point builds for an
+  app (`config_search_path`);
+- `hydra._internal.hydra.Hydra.create_main_hydra2`: Hydra initialised with that path, as its entry point does
+  (`initialize_app`);
+- `hydra._internal.config_loader_impl.ConfigLoaderImpl`: a config loader over that path, so an override parser
+  can list a group's nodes for `glob(...)` (`config_loader`);
+- `hydra._internal.core_plugins.basic_sweeper.BasicSweeper.split_arguments`: the jobs of a multirun, numbered as
+  the basic sweeper numbers them (`basic_sweep`);
+- `hydra._internal.utils.get_args_parser`: Hydra's command-line parser (`command_line_parser`);
+- `hydra._internal.callbacks.Callbacks`, and the name `Callbacks` in `hydra._internal.hydra` that `Hydra.run` and
+  `Hydra.multirun` build a job's callbacks with (`Callbacks`, `install_app_callbacks`);
+- the `_target_` names of Hydra's basic launcher and basic sweeper, as Hydra's own configs write them
+  (`BASIC_LAUNCHER`, `BASIC_SWEEPER`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hydra._internal.hydra as hydra_app
+from hydra._internal.callbacks import Callbacks
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra._internal.utils import create_config_search_path, get_args_parser
+
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def config_search_path(conf_dir: str) -> Any:
+    """The search path of an app whose primary configs are in `conf_dir`: Hydra's own configs, the search-path
+    plugins' entries, then `conf_dir`."""
+    return create_config_search_path(conf_dir)
+
+
+def initialize_app(task_name: str, search_path: Any) -> None:
+    """Initialise Hydra (its GlobalHydra) as its entry point does for the job `task_name`, so `hydra.compose`
+    composes what that job would run."""
+    hydra_app.Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
+
+
+def config_loader(search_path: Any) -> Any:
+    return ConfigLoaderImpl(config_search_path=search_path)
+
+
+def basic_sweep(overrides: list) -> list[list[str]]:
+    """Each job's overrides, in the order Hydra's basic sweeper launches and numbers them (`hydra.job.num`), from
+    `overrides` as Hydra's OverridesParser parsed them (the basic sweeper parses its `hydra.sweeper.params` as
+    `key=value` first, then the command line's): the cross product, in one batch."""
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def command_line_parser() -> Any:
+    """Hydra's argparse parser of an app's command line (its flags, and the overrides)."""
+    return get_args_parser()
+
+
+def install_app_callbacks(callbacks: type[Callbacks]) -> None:
+    """Make `Hydra.run` and `Hydra.multirun` build a job's callbacks with `callbacks` (a `Callbacks` subclass),
+    instead of from `hydra.callbacks` alone: they construct the name `Callbacks` of `hydra._internal.hydra`."""
+    hydra_app.Callbacks = callbacks
