@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf, read_write
 
@@ -12,6 +13,7 @@ CONFIG_NAME = "train"
 JOB_NAME = "train"  # hydra.job.name of `align-kit train` (Hydra names a job after the entry's file, train.py)
 # Groups in the defaults list that are not one component node each.
 NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
+RUN_KEYS = ("seed", "train", "paths")  # top-level keys of the run itself, not of a node
 
 
 def component_groups() -> tuple[str, ...]:
@@ -21,6 +23,16 @@ def component_groups() -> tuple[str, ...]:
     defaults = OmegaConf.load(CONF_DIR / f"{CONFIG_NAME}.yaml").defaults
     groups = [next(iter(entry)) for entry in defaults if isinstance(entry, DictConfig)]
     return tuple(group for group in groups if group not in NOT_COMPONENT_GROUPS)
+
+
+def added_groups(config: Mapping) -> tuple[str, ...]:
+    """Component groups a config adds beside conf/train.yaml's, by a defaults line of its own (`+probe=length` on
+    the command line, `- /probe: length` in a recipe): top-level nodes with a `_target_`, in the config's order.
+    Their hooks run after the shipped groups'; the schema admits only your own classes there."""
+    taken = {*component_groups(), *NOT_COMPONENT_GROUPS, *RUN_KEYS, "hydra"}
+    return tuple(
+        key for key, node in config.items() if key not in taken and isinstance(node, Mapping) and "_target_" in node
+    )
 
 
 _registered = False

@@ -24,7 +24,7 @@ from align_kit.core.contracts import Logger, Model, Task
 from align_kit.core.errors import ConfigError
 from align_kit.core.processes import world_size
 from align_kit.core.run_files import require_checkpoint
-from align_kit.experiment.compose import component_groups
+from align_kit.experiment.compose import added_groups, component_groups
 from align_kit.experiment.grpo_fields import grpo_config_fields
 from align_kit.experiment.schema import check_config, check_trainer
 from align_kit.experiment.trainer_needs import check_trainer_config, cpu_fallback_warning
@@ -78,7 +78,13 @@ class ExperimentPlan:
 
 def tagged_choices(choices: Mapping[str, Any]) -> dict[str, str]:
     """The node choices that name a run, from Hydra's runtime choices (unselected recipe/sweep omitted)."""
-    return {group: str(node) for group, node in choices.items() if group in TAGGED_GROUPS and node}
+    return {group: str(node) for group, node in choices.items() if is_tagged(group) and node}
+
+
+def is_tagged(group: str) -> bool:
+    """Every top-level group names the run (a group a config adds too), except the trainer's fields and the monitor's
+    thresholds; nested groups (reward/judge) and Hydra's own (hydra/launcher) do not."""
+    return group in TAGGED_GROUPS or ("/" not in group and group not in ("trainer", "monitor"))
 
 
 def reward_choice(reward_names: Iterable[str]) -> str:
@@ -222,7 +228,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     trainer = check_config(cfg)["trainer"]
     _check_trainer_names(trainer)
     check_trainer(trainer)
-    components = {group: instantiate_node(cfg[group], group) for group in COMPONENT_GROUPS}
+    components = {group: instantiate_node(cfg[group], group) for group in (*COMPONENT_GROUPS, *added_groups(cfg))}
     reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
     _check_rewards_fit_task(reward_nodes, components["task"], choices)
 

@@ -37,7 +37,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, Range, field_facts, knob
-from align_kit.experiment.compose import component_groups
+from align_kit.experiment.compose import added_groups, component_groups
 from align_kit.experiment.grpo_fields import (
     MISSING,
     STEP_INTERVAL_TEXT,
@@ -545,6 +545,11 @@ def check_node(key: str, node: Any, allowed: list[str], group: str | None = None
     if not isinstance(node, Mapping) or "_target_" not in node:
         raise ConfigError(f"{key}={show(node)}: expected a node with a _target_; select one, e.g. {key}=<name>")
     cls = buildable_class(f"{key}._target_", node["_target_"], allowed)
+    if group is not None and not group_accepts(group, cls) and not shipped_classes(group):
+        raise ConfigError(
+            f"{key}._target_={node['_target_']}: {group} is a group this config adds, which holds only a component "
+            "of your own (a Component subclass in a package of train.allowed_targets)"
+        )
     if group is not None and not group_accepts(group, cls):
         raise ConfigError(
             f"{key}._target_={node['_target_']} is not a {group} node; select one of the group's nodes "
@@ -590,10 +595,10 @@ def check_config(cfg: DictConfig) -> dict:
     check_targets("", data, allowed)  # first: what may be built, wherever it sits
     check_fields("", {key: data[key] for key in ("seed", "train", "paths") if key in data}, RunSettings)
     known = {"seed", "train", "paths", "trainer", "reward", *NODE_GROUPS}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known - set(added_groups(data)))
     if unknown:
         raise ConfigError(f"{unknown[0]} is not a key of the config; its keys: {', '.join(sorted(known))}")
-    for group in NODE_GROUPS:
+    for group in (*NODE_GROUPS, *added_groups(data)):
         check_node(group, data.get(group), allowed, group)
     rewards = data.get("reward")
     if not isinstance(rewards, Mapping) or not rewards:
