@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 from align_kit.rewards.base import RewardNode, completion_text
 from align_kit.rewards.format import THINK_CLOSE
 
-CHECKERS = ("exact", "math_verify")
+Checker = Literal["exact", "math_verify"]
 
 
 def final_answer(text: str) -> str:
@@ -25,7 +25,7 @@ class Correctness(RewardNode):
         "answer",
         help="The dataset column holding the reference answer; `answer` for every built-in task and task=hf_dataset.",
     )
-    checker: str = knob(
+    checker: Checker = knob(
         "exact",
         help="How the final answer (after </think>) is compared: `exact` (string equality, the embedded tasks) or "
         "`math_verify` (TRL's accuracy_reward, LaTeX-aware equivalence; needs the math extra) for math datasets.",
@@ -33,8 +33,6 @@ class Correctness(RewardNode):
 
     def validate(self) -> None:
         super().validate()
-        if self.checker not in CHECKERS:
-            raise ConfigError(f"reward.{self.group}.checker={self.checker!r} is not one of {list(CHECKERS)}")
         if self.checker == "math_verify" and importlib.util.find_spec("math_verify") is None:
             raise ConfigError(
                 f"reward.{self.group}.checker=math_verify needs the math-verify package: "

@@ -23,14 +23,15 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 from align_kit.markup.tool_format import Step, parse_call, parse_turn, split_turns
 from align_kit.rewards.base import RewardNode, completion_text
 
-DIMENSIONS = ("tool_choice", "parameters", "reasoning", "plan")
+Dimension = Literal["tool_choice", "parameters", "reasoning", "plan"]
+DIMENSIONS: tuple[str, ...] = get_args(Dimension)
 DEFAULT_WEIGHTS = {"tool_choice": 0.5, "parameters": 0.2, "reasoning": 0.2, "plan": 0.1}
 # Table 16-5 names 首先 (first), 然后 (then), 因为 (because); English words match whole words, any case.
 CONNECTIVES = [
@@ -248,7 +249,7 @@ class ToolSteps(_EpisodeReward):
 class ToolStepDimension(_EpisodeReward):
     """One dimension as its own reward function (its weight is the node's weight)."""
 
-    dimension: str = knob(
+    dimension: Dimension = knob(
         "tool_choice",
         help="Which dimension this reward scores: tool_choice, parameters, reasoning or plan; its table 16-5 weight "
         "(0.5 / 0.2 / 0.2 / 0.1) is this node's weight.",
@@ -263,8 +264,6 @@ class ToolStepDimension(_EpisodeReward):
 
     def validate(self) -> None:
         super().validate()
-        if self.dimension not in DIMENSIONS:
-            raise ConfigError(f"reward.{self.group}.dimension={self.dimension!r} is not one of {list(DIMENSIONS)}")
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         episodes = self.episodes(completions, kwargs)

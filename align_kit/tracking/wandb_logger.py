@@ -9,7 +9,7 @@ import netrc
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from align_kit.core.contracts import LoggerNode
 from align_kit.core.errors import ConfigError
@@ -42,7 +42,7 @@ def _has_wandb_credentials() -> bool:
 
 @dataclass
 class WandbLogger(LoggerNode):
-    mode: str = knob(
+    mode: Literal["offline", "online"] = knob(
         "offline",
         help="`offline` writes the W&B run inside the run folder (`wandb sync` uploads it later, no account needed); "
         "`online` logs live and needs WANDB_API_KEY or `wandb login`.",
@@ -51,8 +51,6 @@ class WandbLogger(LoggerNode):
     entity: str | None = knob(None, help="The W&B team or user that owns the project; null: your default entity.")
 
     def validate(self) -> None:
-        if self.mode not in ("offline", "online"):
-            raise ConfigError(f"logger.mode={self.mode!r} must be 'offline' or 'online'")
         if self.mode == "online" and not _has_wandb_credentials():
             raise ConfigError(
                 "logger=wandb (online) needs an API key: set WANDB_API_KEY or run `wandb login`, "

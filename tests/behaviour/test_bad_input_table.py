@@ -56,7 +56,10 @@ TYPES = [
     (["train", "reward.correctness.weight=abc"], "reward.correctness.weight=abc"),
     (["train", "reward=[]"], "reward="),
     (["train", "reward=[correctness]"], "0.8*1 (correctness)"),
-    (["train", "reward.correctness.checker=bogus"], "reward.correctness.checker='bogus'"),
+    (
+        ["train", "reward.correctness.checker=bogus"],
+        "reward.correctness.checker=bogus: expected one of [exact, math_verify]",
+    ),
     (["train", "reward.correctness.answer_column="], "reward.correctness.answer_column=''"),
     (["train", "reward=[coin_flip]", "reward.coin_flip.p_one=1.0"], "reward.coin_flip.p_one=1.0"),
     (["train", "reward=[coin_flip]", "reward.coin_flip.p_one=nan"], "reward.coin_flip.p_one=nan"),
@@ -145,7 +148,7 @@ MODEL_TASK_ROLLOUT = [
     (["train", "monitor.enabled=maybe"], "monitor.enabled=maybe"),
     (["train", "monitor.kl_rising.window=nan"], "monitor.kl_rising.window=nan"),
     (["train", "monitor.zero_std_groups.threshold=-1"], "monitor.zero_std_groups.threshold=-1"),
-    (["train", "logger.mode=sideways"], "logger.mode='sideways'"),
+    (["train", "logger.mode=sideways"], "logger.mode=sideways: expected one of [offline, online]"),
     (["train", "logger.project="], "logger.project=''"),
 ]
 TRAINER = [

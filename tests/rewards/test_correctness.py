@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.compose import compose
+from align_kit.experiment.schema import check_config
 from align_kit.rewards.correctness import Correctness, final_answer
 
 
@@ -22,10 +24,9 @@ def test_correctness_names_a_missing_answer_column():
 
 
 def test_unknown_checker_is_a_config_error():
-    node = Correctness(checker="fuzzy")
-    node.group = "correctness"
-    with pytest.raises(ConfigError, match=r"reward.correctness.checker='fuzzy' is not one of"):
-        node.validate()
+    expected = r"^reward.correctness.checker=fuzzy: expected one of \[exact, math_verify\]$"
+    with pytest.raises(ConfigError, match=expected):
+        check_config(compose(["reward.correctness.checker=fuzzy"]))
 
 
 def test_math_verify_checker_accepts_equivalent_latex():
