@@ -138,7 +138,9 @@ def launch_plan(rest: list[str]) -> list[str]:
     found = [path for path in files if path.is_file()]
     params = OmegaConf.select(OmegaConf.load(found[-1]), "hydra.sweeper.params") if found else None
     params = OmegaConf.to_container(params) if params is not None else {}
-    jobs = len(job_overrides([f"sweep={rest[0]}", *task_overrides(rest[1:])], params))
+    user_dirs = config_dirs(rest)[1:]
+    config_dir = str(user_dirs[-1]) if user_dirs else None  # Hydra keeps the last --config-dir
+    jobs = len(job_overrides([f"sweep={rest[0]}", *task_overrides(rest[1:])], params, config_dir))
     added, threads, line = plan(rest[1:], jobs)
     if threads > 0:
         os.environ[THREADS_ENV] = str(threads)  # inherited by the jobs' processes

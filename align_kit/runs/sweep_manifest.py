@@ -40,13 +40,24 @@ PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 SKIP, RESUME, FRESH = "skip", "resume", "fresh"
 
 
-def job_overrides(task_overrides: list[str], sweeper_params: dict[str, Any] | None) -> list[list[str]]:
-    """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code)."""
+def job_overrides(
+    task_overrides: list[str], sweeper_params: dict[str, Any] | None, config_dir: str | None = None
+) -> list[list[str]]:
+    """Each job's overrides, numbered as Hydra's basic sweeper numbers them (its own splitting code); `config_dir`,
+    the command's `--config-dir`, is where `glob(...)` finds a group's nodes beside the packaged ones."""
     from align_kit.experiment.compose import override_parser
     from align_kit.experiment.hydra_private import basic_sweep
 
     params = [f"{key}={value}" for key, value in (sweeper_params or {}).items()]
-    return basic_sweep(override_parser().parse_overrides([*params, *task_overrides]))
+    return basic_sweep(override_parser(config_dir).parse_overrides([*params, *task_overrides]))
+
+
+def command_line_config_dir(config: DictConfig) -> str | None:
+    """The `--config-dir` folder of the running Hydra app (Hydra records it as the command line's config source)."""
+    for source in config.hydra.runtime.config_sources:
+        if source.provider == "command-line" and source.schema == "file":
+            return str(source.path)
+    return None
 
 
 def pid_alive(pid: Any) -> bool:
@@ -201,7 +212,7 @@ def start_sweep(config: DictConfig) -> dict:
     hydra_overrides = _kept_hydra_overrides(list(config.hydra.overrides.hydra))
     params = config.hydra.sweeper.get("params")
     params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else {}
-    jobs = job_overrides(task, params)
+    jobs = job_overrides(task, params, command_line_config_dir(config))
     with locked(sweep_dir):
         saved = read(sweep_dir)
         if saved is not None:
