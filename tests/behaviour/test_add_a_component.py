@@ -1,11 +1,13 @@
-"""Adding a component takes one module, one YAML node and one defaults line: a node written into a temporary
-package and config folder composes, is validated by its own field facts, trains and logs its metric, and no
-file of align_kit is edited on the way."""
+"""Adding a component takes one module, one YAML node, one defaults line and one docs page: a node written into a
+temporary package and config folder composes, is validated by its own field facts, trains and logs its metric, and
+its group's page joins the docs site, with no file of align_kit edited on the way."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,7 +17,7 @@ import pytest
 
 import align_kit
 from align_kit.tracking.metrics_file import read_metrics
-from tests.conftest import FAST_POLICY, cli_env
+from tests.conftest import FAST_POLICY, ROOT, cli_env
 
 NODE_MODULE = '''
 from dataclasses import dataclass
@@ -109,3 +111,18 @@ def test_a_new_node_composes_is_validated_trains_and_logs_its_metric(tmp_path, c
         assert row["probe/completion_tokens"] == pytest.approx(2.0 * row["completions/mean_length"])
         assert row["probe/rows"] == 64  # the generation batch: 32 per device x 2 steps per generation
     assert package_digest() == before
+
+
+def test_a_new_groups_docs_page_joins_the_site(tmp_path):
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        pytest.skip("mkdocs and mkdocs-material are not installed; `make docs` installs the docs extra (CI runs it)")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = "# probe\n\n`probe=length` logs the mean completion length.\n"
+    (tmp_path / "docs" / "groups" / "probe.md").write_text(page)
+    build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")]
+    result = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "site" / "groups" / "probe" / "index.html").is_file()
+    assert 'href="groups/probe/"' in (tmp_path / "site" / "index.html").read_text()  # in the nav of every page
+    assert (tmp_path / "mkdocs.yml").read_bytes() == (ROOT / "mkdocs.yml").read_bytes()
