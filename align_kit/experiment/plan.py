@@ -1,6 +1,6 @@
 """Compose -> validate: turn a Hydra config into an ExperimentPlan, before torch or TRL load.
 
-Every rule answers with one ConfigError line naming the keys and the fix. The README lists
+Every rule answers with one ConfigError line naming the keys and the fix. docs/validation.md lists
 the rules. This module holds the generic ones (trainer names, field ownership, batch shapes, the
 reward maximum); a rule that ties one node to the rest of the plan is that node's `check(plan)`
 (Component.check), called here for every node. Field ownership (the precedence rule): a GRPOConfig

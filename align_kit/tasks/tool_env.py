@@ -4,7 +4,7 @@ Each turn the policy writes one step and stops at its end-of-sequence token; the
 the call against the registry, runs it (`code_exec` through `align_kit.sandbox.run_python`) and
 appends its answer as an `Obs:` line, which is never trained on (env mask 0). The loop runs inside
 TRL as its `rollout_func` (TRL's `tools` / `environment_factory` loop needs a chat template and a
-tool-call parser the character tokenizer does not have; see the README), and outside it for the
+tool-call parser the character tokenizer does not have; see docs/tool-use.md), and outside it for the
 warm start's success rate, with plain `generate`.
 """
 
