@@ -16,11 +16,11 @@ from align_kit import CONF_DIR
 from align_kit.core.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
 from align_kit.core.errors import ConfigError, TrainingHalted, TrainingInterrupted
 from align_kit.core.processes import is_main_process
-from align_kit.core.run_files import CONFIG_FILE, SUMMARY_FILE
+from align_kit.core.run_files import CONFIG_FILE, SUMMARY_FILE, latest_checkpoint
 from align_kit.experiment.compose import CONFIG_NAME, register_open_trainer_node
 from align_kit.experiment.plan import build_plan, reward_choice, tagged_choices, validate_dataset
 from align_kit.runs.hydra_tree import install_callbacks
-from align_kit.runs.run_folder import check_resume, claimed_run_folder, latest_checkpoint
+from align_kit.runs.run_folder import check_resume, claimed_run_folder
 from align_kit.runs.sweep_summary import failed_job
 from align_kit.tracking.wandb_logger import NoLogger, RunIdentity, wandb_group
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from align_kit.core.disk_space import DiskFull, writing
-from align_kit.runs.run_folder import latest_checkpoint
+from align_kit.core.run_files import latest_checkpoint
 from align_kit.tracking.metrics_file import MetricsFileCallback
 from tests.conftest import stubbed_cli_env
 
