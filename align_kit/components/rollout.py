@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from align_kit.components.mismatch import SamplerMismatch
 from align_kit.components.moe_routers import MOE_MODEL_TYPES
 from align_kit.components.quantize import Format, Scale
+from align_kit.components.retokenize import RetokenizeCheck
 from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
@@ -80,9 +82,6 @@ class Rollout(Component):
             raise ConfigError(f"rollout.top_p={self.top_p} must be in (0, 1]")
 
     def trainer_hooks(self) -> list:
-        from align_kit.components.mismatch import SamplerMismatch
-        from align_kit.components.retokenize import RetokenizeCheck
-
         hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
         return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])
 
