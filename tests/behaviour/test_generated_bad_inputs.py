@@ -154,6 +154,7 @@ def apply(cfg, override: str):
     return copied
 
 
+@pytest.mark.slow  # 40 s of generated configs: the default tier stays near 10 minutes on 2 cores; CI runs both
 @pytest.mark.usefixtures("vllm_importable")
 def test_generated_mutations_are_accepted_or_refused_in_one_line(composed, tmp_path, monkeypatch, cache_dir):
     from hydra.errors import HydraException
@@ -283,6 +284,7 @@ def hydra_cases() -> list[tuple[list[str], str, str]]:
 HYDRA_CASE_LIST = hydra_cases()
 
 
+@pytest.mark.slow  # 30 s of generated configs, as above
 def test_generated_hydra_and_nested_node_values_are_accepted_or_refused_in_one_line(tmp_path, monkeypatch, cache_dir):
     """Through the real pre-flight (composition included): one ConfigError line or a valid config, never a
     traceback, never an accepted value the oracle refuses, and nothing written."""
