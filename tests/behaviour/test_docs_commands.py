@@ -42,7 +42,7 @@ SHOWN_ONLY = {
         "path on a stand-in for the API"
     ),
     "align-kit compare outputs/sweeps/<time> --wandb-report ENTITY/PROJECT": (
-        "saves a W&B Report, which needs a W&B server and a login; tests/test_wandb_report.py builds it offline"
+        "saves a W&B Report, which needs a W&B server and a login; tests/compare/test_wandb_report.py builds it offline"
     ),
 }
 # The paper-scale recipes need GPUs (bf16 on CUDA, vLLM) and the hub's model and data: their pre-flight runs without
