@@ -30,7 +30,7 @@ from align_kit.components.kl import KLCoefficient
 from align_kit.components.mismatch import SamplerMismatch, completion_logprobs
 from align_kit.components.rollout import HFRollout
 from align_kit.components.routing_replay import RouteReplay, RoutingReplay
-from align_kit.components.training_metrics import HealthMetrics
+from align_kit.components.training_metrics import TrainingMetrics
 from align_kit.core.disk_space import writing
 from align_kit.core.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
 from align_kit.core.run_files import METRICS_FILE
@@ -55,7 +55,7 @@ class AlignTrainer(GRPOTrainer):
         columns = self.train_dataset.column_names
         self.domains = sorted(set(self.train_dataset["domain"])) if "domain" in columns else []
         self.hooks = [hook for node in self.components.values() for hook in node.trainer_hooks()]
-        self.hooks.append(HealthMetrics())
+        self.hooks.append(TrainingMetrics())
         self._round: BatchState | None = None  # the generation round in progress
         self._loss: LossState | None = None  # the loss call in progress
         self.last_state: BatchState | None = None  # of the batch last returned for training (tests read it)

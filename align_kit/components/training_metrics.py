@@ -23,7 +23,7 @@ from align_kit.components.kl import k3
 from align_kit.core.hooks import Summed, TrainerHook, masked_mean, per_domain
 
 
-class HealthMetrics(TrainerHook):
+class TrainingMetrics(TrainerHook):
     def __init__(self):
         self.step_tokens = 0
 
