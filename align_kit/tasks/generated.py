@@ -1,21 +1,32 @@
 """What the seeded synthetic tasks share: one problem stream per split from the task's seed, and the training set
 and the warm-start probe built from it.
 
-A task mixes this in beside `TaskNode`, holds `seed`, `num_train` and `num_eval`, and draws one problem at a
-time (`draw(rng, index)`) with `prompt`, `answer` and `domain`.
+A task mixes this in beside `TaskNode` (the two counts below are its first fields), holds `seed`, and draws one
+problem at a time (`draw(rng, index)`) with `prompt`, `answer` and `domain`.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
+from align_kit.core.fields import knob
 
+
+@dataclass
 class GeneratedTask:
     COLUMNS = ("prompt", "answer", "domain")  # what `dataset` gives the rewards
-    seed: int
-    num_train: int
-    num_eval: int
+    num_train: int = knob(
+        2000,
+        ge=1,
+        help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
+        "200 steps (800 prompts) without repeats.",
+    )
+    num_eval: int = knob(
+        0,
+        help="Problems in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
+    )
 
     def draw(self, rng: random.Random, index: int) -> Any:
         raise NotImplementedError

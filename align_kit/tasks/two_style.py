@@ -68,16 +68,6 @@ class SumProblem:
 
 @dataclass
 class TwoStyleTask(GeneratedTask, TaskNode):
-    num_train: int = knob(
-        2000,
-        ge=1,
-        help="Problems in the training set (>= 1), drawn from the seeded stream; 2000 covers the default "
-        "200 steps (800 prompts) without repeats.",
-    )
-    num_eval: int = knob(
-        0,
-        help="Problems in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
-    )
     min_operand: int = knob(
         10,
         help="The smallest number in a sum (>= 1); 10 with max_operand 99 gives two-digit sums such as 12+34=.",
