@@ -27,7 +27,8 @@ def sweep_names(args: list[str]) -> list[str]:
 
 
 def folder_command(flag: str, rest: list[str]) -> None:
-    """`--status FOLDER` prints the manifest's table; `--resume FOLDER [overrides]` relaunches the sweep there."""
+    """`--status FOLDER [--all]` prints the manifest's table (`--all`: a row per job, however many);
+    `--resume FOLDER [overrides]` relaunches the sweep there."""
     from align_kit.core.errors import ConfigError
     from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command
     from align_kit.runs.sweep_summary import status_table
@@ -49,7 +50,7 @@ def folder_command(flag: str, rest: list[str]) -> None:
         )
         sys.exit(2)
     if flag == "--status":
-        print(status_table(folder, manifest))
+        print(status_table(folder, manifest, every_job="--all" in rest[1:]))
         return
     import os
 

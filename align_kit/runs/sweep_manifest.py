@@ -1,11 +1,24 @@
-"""A sweep folder's manifest, `sweep_manifest.json`: what the sweep is and where each of its jobs stands.
+"""A sweep folder's manifest: what the sweep is and where each of its jobs stands, in two files.
 
-It records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher), every job's overrides
-as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the process id and its start
-time, so a reused PID is not taken for the job's), done or failed (with its outcome and last error line). It is the
-one record of the sweep's outcomes: the table at the end of a sweep, `align-kit sweep --status` and
-`align-kit compare` all read it. Jobs update their own entry under a file lock, so jobs in other processes (the
-joblib and submitit launchers) are recorded as well. The launcher is recorded the same way (PID and start time).
+`sweep_manifest.json` records the sweep's overrides (the task overrides and the Hydra ones, such as the launcher),
+every job's overrides as Hydra's basic sweeper numbers them, and each job's status: pending, running (with the
+process id and its start time, so a reused PID is not taken for the job's), done or failed (with its outcome and
+last error line). It is written whole only at the start and at the end of each launch. In between, a job records
+each change of its status by appending one line to `sweep_manifest.jobs.jsonl` (`{"job": 3, "status": "done",
+...}`) under a file lock, so jobs in other processes (the joblib and submitit launchers) are recorded as well and an
+update costs the same whatever the sweep's size: rewriting the whole manifest per update made a sweep's writes grow
+with the square of its jobs. `read` folds the log into the manifest, line by line, the last line for a job
+winning; at the end of a launch (and at the start of the next) the log is folded into `sweep_manifest.json` and
+removed, so a finished sweep is one file again. A manifest written before the log existed is read as it is.
+
+A process killed while appending can leave its line cut short. The next update starts on a line of its own, so the
+cut line never spoils the others; `read` skips it and lists it under `torn_updates` (the log's line numbers), and
+`--status` names it: that one update is lost, every other one is kept. Readers take the lock shared, so they never
+mistake a line being written for a cut one.
+
+The manifest is the one record of the sweep's outcomes: the table at the end of a sweep, `align-kit sweep
+--status` and `align-kit compare` all read it (through `read`, which sees the log too). The launcher is recorded
+the same way (PID and start time).
 
 Hydra does not resume a multirun; this makes it resumable. Launching a sweep into a folder that holds a manifest
 (the same command with `hydra.sweep.dir=<folder>`, or `align-kit sweep --resume <folder>`) checks that the sweep
@@ -23,6 +36,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +48,8 @@ from align_kit.core.run_files import ERROR_LOG, HYDRA_RECORD, SUMMARY_FILE, TRAI
 from align_kit.runs.run_lock import LOCK_FILE as RUN_LOCK_FILE
 
 MANIFEST_FILE = "sweep_manifest.json"
+JOB_LOG = "sweep_manifest.jobs.jsonl"
+TORN = "torn_updates"  # in what `read` returns: the job log's lines that a killed process cut short
 LOCK_FILE = ".sweep_manifest.lock"
 ATTEMPTS = ".attempts"
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
@@ -93,6 +109,7 @@ def process_alive(pid: Any, started: Any, written: float | None = None) -> bool:
 
 @contextlib.contextmanager
 def locked(sweep_dir: Path):
+    """The sweep's lock, held by a writer of either file."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     with open(sweep_dir / LOCK_FILE, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -102,24 +119,147 @@ def locked(sweep_dir: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _shared_lock(sweep_dir: Path):
+    """The sweep's lock, shared by readers: held while no writer appends. No lock file means no writer yet."""
+    try:
+        handle = os.open(sweep_dir / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
+
+
+FIX = "restore it, or start the sweep in a new folder"
+
+
 def read(sweep_dir: Path) -> dict | None:
-    """The sweep's manifest (None where there is none); ConfigError, naming the file, where it is not one."""
-    path = Path(sweep_dir) / MANIFEST_FILE
+    """The sweep's manifest with the job log folded in (None where there is none); ConfigError, naming the file,
+    where either is not one. Never call it under `locked` (the shared lock would wait for the exclusive one)."""
+    with _shared_lock(Path(sweep_dir)):
+        return _read(Path(sweep_dir))
+
+
+def _read(sweep_dir: Path) -> dict | None:
+    path, log = sweep_dir / MANIFEST_FILE, sweep_dir / JOB_LOG
     if not path.is_file():
+        if log.is_file():
+            raise ConfigError(f"{log} holds job updates, but {path} is missing; {FIX}")
         return None
-    fix = "restore it, or start the sweep in a new folder"
+    manifest = _read_manifest(path)
+    try:
+        data = log.read_bytes()
+    except FileNotFoundError:
+        return manifest
+    except OSError as error:
+        raise ConfigError(f"{log} cannot be read ({error.strerror}); {FIX}") from None
+    torn = _fold_lines(log, data, manifest["jobs"], first_line=1)
+    return {**manifest, TORN: torn} if torn else manifest
+
+
+def _read_manifest(path: Path) -> dict:
+    """`sweep_manifest.json` alone, checked."""
     try:
         manifest = json.loads(path.read_bytes())
     except UnicodeDecodeError as error:
-        raise ConfigError(f"{path} is not UTF-8 (byte {error.start}); {fix}") from None
+        raise ConfigError(f"{path} is not UTF-8 (byte {error.start}); {FIX}") from None
     except json.JSONDecodeError as error:
-        raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {fix}") from None
+        raise ConfigError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); {FIX}") from None
     except OSError as error:
-        raise ConfigError(f"{path} cannot be read ({error.strerror}); {fix}") from None
+        raise ConfigError(f"{path} cannot be read ({error.strerror}); {FIX}") from None
     problem = _manifest_problem(manifest)
     if problem:
-        raise ConfigError(f"{path} is not a sweep manifest: {problem}; {fix}")
+        raise ConfigError(f"{path} is not a sweep manifest: {problem}; {FIX}")
     return manifest
+
+
+def _fold_lines(log: Path, data: bytes, jobs: list[dict], first_line: int) -> list[int]:
+    """Apply the log's lines in `data` (the first numbered `first_line`) to `jobs` in order; the numbers of the
+    lines cut short, which are skipped."""
+    torn = []
+    for number, line in enumerate(data.split(b"\n"), start=first_line):
+        if not line.strip():
+            continue
+        try:
+            update = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            torn.append(number)  # a JSON object cut short never parses: only a killed writer leaves one
+            continue
+        problem = _update_problem(update, jobs)
+        if problem:
+            raise ConfigError(f"{log} line {number} is not a job update: {problem}; {FIX}")
+        jobs[update["job"]].update(update)
+    return torn
+
+
+@dataclass
+class _Fold:
+    """This process's fold of one sweep's files, kept so that a job's start reads only the log's lines appended
+    since the last (a launcher running every job in its own process, or in reused workers, reads a 1,000-job
+    sweep's files in linear, not quadratic, time)."""
+
+    manifest: tuple  # sweep_manifest.json's identity (`_identity`): rewritten, the fold starts again
+    jobs: list[dict]
+    log: int | None = None  # the log's inode, once it is read
+    offset: int = 0  # the log's bytes folded: whole lines
+    lines: int = 0
+
+
+_folds: dict[Path, _Fold] = {}
+
+
+def _identity(path: Path) -> tuple | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
+def job_entry(sweep_dir: Path, job: int) -> dict | None:
+    """Job `job`'s entry as `read` gives it (a copy); None where the sweep has no manifest or no such job."""
+    sweep_dir = Path(sweep_dir)
+    with _shared_lock(sweep_dir):
+        try:
+            jobs = _folded_jobs(sweep_dir)
+        except ConfigError:
+            _folds.pop(sweep_dir, None)  # half folded
+            raise
+    return dict(jobs[job]) if jobs is not None and 0 <= job < len(jobs) else None
+
+
+def _folded_jobs(sweep_dir: Path) -> list[dict] | None:
+    path, log = sweep_dir / MANIFEST_FILE, sweep_dir / JOB_LOG
+    identity, fold = _identity(path), _folds.get(sweep_dir)
+    if identity is None:
+        _folds.pop(sweep_dir, None)
+        manifest = _read(sweep_dir)  # None, or the error of a log without its manifest
+        return manifest["jobs"] if manifest else None
+    try:
+        handle = open(log, "rb")
+    except FileNotFoundError:
+        handle = None
+    with handle or contextlib.nullcontext():
+        inode = os.fstat(handle.fileno()).st_ino if handle else None
+        size = os.fstat(handle.fileno()).st_size if handle else 0
+        if fold is None or fold.manifest != identity or fold.offset and (fold.log != inode or size < fold.offset):
+            fold = _folds[sweep_dir] = _Fold(identity, _read_manifest(path)["jobs"])
+        if handle is None:
+            return fold.jobs
+        fold.log = inode
+        handle.seek(fold.offset)
+        data = handle.read()
+    whole = data[: data.rfind(b"\n") + 1]
+    if len(whole) < len(data):  # a last line without its end (cut short, or its newline lost): read it all
+        return _read(sweep_dir)["jobs"]
+    _fold_lines(log, whole, fold.jobs, fold.lines + 1)
+    fold.offset += len(whole)
+    fold.lines += whole.count(b"\n")
+    return fold.jobs
 
 
 def _strings(value: Any) -> bool:
@@ -145,28 +285,84 @@ def _manifest_problem(manifest: Any) -> str | None:
             return f"jobs[{number}] has job={entry.get('job')!r}, not {number}"
         if not _strings(entry.get("overrides")):
             return f"jobs[{number}].overrides is not a list of overrides"
-        if entry.get("status") not in (PENDING, RUNNING, DONE, FAILED):
-            return f"jobs[{number}].status={entry.get('status')!r} is none of {PENDING}, {RUNNING}, {DONE}, {FAILED}"
-        for key in ("outcome", "error", "folder"):
-            if not isinstance(entry.get(key), str | None):
-                return f"jobs[{number}].{key} is not text"
+        problem = _status_problem(f"jobs[{number}]", entry)
+        if problem:
+            return problem
     return None
 
 
+def _status_problem(name: str, entry: dict) -> str | None:
+    if entry.get("status") not in (PENDING, RUNNING, DONE, FAILED):
+        return f"{name}.status={entry.get('status')!r} is none of {PENDING}, {RUNNING}, {DONE}, {FAILED}"
+    for key in ("outcome", "error", "folder"):
+        if not isinstance(entry.get(key), str | None):
+            return f"{name}.{key} is not text"
+    return None
+
+
+def _update_problem(update: Any, jobs: list[dict]) -> str | None:
+    if not isinstance(update, dict):
+        return f"it holds a JSON {type(update).__name__}, not an object"
+    job = update.get("job")
+    if not isinstance(job, int) or isinstance(job, bool) or not 0 <= job < len(jobs):
+        return f"job={job!r} is none of the sweep's {len(jobs)} jobs"
+    if "overrides" in update:
+        return "it changes the job's overrides, which only the manifest holds"
+    return _status_problem(f"job {job}", {**jobs[job], **update})
+
+
 def write(sweep_dir: Path, manifest: dict) -> None:
+    """The whole manifest, replacing the file at once (a reader sees the old one or the new one)."""
+    _folds.pop(Path(sweep_dir), None)
     path = Path(sweep_dir) / MANIFEST_FILE
     temporary = path.with_name(f".{MANIFEST_FILE}.{os.getpid()}")
-    temporary.write_text(json.dumps(manifest, indent=2))
+    kept = {key: value for key, value in manifest.items() if key != TORN}
+    temporary.write_text(json.dumps(kept, indent=2))
     temporary.replace(path)
 
 
-def update_job(sweep_dir: Path, job: int, **fields: Any) -> None:
+def _write_folded(sweep_dir: Path, manifest: dict) -> None:
+    """Under `locked`: write `manifest` (the log already folded into it) and remove the log. A kill between the
+    two leaves the log to be folded again on top, which changes nothing: each line sets fields to values."""
+    write(sweep_dir, manifest)
+    log = sweep_dir / JOB_LOG
+    if manifest.get(TORN):
+        print(f"align-kit: {torn_note(sweep_dir, manifest)}; the others are kept in {MANIFEST_FILE}", file=sys.stderr)
+    log.unlink(missing_ok=True)
+
+
+def fold(sweep_dir: Path) -> dict | None:
+    """At the end of a launch: the job log folded into `sweep_manifest.json`, which is returned."""
     with locked(sweep_dir):
-        manifest = read(sweep_dir)
-        if manifest is None or not 0 <= job < len(manifest["jobs"]):
-            return  # a job launched outside a manifest (e.g. Hydra's API directly): nothing to record
-        manifest["jobs"][job].update(fields, updated=time.strftime("%Y-%m-%d %H:%M:%S"))
-        write(sweep_dir, manifest)
+        manifest = _read(sweep_dir)
+        if manifest is not None and (sweep_dir / JOB_LOG).is_file():
+            _write_folded(sweep_dir, manifest)
+    return manifest
+
+
+def torn_note(sweep_dir: Path, manifest: dict) -> str:
+    """The job log's lines that `read` skipped, named (a manifest read without any: no note is due)."""
+    torn = manifest[TORN]
+    lines = f"line {torn[0]} was" if len(torn) == 1 else f"lines {', '.join(map(str, torn))} were"
+    update = "that update is" if len(torn) == 1 else "those updates are"
+    return (
+        f"{Path(sweep_dir) / JOB_LOG} {lines} cut short (a process was killed while writing): {update} lost, "
+        "every other one is kept"
+    )
+
+
+def update_job(sweep_dir: Path, job: int, **fields: Any) -> None:
+    """Append the job's new fields to the log: the same cost at any number of jobs."""
+    sweep_dir = Path(sweep_dir)
+    if job_entry(sweep_dir, job) is None:
+        return  # a job launched outside a manifest (e.g. Hydra's API directly): nothing to record
+    line = json.dumps({"job": job, **fields, "updated": time.strftime("%Y-%m-%d %H:%M:%S")}).encode() + b"\n"
+    with locked(sweep_dir), open(sweep_dir / JOB_LOG, "a+b") as log:
+        if log.seek(0, os.SEEK_END) > 0:
+            log.seek(-1, os.SEEK_END)
+            if log.read(1) != b"\n":  # a killed writer's cut line: end it, so it never swallows this one
+                line = b"\n" + line
+        log.write(line)
 
 
 def _kept_hydra_overrides(overrides: list[str]) -> list[str]:
@@ -205,6 +401,20 @@ def _launcher() -> dict:
     return {"launcher_pid": os.getpid(), "launcher_started": process_start_time()}
 
 
+def new_manifest(task: list[str], hydra_overrides: list[str], jobs: list[list[str]]) -> dict:
+    """The manifest of a sweep's first launch: every job pending."""
+    return {
+        "task_overrides": task,
+        "hydra_overrides": hydra_overrides,
+        **_launcher(),
+        "launches": 1,
+        "jobs": [
+            {"job": n, "overrides": o, "status": PENDING, "outcome": None, "error": None, "folder": None}
+            for n, o in enumerate(jobs)
+        ],
+    }
+
+
 def start_sweep(config: DictConfig) -> dict:
     """At the start of a multirun: write the manifest of a new sweep, or check a resumed one against it."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -214,7 +424,7 @@ def start_sweep(config: DictConfig) -> dict:
     params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else {}
     jobs = job_overrides(task, params, command_line_config_dir(config))
     with locked(sweep_dir):
-        saved = read(sweep_dir)
+        saved = _read(sweep_dir)
         if saved is not None:
             launcher = _live_launcher(sweep_dir, saved)
             if launcher is not None:
@@ -232,17 +442,8 @@ def start_sweep(config: DictConfig) -> dict:
             manifest = {**saved, "hydra_overrides": hydra_overrides, **_launcher()}
             manifest["launches"] = int(saved.get("launches", 1)) + 1
         else:
-            manifest = {
-                "task_overrides": task,
-                "hydra_overrides": hydra_overrides,
-                **_launcher(),
-                "launches": 1,
-                "jobs": [
-                    {"job": n, "overrides": o, "status": PENDING, "outcome": None, "error": None, "folder": None}
-                    for n, o in enumerate(jobs)
-                ],
-            }
-        write(sweep_dir, manifest)
+            manifest = new_manifest(task, hydra_overrides, jobs)
+        _write_folded(sweep_dir, manifest)  # the earlier launches' job log, folded in
     return manifest
 
 
@@ -286,9 +487,7 @@ def _resumable_checkpoint(folder: Path, sweep_dir: Path, job: int) -> Path | Non
 def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
     """In a sweep job, before it trains: SKIP (finished earlier), RESUME (from its checkpoint) or FRESH."""
     folder, sweep = Path(run_dir), Path(sweep_dir)
-    manifest = read(sweep)
-    entry = manifest["jobs"][job] if manifest and 0 <= job < len(manifest["jobs"]) else {}
-    previous = entry.get("status", PENDING)
+    previous = (job_entry(sweep, job) or {}).get("status", PENDING)
     if previous != FAILED and (folder / SUMMARY_FILE).is_file():
         action = SKIP
     elif previous != FAILED and folder.is_dir() and _resumable_checkpoint(folder, sweep, job) is not None:
@@ -303,10 +502,9 @@ def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
         print(f"align-kit: job {job}: finished in an earlier launch; skipped", file=sys.stderr)
     elif action == RESUME:
         print(f"align-kit: job {job}: resumes from {latest_checkpoint(folder).name}", file=sys.stderr)
-    if manifest is not None:
-        # An earlier launch's outcome no longer holds: until this launch ends, the job is running (or interrupted).
-        update_job(sweep, job, status=RUNNING, pid=os.getpid(), pid_started=process_start_time(), folder=str(folder),
-                   action=action, outcome=None, error=None)  # fmt: skip
+    # An earlier launch's outcome no longer holds: until this launch ends, the job is running (or interrupted).
+    update_job(sweep, job, status=RUNNING, pid=os.getpid(), pid_started=process_start_time(), folder=str(folder),
+               action=action, outcome=None, error=None)  # fmt: skip
     return action
 
 

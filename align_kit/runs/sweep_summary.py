@@ -5,7 +5,9 @@ does not stop the sweep: the task function returns its outcome and the next job 
 `SweepSummary` (a Hydra callback) prints the table of every job (from `<sweep folder>/sweep_manifest.json`, the one
 record of the sweep's outcomes, which `align-kit sweep --status` and `align-kit compare` read too) and exits
 with status 1 when any job failed, so neither a shell nor CI can mistake the sweep for a success; `status_table`
-is the same table for `align-kit sweep --status`. Each job records its outcome in the sweep's manifest
+is the same table for `align-kit sweep --status`. A sweep of more than `FULL_TABLE_JOBS` jobs gets the counts by
+status and the rows of the jobs that failed or were interrupted instead: a row per job would bury them
+(`align-kit sweep --status <folder> --all` still prints every row). Each job records its outcome in the sweep's manifest
 (`align_kit.runs.sweep_manifest`) from its own process, so the table covers jobs that other launchers ran in other
 processes, and jobs finished in an earlier launch of a resumed sweep.
 """
@@ -26,10 +28,21 @@ from omegaconf import DictConfig
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.run_files import ERROR_LOG
-from align_kit.runs.sweep_manifest import MANIFEST_FILE, end_job, read, resume_command, shown_status, start_sweep
+from align_kit.runs.sweep_manifest import (
+    MANIFEST_FILE,
+    TORN,
+    end_job,
+    fold,
+    resume_command,
+    shown_status,
+    start_sweep,
+    torn_note,
+)
 
 OK = "ok"
 FAILED_EXIT_CODE = 1
+FULL_TABLE_JOBS = 20  # a sweep of up to this many jobs gets a row per job
+LISTED_NOT_OK = 50  # a bigger one: the rows of at most this many jobs not ok, then how many more
 
 
 @dataclass
@@ -80,19 +93,39 @@ def common_overrides(outcomes: list[JobOutcome]) -> list[str]:
     return [override for override in outcomes[0].overrides if override in shared]
 
 
-def format_table(outcomes: list[JobOutcome]) -> str:
+def format_table(outcomes: list[JobOutcome], every_job: bool = False, counts: bool = True) -> str:
+    """A row per job (job, its own overrides, status, last error line) for a small sweep or with `every_job`; for a
+    bigger one the counts by status (unless `counts`: said already) and the rows of the jobs that failed or were
+    interrupted, at most LISTED_NOT_OK of them."""
     common = common_overrides(outcomes)
-    rows = [("job", "overrides", "status", "last error line")]
-    rows += [
-        (str(o.job), " ".join(x for x in o.overrides if x not in common), o.status, o.error or "") for o in outcomes
-    ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
     lines = [f"every job: {' '.join(common)}"] if common else []
+    shown, more = outcomes, 0
+    if len(outcomes) > FULL_TABLE_JOBS and not every_job:
+        shown = [o for o in outcomes if o.status not in (OK, "pending", "running")]
+        lines += [f"{len(outcomes)} jobs: {status_counts(outcomes)}"] if counts else []
+        if not shown:
+            return "\n".join(lines)
+        more = len(shown) - LISTED_NOT_OK
+        lines.append(f"the {len(shown)} failed or interrupted" + (f", the first {LISTED_NOT_OK}:" if more > 0 else ":"))
+        shown = shown[:LISTED_NOT_OK]
+    rows = [("job", "overrides", "status", "last error line")]
+    rows += [(str(o.job), " ".join(x for x in o.overrides if x not in common), o.status, o.error or "") for o in shown]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
     lines += [
         ("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3]).rstrip()
         for row in rows
     ]
+    if more > 0:
+        lines.append(f"... and {more} more failed or interrupted")
     return "\n".join(lines)
+
+
+def status_counts(outcomes: list[JobOutcome]) -> str:
+    """`3 failed, 2 ok`: how many jobs have each status, by status name."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
 def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
@@ -109,20 +142,17 @@ def manifest_outcomes(manifest: dict) -> list[JobOutcome]:
     ]
 
 
-def status_table(sweep_dir: Path, manifest: dict) -> str:
+def status_table(sweep_dir: Path, manifest: dict, every_job: bool = False) -> str:
     """`align-kit sweep --status`: the counts by status, the table, and the command that resumes the sweep."""
     rows = manifest_outcomes(manifest)
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
     launch = shlex.join(["align-kit", "train", *resume_command(sweep_dir, manifest)])
-    return "\n".join(
-        [
-            f"sweep {sweep_dir}: {len(rows)} jobs, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-            format_table(rows),
-            f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})",
-        ]
-    )
+    lines = [f"sweep {sweep_dir}: {len(rows)} jobs, {status_counts(rows)}", format_table(rows, every_job, counts=False)]
+    if len(rows) > FULL_TABLE_JOBS and not every_job:
+        lines.append(f"a row per job: align-kit sweep --status {sweep_dir} --all")
+    if manifest.get(TORN):
+        lines.append(f"note: {torn_note(sweep_dir, manifest)}")
+    lines.append(f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})")
+    return "\n".join(lines)
 
 
 class SweepSummary(Callback):
@@ -148,7 +178,7 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        manifest = read(sweep_dir)
+        manifest = fold(sweep_dir)  # the launch's job log into sweep_manifest.json: one file again
         if manifest is not None:
             self.outcomes = manifest_outcomes(manifest)
         failed = [o for o in self.outcomes if o.status != OK]
@@ -157,9 +187,11 @@ class SweepSummary(Callback):
         where = f"{sweep_dir / MANIFEST_FILE} (align-kit sweep --status {sweep_dir})"
         print(f"align-kit: every job's status in {where}")
         if failed:
+            numbers = ", ".join(str(o.job) for o in failed[:FULL_TABLE_JOBS])
+            numbers += f", ... ({len(failed)} in all)" if len(failed) > FULL_TABLE_JOBS else ""
             print(
-                f"align-kit: sweep failed: {len(failed)} of {len(self.outcomes)} jobs failed "
-                f"(jobs {', '.join(str(o.job) for o in failed)}); see {where}",
+                f"align-kit: sweep failed: {len(failed)} of {len(self.outcomes)} jobs failed (jobs {numbers}); "
+                f"see {where}",
                 file=sys.stderr,
             )
             sys.exit(FAILED_EXIT_CODE)
