@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from align_kit.runs.sweep_manifest import read
 from tests.conftest import ROOT, cli_env
 
 STUB_SWEEP = """
@@ -128,4 +129,5 @@ def test_an_interrupted_job_ends_the_sweep_with_the_sweep_resume_command(cache_d
 
 
 def recorded_raw(sweep_dir: Path) -> list[dict]:
-    return json.loads((sweep_dir / "sweep_manifest.json").read_text())["jobs"]
+    """The jobs as `read` folds them: a launch that did not reach its end leaves its updates in the job log."""
+    return read(sweep_dir)["jobs"]
