@@ -121,7 +121,7 @@ def locked(sweep_dir: Path):
 
 @contextlib.contextmanager
 def _shared_lock(sweep_dir: Path):
-    """The sweep's lock, shared by readers: held while no writer appends. No lock file means no writer yet."""
+    """The sweep's lock, shared by readers, so no writer appends while they read. No lock file: no writer yet."""
     try:
         handle = os.open(sweep_dir / LOCK_FILE, os.O_RDONLY)
     except FileNotFoundError:
@@ -244,10 +244,10 @@ def _folded_jobs(sweep_dir: Path) -> list[dict] | None:
     except FileNotFoundError:
         handle = None
     with handle or contextlib.nullcontext():
-        inode = os.fstat(handle.fileno()).st_ino if handle else None
-        size = os.fstat(handle.fileno()).st_size if handle else 0
+        found = os.fstat(handle.fileno()) if handle else None
+        inode, size = (found.st_ino, found.st_size) if found else (None, 0)
         if fold is None or fold.manifest != identity or fold.offset and (fold.log != inode or size < fold.offset):
-            fold = _folds[sweep_dir] = _Fold(identity, _read_manifest(path)["jobs"])
+            fold = _folds[sweep_dir] = _Fold(identity, _read_manifest(path)["jobs"])  # rewritten or replaced
         if handle is None:
             return fold.jobs
         fold.log = inode
