@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -67,14 +68,16 @@ def read_metrics(path: str | Path) -> list[dict]:
     return [row for _, row in read_metrics_file(path)[0]]
 
 
-def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
-    """(step, logged row) pairs -> one series per metric, sorted by step; a step logged twice keeps its last value
-    (a resumed run redoes the steps after its checkpoint)."""
+def series_from_rows(rows: list[tuple[float, dict]], metrics: Collection[str] | None = None) -> dict[str, Series]:
+    """(step, logged row) pairs -> one series per metric (only those in `metrics`, when given), sorted by step; a
+    step logged twice keeps its last value (a resumed run redoes the steps after its checkpoint)."""
     points: dict[str, dict[float, float]] = {}
     for step, row in rows:
         if SUMMARY_ROW_KEY in row:
             continue
-        for key, value in row.items():
+        # Asked for a few metrics, look up only those: the cost follows what is compared, not the row's width.
+        for key in row if metrics is None else metrics:
+            value = row.get(key)
             if key not in NOT_METRICS and is_number(value):
                 points.setdefault(key, {})[step] = float(value)
     series = {}
