@@ -52,13 +52,27 @@ def logged_values(rows: list[tuple[float, dict]], null_counts: bool) -> LoggedVa
     for _, row in rows:
         summary_row = SUMMARY_ROW_KEY in row
         for key, value in row.items():
-            if isinstance(value, str):
+            kind = type(value)  # the exact type first: the common case, without isinstance chains per value
+            if kind is float:
+                finite = math.isfinite(value)
+            elif kind is int:
+                finite = True
+            elif isinstance(value, str):
                 text.setdefault(key, value)
-            elif summary_row or isinstance(value, bool):
                 continue
-            elif isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+            elif value is None:
+                finite = False
+                if not null_counts:
+                    continue
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            else:  # a subclass of int or float
+                finite = math.isfinite(value)
+            if summary_row:
+                continue
+            if finite:
                 numeric.add(key)
-            elif isinstance(value, float) or (value is None and null_counts):
+            else:
                 non_finite[key] = non_finite.get(key, 0) + 1
     return LoggedValues(
         frozenset(numeric - NOT_METRICS),

@@ -1,10 +1,12 @@
 """Runs from Weights & Biases: a group of a project through `wandb.Api()`, or the offline run in a run folder.
 
 Both are read through the public API's Run interface (`.name`, `.config`, `.scan_history()`), so the offline reader
-is an adapter and tests can stand in a fake Api. Through the API only the compared metrics' keys are fetched (a
-paged scan per metric) and the group's runs are read one at a time as the API pages them; the values no curve holds
-(non-finite, text) are then counted for those metrics only. HF's W&B callback logs TRL's metrics as `train/<metric>` against
+is an adapter and tests can stand in a fake Api. HF's W&B callback logs TRL's metrics as `train/<metric>` against
 `train/global_step`; align_kit adds `choice/<group>` keys to the config (`align_kit.train.run_identity`).
+
+Through the API only the compared metrics' keys are fetched (a paged scan per metric, as HF logs them) and a group's
+runs are read one at a time as the API pages them; the values no curve holds (non-finite, text) are then counted
+for those metrics only.
 """
 
 from __future__ import annotations

@@ -71,14 +71,15 @@ def read_metrics(path: str | Path) -> list[dict]:
 def series_from_rows(rows: list[tuple[float, dict]], metrics: Collection[str] | None = None) -> dict[str, Series]:
     """(step, logged row) pairs -> one series per metric (only those in `metrics`, when given), sorted by step; a
     step logged twice keeps its last value (a resumed run redoes the steps after its checkpoint)."""
+    # Asked for a few metrics, look up only those: the cost follows what is compared, not the row's width.
+    asked = None if metrics is None else [metric for metric in metrics if metric not in NOT_METRICS]
     points: dict[str, dict[float, float]] = {}
     for step, row in rows:
         if SUMMARY_ROW_KEY in row:
             continue
-        # Asked for a few metrics, look up only those: the cost follows what is compared, not the row's width.
-        for key in row if metrics is None else metrics:
+        for key in row if asked is None else asked:
             value = row.get(key)
-            if key not in NOT_METRICS and is_number(value):
+            if value is not None and is_number(value) and (asked is not None or key not in NOT_METRICS):
                 points.setdefault(key, {})[step] = float(value)
     series = {}
     shared: dict[tuple[float, ...], np.ndarray] = {}
