@@ -14,6 +14,7 @@ between those two sizes. Folder writing is not timed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -89,10 +90,13 @@ def write_sweep(root: Path, folders: int, steps: int) -> None:
 def measure(folders: int, steps: int, scratch: Path) -> dict:
     sweep = scratch / f"sweep-{folders}"
     write_sweep(sweep, folders, steps)
+    # Run in the scratch folder: the child imports the align_kit this process would (PYTHONPATH, else the install),
+    # not whatever checkout the current folder happens to be.
     result = subprocess.run(
         [sys.executable, "-c", CHILD, str(sweep), str(scratch / f"compare-{folders}")],
         capture_output=True,
         text=True,
+        cwd=scratch,
     )
     if result.returncode != 0:
         sys.exit(f"compare over {folders} folders failed:\n{result.stderr[-3000:]}")
@@ -115,6 +119,7 @@ def main() -> None:
     sizes = [int(size) for size in (args.sizes or ("10,20,40" if args.quick else "10,100,1000")).split(",")]
     steps = args.steps or (50 if args.quick else 1000)
 
+    print(f"align_kit measured: {Path(importlib.util.find_spec('align_kit').origin).parent}")
     print(f"load average before: {load()}")
     measured = {}
     with tempfile.TemporaryDirectory() as scratch:

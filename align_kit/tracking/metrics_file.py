@@ -79,7 +79,9 @@ def series_from_rows(rows: list[tuple[float, dict]], metrics: Collection[str] | 
             continue
         for key in row if asked is None else asked:
             value = row.get(key)
-            if value is not None and is_number(value) and (asked is not None or key not in NOT_METRICS):
+            # A finite float is the common case: tested without a call per value.
+            finite = (value.__class__ is float and math.isfinite(value)) or is_number(value)
+            if finite and (asked is not None or key not in NOT_METRICS):
                 points.setdefault(key, {})[step] = float(value)
     series = {}
     shared: dict[tuple[float, ...], np.ndarray] = {}
