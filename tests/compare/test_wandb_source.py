@@ -101,3 +101,24 @@ def test_offline_wandb_runs_read_back_give_the_same_comparison(monkeypatch, tmp_
     result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
 
     assert_expected_statistics(result)
+
+
+def test_a_page_that_fails_mid_read_is_the_same_clear_error():
+    class BrokenRuns:
+        """The first page (two runs) reads; fetching the second fails."""
+
+        def __len__(self):
+            return 6
+
+        def __iter__(self):
+            api = FakeApi()
+            api.runs("team/align_kit", filters={"group": "clip-sweep"})
+            yield from api.listed[:2]
+            raise ConnectionError("page 2: connection reset")
+
+    class BrokenApi:
+        def runs(self, path, filters=None):
+            return BrokenRuns()
+
+    with pytest.raises(CompareError, match=r"cannot read W&B project team/align_kit \(ConnectionError: page 2"):
+        load_wandb_group("team/align_kit/clip-sweep", api=BrokenApi())
