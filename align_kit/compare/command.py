@@ -97,12 +97,16 @@ def default_out(first_input: str) -> Path:
     return Path(first_input) / "compare"
 
 
+def common_metrics(runs: list[Run]) -> set[str]:
+    return set.intersection(*(set(run.logged) for run in runs))
+
+
 def choose_metrics(runs: list[Run], requested: list[str] | None, notes: list[str]) -> list[str]:
     from align_kit.compare.plots import LAYOUT_METRICS
 
-    common = set.intersection(*(set(run.series) for run in runs))
+    common = common_metrics(runs)
     if not common:
-        example = f"{runs[0].label} logs {', '.join(sorted(runs[0].series)[:5])}"
+        example = f"{runs[0].label} logs {', '.join(sorted(runs[0].logged)[:5])}"
         raise CompareError(
             f"the {len(runs)} runs share no metric (e.g. {example}); compare runs that log the same metrics"
         )
@@ -147,7 +151,7 @@ def compare(
     predictions: list[str] | None = None,
 ) -> Comparison:
     from align_kit.compare.arms import drop_duplicate_seeds, group_into_arms
-    from align_kit.compare.plots import write_figures
+    from align_kit.compare.plots import LAYOUT_METRICS, write_figures
     from align_kit.compare.report import print_tables, write_report
     from align_kit.compare.runs import load_inputs
     from align_kit.compare.statistics import summarise_metric
@@ -156,10 +160,16 @@ def compare(
     if last_k < 1:
         raise CompareError(f"--last-k {last_k}: average at least one point (--last-k 10 is the default)")
     stated = [Prediction.parse(text) for text in predictions or []]  # a bad one fails before any run loads
-    runs, notes = load_inputs(inputs)
+    # Only the series of the metrics that can be compared are kept, so memory follows what is compared, not how
+    # much each run logged. When none of the asked-for (or default) metrics is in every run, the choice (every
+    # common metric) or the error (naming them) needs all of them: read again, keeping everything.
+    asked = metrics or list(LAYOUT_METRICS)
+    runs, notes = load_inputs(inputs, list(dict.fromkeys([*asked, *(p.metric for p in stated)])))
+    if not set(asked) & common_metrics(runs):
+        runs, notes = load_inputs(inputs)
     chosen = choose_metrics(runs, metrics, notes)
     # A predicted metric is compared even outside --metrics or the default set, if every run logs it.
-    common = set.intersection(*(set(run.series) for run in runs))
+    common = common_metrics(runs)
     chosen += list(dict.fromkeys(p.metric for p in stated if p.metric not in chosen and p.metric in common))
     arms = group_into_arms(runs)
     notes += drop_duplicate_seeds(arms)

@@ -182,7 +182,7 @@ def report_power(spec: str, inputs: list[str]) -> list[str]:
 
         if not inputs:
             raise CompareError(f"--power {spec}: name the runs to read {spec} from, or pass EFFECT:SD")
-        runs, _ = load_inputs(inputs)
+        runs, _ = load_inputs(inputs, [spec])
         if any(spec not in run.series for run in runs):
             raise CompareError(f"--power {spec}: not logged by every run; pass a metric the runs log")
         arms = group_into_arms(runs)

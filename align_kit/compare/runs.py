@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import yaml
 
 from align_kit.compare import CompareError
-from align_kit.compare.run_record import Run, count_non_finite, flatten_config, text_values
+from align_kit.compare.progress import progress_bar
+from align_kit.compare.run_record import Run, flatten_config, logged_values
 from align_kit.compare.wandb_source import load_offline_run, load_wandb_group
 from align_kit.core.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from align_kit.tracking.metrics_file import read_metrics_file, series_from_rows
@@ -53,10 +55,11 @@ def _choices_from_hydra(folder: Path, config: dict) -> dict[str, str]:
     return named
 
 
-def load_run_folder(folder: Path) -> Run:
+def load_run_folder(folder: Path, metrics: Collection[str] | None = None) -> Run:
+    """The run in `folder`, with the series of `metrics` only (every metric when None)."""
     metrics_path = folder / METRICS_FILE
     if not metrics_path.is_file():
-        return load_offline_run(folder)
+        return load_offline_run(folder, metrics)
     notes = []
     config = _read_yaml(folder / CONFIG_FILE) if (folder / CONFIG_FILE).is_file() else {}
     if not config:
@@ -66,6 +69,8 @@ def load_run_folder(folder: Path) -> Run:
     if skipped:
         notes.append(f"{folder}: skipped {skipped} malformed line(s) of {METRICS_FILE}")
     seed = summary.get("seed", config.get("seed"))
+    logged = logged_values(rows, null_counts=True)
+    series = series_from_rows(rows, metrics)
     return Run(
         label=str(folder),
         config=flatten_config(config),
@@ -74,12 +79,13 @@ def load_run_folder(folder: Path) -> Run:
         if isinstance(summary.get("choices"), dict)
         else _choices_from_hydra(folder, config),
         seed=seed if isinstance(seed, int | float | str) and not isinstance(seed, bool) else None,
-        series=series_from_rows(rows),
+        series=series,
         skipped_lines=skipped,
         notes=notes,
-        non_finite=count_non_finite(rows, null_counts=True),
-        text_valued=text_values(rows),
+        non_finite=logged.non_finite,
+        text_valued=logged.text,
         folder=folder.resolve(),
+        unread=logged.numeric - set(series),
     )
 
 
@@ -146,17 +152,19 @@ def _job_name(outcome: dict) -> str:
     return f"job {outcome.get('job')} ({' '.join(map(str, outcome.get('overrides') or []))})"
 
 
-def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
-    """Every run named by the inputs (folders or `wandb:ENTITY/PROJECT/GROUP`), and notes about what was left out
+def load_inputs(inputs: list[str], metrics: Collection[str] | None = None) -> tuple[list[Run], list[str]]:
+    """Every run named by the inputs (folders or `wandb:ENTITY/PROJECT/GROUP`), with the series of `metrics` only
+    (every metric when None; each run still records the names of all it logged), and notes about what was left out
     and why. A folder named twice (or inside another input) counts once; a sweep job that did not finish ok (its
-    manifest says failed, running or interrupted) is left out; a folder without runs is noted; no runs is an error."""
-    runs: list[Run] = []
+    manifest says failed, running or interrupted) is left out; a folder without runs is noted; no runs is an error.
+    Folders are found first and read one at a time, with a progress bar when they are many."""
     notes: list[str] = []
     seen: dict[Path, int] = {}
     outcomes: dict[Path, dict] = {}
+    to_read: list[Path | str] = []  # run folders to read and W&B groups, in input order
     for spec in inputs:
         if spec.startswith(WANDB_PREFIX):
-            runs += load_wandb_group(spec.removeprefix(WANDB_PREFIX))
+            to_read.append(spec)
             continue
         if not Path(spec).is_dir():
             raise CompareError(
@@ -171,18 +179,27 @@ def load_inputs(inputs: list[str]) -> tuple[list[Run], list[str]]:
             resolved = folder.resolve()
             seen[resolved] = seen.get(resolved, 0) + 1
             if seen[resolved] == 1:
-                runs.append(load_run_folder(folder))
+                to_read.append(folder)
     notes += [f"{folder} was named {count} times; counted once" for folder, count in seen.items() if count > 1]
-    for folder, outcome in outcomes.items():
-        if outcome.get("status") != "ok":
-            error = f": {outcome['error']}" if outcome.get("error") else ""
-            notes.append(f"left out sweep {_job_name(outcome)} in {folder}: {outcome.get('status')}{error}")
-    runs = [run for run in runs if not (run.folder in outcomes and outcomes[run.folder].get("status") != "ok")]
+    left_out = {folder: outcome for folder, outcome in outcomes.items() if outcome.get("status") != "ok"}
+    for folder, outcome in left_out.items():
+        error = f": {outcome['error']}" if outcome.get("error") else ""
+        notes.append(f"left out sweep {_job_name(outcome)} in {folder}: {outcome.get('status')}{error}")
+    # A job the manifest leaves out is not read at all.
+    to_read = [item for item in to_read if isinstance(item, str) or item.resolve() not in left_out]
+    runs: list[Run] = []
+    with progress_bar(sum(isinstance(item, Path) for item in to_read), "run folders") as bar:
+        for item in to_read:
+            if isinstance(item, str):
+                runs += load_wandb_group(item.removeprefix(WANDB_PREFIX), metrics=metrics)
+            else:
+                runs.append(load_run_folder(item, metrics))
+                bar.update()
     notes += [note for run in runs for note in run.notes]
-    empty = [run.label for run in runs if not run.series]
+    empty = [run.label for run in runs if not run.logged]
     if empty:
         notes.append(f"left out {len(empty)} run(s) that logged no metric: {', '.join(empty)}")
-    runs = [run for run in runs if run.series]
+    runs = [run for run in runs if run.logged]
     if not runs:
         raise CompareError(
             f"no runs found in {', '.join(inputs)}: no {METRICS_FILE} (or wandb/offline-run-*) with a metric in them "

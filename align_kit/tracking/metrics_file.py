@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -67,20 +68,30 @@ def read_metrics(path: str | Path) -> list[dict]:
     return [row for _, row in read_metrics_file(path)[0]]
 
 
-def series_from_rows(rows: list[tuple[float, dict]]) -> dict[str, Series]:
-    """(step, logged row) pairs -> one series per metric, sorted by step; a step logged twice keeps its last value
-    (a resumed run redoes the steps after its checkpoint)."""
+def series_from_rows(rows: list[tuple[float, dict]], metrics: Collection[str] | None = None) -> dict[str, Series]:
+    """(step, logged row) pairs -> one series per metric (only those in `metrics`, when given), sorted by step; a
+    step logged twice keeps its last value (a resumed run redoes the steps after its checkpoint)."""
+    # Asked for a few metrics, look up only those: the cost follows what is compared, not the row's width.
+    asked = None if metrics is None else [metric for metric in metrics if metric not in NOT_METRICS]
     points: dict[str, dict[float, float]] = {}
     for step, row in rows:
         if SUMMARY_ROW_KEY in row:
             continue
-        for key, value in row.items():
-            if key not in NOT_METRICS and is_number(value):
+        for key in row if asked is None else asked:
+            value = row.get(key)
+            # A finite float is the common case: tested without a call per value.
+            finite = (value.__class__ is float and math.isfinite(value)) or is_number(value)
+            if finite and (asked is not None or key not in NOT_METRICS):
                 points.setdefault(key, {})[step] = float(value)
     series = {}
+    shared: dict[tuple[float, ...], np.ndarray] = {}
     for metric, by_step in points.items():
-        steps = sorted(by_step)
-        series[metric] = Series(np.array(steps), np.array([by_step[step] for step in steps]))
+        steps = tuple(sorted(by_step))
+        if steps not in shared:
+            # Metrics logged at the same steps share one read-only steps array: half the memory of a run's series.
+            shared[steps] = np.array(steps)
+            shared[steps].flags.writeable = False
+        series[metric] = Series(shared[steps], np.array([by_step[step] for step in steps]))
     return series
 
 

@@ -135,25 +135,53 @@ def wandb_rows(node: str, seed: int) -> list[dict]:
 
 
 class FakeWandbRun:
-    def __init__(self, node: str, seed: int, group: str):
+    def __init__(self, node: str, seed: int, group: str, events: list | None = None):
         self.name = f"clip={node},seed={seed}"
         self.group = group
         self.tags = [f"clip={node}", f"seed={seed}"]
         self.config = wandb_config(node, seed)
         self._rows = [row | {"_step": index, "_runtime": 0.1} for index, row in enumerate(wandb_rows(node, seed))]
+        self.scans = []  # the keys of each scan_history call; None for the whole history
+        self._events = events if events is not None else []
 
-    def scan_history(self):
-        return iter(self._rows)
+    def scan_history(self, keys=None, page_size=1000):
+        self.scans.append(keys)
+        self._events.append(("scan", self.name))
+        if keys is None:
+            return iter(self._rows)
+        # As the W&B API: only the rows that hold every key asked for, with those keys.
+        return iter([{key: row[key] for key in keys} for row in self._rows if all(key in row for key in keys)])
+
+
+class FakeRuns:
+    """Stands in for `wandb.apis.public.Runs`: its length from a count, its runs fetched a page at a time as it is
+    iterated (each page fetch is logged in `events`)."""
+
+    def __init__(self, runs: list[FakeWandbRun], per_page: int, events: list):
+        self._runs, self._per_page, self._events = runs, per_page, events
+
+    def __len__(self):
+        return len(self._runs)
+
+    def __iter__(self):
+        for start in range(0, len(self._runs), self._per_page):
+            self._events.append(("page", start // self._per_page))
+            yield from self._runs[start : start + self._per_page]
 
 
 class FakeApi:
-    """Stands in for `wandb.Api()`: `.runs(path, filters=...)` over a project holding two groups."""
+    """Stands in for `wandb.Api()`: `.runs(path, filters=...)` over a project holding two groups, in pages of
+    `per_page` runs; `listed` holds the runs it handed out, `events` the page fetches and history scans in order."""
 
-    def __init__(self):
+    def __init__(self, per_page: int = 50):
         self.calls = []
+        self.listed = []
+        self.events = []
+        self._per_page = per_page
 
     def runs(self, path, filters=None):
         self.calls.append((path, filters))
-        everything = [FakeWandbRun(node, seed, "clip-sweep") for _, node, seed in jobs()]
-        everything.append(FakeWandbRun("symmetric", 1, "another-group"))
-        return [run for run in everything if run.group == filters["group"]]
+        everything = [FakeWandbRun(node, seed, "clip-sweep", self.events) for _, node, seed in jobs()]
+        everything.append(FakeWandbRun("symmetric", 1, "another-group", self.events))
+        self.listed = [run for run in everything if run.group == filters["group"]]
+        return FakeRuns(self.listed, self._per_page, self.events)
