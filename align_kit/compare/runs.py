@@ -129,23 +129,24 @@ def find_run_folders(root: Path) -> list[Path]:
 
 
 def _sweep_outcomes(sweep_folder: Path, notes: list[str]) -> dict[Path, dict]:
-    """Job folder -> its outcome (job, overrides, status, error) from the sweep's manifest, if the folder holds one."""
-    from align_kit.runs.sweep_manifest import MANIFEST_FILE, shown_status
+    """Job folder -> its outcome (job, overrides, status, error) from the sweep's manifest (its job log folded in:
+    a launch still running or killed has its updates there), if the folder holds one."""
+    from align_kit.core.errors import ConfigError
+    from align_kit.runs.sweep_manifest import read, shown_status
 
-    path = sweep_folder / MANIFEST_FILE
-    if not path.is_file():
-        return {}
     try:
-        jobs = json.loads(path.read_text())["jobs"]
-        # Jobs are found by folder name, so a sweep folder that was moved still matches.
-        return {
-            (sweep_folder / Path(job["folder"]).name).resolve(): {**job, "status": shown_status(job)}
-            for job in jobs
-            if job.get("folder")
-        }
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-        notes.append(f"{path} is unreadable; the sweep's unfinished jobs cannot be told apart, so all are compared")
+        manifest = read(sweep_folder)
+    except ConfigError as error:
+        notes.append(f"{error}; the sweep's unfinished jobs cannot be told apart, so all are compared")
         return {}
+    if manifest is None:
+        return {}
+    # Jobs are found by folder name, so a sweep folder that was moved still matches.
+    return {
+        (sweep_folder / Path(job["folder"]).name).resolve(): {**job, "status": shown_status(job)}
+        for job in manifest["jobs"]
+        if job.get("folder")
+    }
 
 
 def _job_name(outcome: dict) -> str:

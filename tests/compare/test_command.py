@@ -258,3 +258,22 @@ def test_finite_values_near_the_float_maximum_show_as_themselves(tmp_path, capsy
     assert summary.final.std == pytest.approx(math.sqrt(2) * 1e308)
     assert "0 ± 1.41e+308" in capsys.readouterr().out
     assert_valid_png(tmp_path / "out" / "metric_big.png")
+
+
+def test_a_killed_launch_s_job_log_counts_for_which_jobs_are_compared(sweep, tmp_path):
+    # The launch was killed before folding its job log into sweep_manifest.json: the JSON still says job 4 is
+    # running, its last line in sweep_manifest.jobs.jsonl says it failed, and job 3's says it finished.
+    entries = [
+        {"job": n, "overrides": [f"clip={node}", f"seed={seed}"], "status": "running", "outcome": None, "error": None}
+        | {"folder": str(sweep / str(n)), "pid": None}
+        for n, node, seed in jobs()
+    ]
+    (sweep / "sweep_manifest.json").write_text(json.dumps({"task_overrides": [], "jobs": entries}))
+    updates = [{"job": n, "status": "done", "outcome": "ok"} for n, _node, _seed in jobs() if n != 4]
+    updates.append({"job": 4, "status": "failed", "outcome": "failed", "error": "RuntimeError: at step 3"})
+    (sweep / "sweep_manifest.jobs.jsonl").write_text("".join(json.dumps(update) + "\n" for update in updates))
+    result = compare([str(sweep)], last_k=LAST_K, out=tmp_path / "out")
+    assert [arm.seeds for arm in result.arms] == [[1, 2, 3], [1, 3]]
+    assert [note for note in result.notes if note.startswith("left out sweep")] == [
+        f"left out sweep job 4 (clip=clip_higher seed=2) in {sweep / '4'}: failed: RuntimeError: at step 3"
+    ]
