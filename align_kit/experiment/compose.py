@@ -104,10 +104,12 @@ def job_config(with_hydra: DictConfig, job_num: int | None = None) -> DictConfig
     return without_hydra(with_hydra)
 
 
-def start_job(with_hydra: DictConfig, job_num: int | None = None) -> None:
+def start_job(with_hydra: DictConfig, job_num: int | None = None, own: bool = False) -> None:
     """Set `hydra.job.num` and `hydra.runtime.output_dir` as Hydra sets them when the job starts, and make the tree
-    HydraConfig's."""
+    HydraConfig's (`own`: a tree composed for this job alone, held as it is instead of copied)."""
     from hydra.core.hydra_config import HydraConfig
+
+    from align_kit.experiment.hydra_private import hold_hydra_config
 
     with read_write(with_hydra.hydra):
         if job_num is not None:
@@ -115,7 +117,10 @@ def start_job(with_hydra: DictConfig, job_num: int | None = None) -> None:
         hydra = with_hydra.hydra
         folder = hydra.run.dir if job_num is None else f"{hydra.sweep.dir}/{hydra.sweep.subdir}"
         hydra.runtime.output_dir = os.path.abspath(str(folder))
-    HydraConfig.instance().set_config(with_hydra)
+    if own:
+        hold_hydra_config(with_hydra)
+    else:
+        HydraConfig.instance().set_config(with_hydra)
 
 
 def without_hydra(with_hydra: DictConfig) -> DictConfig:

@@ -46,7 +46,7 @@ class SweepComposer:
             with_hydra, cfg = self._shared(overrides)
         except Exception:  # Hydra composes the job itself, and refuses it in its own words
             return compose(overrides, job_num, self.config_dir)
-        start_job(with_hydra, job_num)
+        start_job(with_hydra, job_num, own=True)
         return cfg
 
     def _shared(self, overrides: list[str]) -> tuple[DictConfig, DictConfig]:
