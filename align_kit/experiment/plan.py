@@ -96,13 +96,20 @@ def reward_choice(reward_names: Iterable[str]) -> str:
 def _instantiate(node: DictConfig, key: str, content: Any = None, built: dict | None = None) -> Any:
     """Build a Hydra node; a failure becomes a ConfigError naming the node. With `built` (nodes already built, by
     key and resolved `content`), a node of align_kit's own classes, whose build is a function of its keys, is built
-    once and each caller gets its own copy: Hydra copies and resolves a node to build it, milliseconds a node."""
+    once and each later caller gets a copy of it as built: Hydra copies and resolves a node to build it, milliseconds
+    a node. One that cannot be copied (it holds a lock) is built each time."""
     if built is None or not _own_class(content):
         return _build(node, key)
     cache_key = (key, repr(content))
-    if cache_key not in built:
-        built[cache_key] = _build(node, key)
-    return copy.deepcopy(built[cache_key])
+    if cache_key in built:
+        first = built[cache_key]
+        return _build(node, key) if first is None else copy.deepcopy(first)
+    component = _build(node, key)
+    try:
+        built[cache_key] = copy.deepcopy(component)
+    except TypeError:
+        built[cache_key] = None
+    return component
 
 
 def _own_class(content: Any) -> bool:
