@@ -1,12 +1,12 @@
 """The jobs of a sweep composed by shape: Hydra composes each distinct shape once, and each job is that tree with
 the job's own value overrides applied, as Hydra applies them.
 
-A job's shape is every override Hydra's loader does not apply to the composed config: the config-group choices
-(`clip=gspo`, `+probe=length`, `~kl`), the `hydra.*` overrides, and anything Hydra would refuse there (so that
-Hydra refuses it). The rest (`key=value`, `+key=value`, `~key` of keys that are no group, as Hydra's own split
-finds them) is applied per job by Hydra's own code, on a copy of the shape's tree, in the job's order; after the
-defaults list is composed Hydra applies them the same way, so the trees are equal. The parts of the `hydra` node
-that Hydra derives from a job's overrides are redone per job: `hydra.overrides.task` (in the job's order),
+A job's plain value overrides (`key=value`, `++key=value` of a key that is no config group, as Hydra's own split of
+overrides finds them) are applied per job by Hydra's own code, on a copy of the shape's tree, in the job's order;
+Hydra applies them the same way once the defaults list is composed, so the trees are equal. Everything else is the
+job's shape: the config-group choices (`clip=gspo`, `+probe=length`, `~kl`), the `hydra.*` overrides, `+key` and
+`~key` (Hydra reads the tree to decide them), and whatever Hydra would refuse. The parts of the `hydra` node that
+Hydra derives from a job's overrides are redone per job: `hydra.overrides.task` (in the job's order),
 `hydra.job.override_dirname`, and, as for a single composition, `hydra.job.num` and the output folder. A job that
 cannot be composed this way is composed by Hydra from scratch, so its error is Hydra's own, word for word.
 """
