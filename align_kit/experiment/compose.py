@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import cache
 
 from omegaconf import DictConfig, OmegaConf, read_write
 
@@ -16,6 +17,7 @@ NOT_COMPONENT_GROUPS = ("reward", "trainer", "monitor", "recipe", "sweep")
 RUN_KEYS = ("seed", "train", "paths")  # top-level keys of the run itself, not of a node
 
 
+@cache  # conf/train.yaml is the package's own: read once per process
 def component_groups() -> tuple[str, ...]:
     """The groups of conf/train.yaml's defaults list that hold one component node, in its order (the
     order GRPOConfig fields merge and trainer hooks run). A group added there (with its node's YAML)
@@ -74,10 +76,14 @@ def compose(
     """The config `align-kit train [--config-dir config_dir] <overrides>` would run with, HydraConfig set as in
     a job (`job_num`: the job's index in a multirun, which names its folder; `hydra.runtime.output_dir` is
     that folder, as Hydra sets it when the job starts)."""
+    return job_config(compose_with_hydra(overrides or [], config_dir), job_num)
+
+
+def compose_with_hydra(overrides: list[str], config_dir: str | None = None) -> DictConfig:
+    """Hydra's own composition of `overrides`: the whole tree, its `hydra` node included, nothing resolved yet."""
     from hydra import compose as hydra_compose
     from hydra import version
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
 
     from align_kit.experiment.hydra_private import initialize_app
 
@@ -86,16 +92,39 @@ def compose(
     version.setbase("1.3")
     initialize_app(JOB_NAME, search_path(config_dir))
     try:
-        cfg = hydra_compose(config_name=CONFIG_NAME, overrides=overrides or [], return_hydra_config=True)
+        return hydra_compose(config_name=CONFIG_NAME, overrides=overrides, return_hydra_config=True)
     finally:
         GlobalHydra.instance().clear()
-    with read_write(cfg.hydra):
+
+
+def job_config(with_hydra: DictConfig, job_num: int | None = None) -> DictConfig:
+    """The job's config from its composed tree (`with_hydra`): the job started (start_job), the `hydra` node left
+    out."""
+    start_job(with_hydra, job_num)
+    return without_hydra(with_hydra)
+
+
+def start_job(with_hydra: DictConfig, job_num: int | None = None, own: bool = False) -> None:
+    """Set `hydra.job.num` and `hydra.runtime.output_dir` as Hydra sets them when the job starts, and make the tree
+    HydraConfig's (`own`: a tree composed for this job alone, held as it is instead of copied)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from align_kit.experiment.hydra_private import hold_hydra_config
+
+    with read_write(with_hydra.hydra):
         if job_num is not None:
-            cfg.hydra.job.num = job_num
-        folder = cfg.hydra.run.dir if job_num is None else f"{cfg.hydra.sweep.dir}/{cfg.hydra.sweep.subdir}"
-        cfg.hydra.runtime.output_dir = os.path.abspath(str(folder))
-    HydraConfig.instance().set_config(cfg)
-    with_hydra = cfg
+            with_hydra.hydra.job.num = job_num
+        hydra = with_hydra.hydra
+        folder = hydra.run.dir if job_num is None else f"{hydra.sweep.dir}/{hydra.sweep.subdir}"
+        hydra.runtime.output_dir = os.path.abspath(str(folder))
+    if own:
+        hold_hydra_config(with_hydra)
+    else:
+        HydraConfig.instance().set_config(with_hydra)
+
+
+def without_hydra(with_hydra: DictConfig) -> DictConfig:
+    """A copy of the composed tree without its `hydra` node, struct as Hydra makes the root."""
     cfg = OmegaConf.masked_copy(with_hydra, [k for k in with_hydra if k != "hydra"])
     OmegaConf.set_struct(cfg, True)
     return cfg

@@ -11,6 +11,7 @@ field belongs to `trainer`.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from align_kit.core.processes import world_size
 from align_kit.core.run_files import require_checkpoint
 from align_kit.experiment.compose import added_groups, component_groups
 from align_kit.experiment.grpo_fields import grpo_config_fields
-from align_kit.experiment.schema import check_config, check_trainer
+from align_kit.experiment.schema import OWN_PACKAGE, check_config, check_trainer
 from align_kit.experiment.trainer_needs import check_trainer_config, cpu_fallback_warning
 
 COMPONENT_GROUPS = component_groups()
@@ -92,8 +93,31 @@ def reward_choice(reward_names: Iterable[str]) -> str:
     return "+".join(reward_names)
 
 
-def _instantiate(node: DictConfig, key: str) -> Any:
-    """Build a Hydra node; a failure becomes a ConfigError naming the node."""
+def _instantiate(node: DictConfig, key: str, content: Any = None, built: dict | None = None) -> Any:
+    """Build a Hydra node; a failure becomes a ConfigError naming the node. With `built` (nodes already built, by
+    key and resolved `content`), a node of align_kit's own classes, whose build is a function of its keys, is built
+    once and each later caller gets a copy of it as built: Hydra copies and resolves a node to build it, milliseconds
+    a node. One that cannot be copied (it holds a lock) is built each time."""
+    if built is None or not _own_class(content):
+        return _build(node, key)
+    cache_key = (key, repr(content))
+    if cache_key in built:
+        first = built[cache_key]
+        return _build(node, key) if first is None else copy.deepcopy(first)
+    component = _build(node, key)
+    try:
+        built[cache_key] = copy.deepcopy(component)
+    except TypeError:
+        built[cache_key] = None
+    return component
+
+
+def _own_class(content: Any) -> bool:
+    target = content.get("_target_") if isinstance(content, Mapping) else None
+    return isinstance(target, str) and target.startswith(f"{OWN_PACKAGE}.")
+
+
+def _build(node: DictConfig, key: str) -> Any:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -106,8 +130,8 @@ def _instantiate(node: DictConfig, key: str) -> Any:
         raise ConfigError(f"{key}: cannot build this node ({cause or error}); check its keys") from None
 
 
-def instantiate_node(node: DictConfig, key: str) -> Component:
-    component = _instantiate(node, key)
+def instantiate_node(node: DictConfig, key: str, content: Any = None, built: dict | None = None) -> Component:
+    component = _instantiate(node, key, content, built)
     component.group = key
     component.validate()
     return component
@@ -223,13 +247,21 @@ def _check_reward_max(plan: ExperimentPlan) -> None:
         )
 
 
-def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> ExperimentPlan:
+def build_plan(
+    cfg: DictConfig, choices: dict[str, str], run_dir: str, built: dict | None = None, data: dict | None = None
+) -> ExperimentPlan:
+    """The plan of a composed config (`built`: nodes already built, shared by a sweep's jobs, see _instantiate;
+    `data`: the config resolved, when the caller has it)."""
     # Types, ranges and `_target_`s of every node first: nothing is imported or built before.
-    trainer = check_config(cfg)["trainer"]
+    data = check_config(cfg, data)
+    trainer = data["trainer"]
     _check_trainer_names(trainer)
     check_trainer(trainer)
-    components = {group: instantiate_node(cfg[group], group) for group in (*COMPONENT_GROUPS, *added_groups(cfg))}
-    reward_nodes = [instantiate_node(node, name) for name, node in cfg.reward.items()]
+    components = {
+        group: instantiate_node(cfg[group], group, data[group], built)
+        for group in (*COMPONENT_GROUPS, *added_groups(cfg))
+    }
+    reward_nodes = [instantiate_node(node, name, data["reward"][name], built) for name, node in cfg.reward.items()]
     _check_rewards_fit_task(reward_nodes, components["task"], choices)
 
     node_fields, owners = _merge_node_fields(components, choices)
@@ -260,7 +292,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
         rewards=rewards,
         grpo_kwargs=grpo_kwargs,
         choices=choices,
-        monitor=_instantiate(cfg.monitor, "monitor"),  # validates itself on construction
+        monitor=_instantiate(cfg.monitor, "monitor", data["monitor"], built),  # validates itself on construction
         reward_max=sum(spec.weight * spec.max_value for spec in rewards),
         allow_reward_max_below_one=bool(cfg.train.allow_reward_max_below_one),
     )
@@ -278,8 +310,10 @@ def build_plan(cfg: DictConfig, choices: dict[str, str], run_dir: str) -> Experi
     return plan
 
 
-def validate_dataset(plan: ExperimentPlan, dataset) -> None:
-    """Data-dependent checks, run once the training set is loaded and before the model is."""
+def validate_dataset(plan: ExperimentPlan, dataset, prompt_checks: dict | None = None) -> None:
+    """Data-dependent checks, run once the training set is loaded and before the model is. `prompt_checks` keeps
+    the prompts' check for this dataset by what it reads (the model node and the completion budget) across the
+    jobs of a sweep."""
     generation_batch, generations = plan.generation_batch, plan.effective("num_generations")
     # TRL's sampler drops an incomplete batch of prompts: a smaller dataset trains zero steps.
     prompts_needed = generation_batch // generations
@@ -293,9 +327,21 @@ def validate_dataset(plan: ExperimentPlan, dataset) -> None:
     # The model's own check of a prompt (model=tiny from its config, model=hf from its saved tokenizer).
     if "prompt" in dataset.column_names:
         budget = plan.effective("max_completion_length")
-        for row, prompt in enumerate(dataset["prompt"], start=1):
-            problem = plan.model.prompt_problem(prompt, budget)
-            if problem:
-                raise ConfigError(f"{source} row {row}: prompt {problem}")
+        checks = {} if prompt_checks is None else prompt_checks
+        key = (repr(plan.model), budget)
+        if key not in checks:
+            checks[key] = _first_prompt_problem(plan.model, dataset["prompt"], budget)
+        if checks[key] is not None:
+            row, problem = checks[key]
+            raise ConfigError(f"{source} row {row}: prompt {problem}")
     for component in plan.components.values():
         component.check_dataset(dataset)
+
+
+def _first_prompt_problem(model: Model, prompts: Iterable, budget: int) -> tuple[int, str] | None:
+    """(row, problem) of the first prompt `model` cannot take with a completion budget of `budget`."""
+    for row, prompt in enumerate(prompts, start=1):
+        problem = model.prompt_problem(prompt, budget)
+        if problem:
+            return row, problem
+    return None

@@ -586,10 +586,10 @@ def group_accepts(group: str, cls: type) -> bool:
     return any(cls is base or (base is not Component and issubclass(cls, base)) for base in shipped_classes(group))
 
 
-def check_config(cfg: DictConfig) -> dict:
+def check_config(cfg: DictConfig, data: dict | None = None) -> dict:
     """Targets, types and ranges of the whole composed config (without `hydra`), before anything is
-    instantiated; returns the resolved config."""
-    data = resolved(cfg)
+    instantiated; returns the resolved config (`data`: `resolved(cfg)`, when the caller has it)."""
+    data = resolved(cfg) if data is None else data
     allowed = allowed_packages(data)
     check_written_targets("", OmegaConf.to_container(cfg, resolve=False))
     check_targets("", data, allowed)  # first: what may be built, wherever it sits

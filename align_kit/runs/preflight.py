@@ -11,9 +11,13 @@ but `datasets` (to check the data) and no model.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.errors import HydraException
@@ -25,12 +29,14 @@ from align_kit.experiment.compose import compose, override_parser
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.experiment.schema import allowed_packages, resolved
+from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
 _INSPECTING = ("help", "hydra_help", "cfg", "info", "shell_completion")
+PROGRESS_FROM_JOBS = 50  # a sweep this large shows its pre-flight's progress
 
 
 def check_writable(key: str, folder: str) -> None:
@@ -85,12 +91,30 @@ def _exists(path: Path, link: bool = False) -> bool:
         return False
 
 
-def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, data_cache: dict | None = None):
-    """Everything that can be checked before the model loads: the plan, the folders, the data."""
+@dataclass
+class SharedWork:
+    """What the jobs of one command share: their compositions by shape (`composer`), each task's data and its
+    prompts' checks (`data`, see check_data) and the nodes built (`built`, see build_plan)."""
+
+    composer: SweepComposer
+    data: dict = field(default_factory=dict)
+    built: dict = field(default_factory=dict)
+
+
+def validate_composed(
+    cfg: DictConfig,
+    choices: dict[str, str],
+    run_dir: str,
+    data_cache: dict | None = None,
+    built: dict | None = None,
+    data: dict | None = None,
+):
+    """Everything that can be checked before the model loads: the plan, the folders, the data (`data_cache`, `built`:
+    what a sweep's jobs share; `data`: the config resolved, when the caller has it)."""
     from align_kit.experiment.plan import reward_choice
 
     choices = {**choices, "reward": reward_choice(cfg.reward.keys())} if "reward" in cfg else choices
-    plan = build_plan(cfg, choices, run_dir)
+    plan = build_plan(cfg, choices, run_dir, built, data)
     check_machine(plan.effective)
     check_writable("paths.cache_dir", str(cfg.paths.cache_dir))
     check_data(plan, data_cache if data_cache is not None else {})
@@ -99,12 +123,13 @@ def validate_composed(cfg: DictConfig, choices: dict[str, str], run_dir: str, da
 
 def check_data(plan: ExperimentPlan, cache: dict) -> None:
     """Load the train split (and the eval split, when one is named) and check them; `cache` keeps
-    each distinct task's data across the jobs of a sweep."""
+    each distinct task's data, and its prompts' checks, across the jobs of a sweep."""
     key = repr(plan.task)
     if key not in cache:
-        cache[key] = plan.task.dataset("train")
+        cache[key] = plan.task.dataset("train"), {}
         plan.task.dataset("eval")  # a named eval split must exist
-    validate_dataset(plan, cache[key])
+    dataset, prompt_checks = cache[key]
+    validate_dataset(plan, dataset, prompt_checks)
 
 
 def _run_dir(job_index: int | None) -> tuple[str, str]:
@@ -118,13 +143,15 @@ def _run_dir(job_index: int | None) -> tuple[str, str]:
 
 
 def validate_job(
-    overrides: list[str], job_index: int | None = None, data_cache: dict | None = None, config_dir: str | None = None
+    overrides: list[str], job_index: int | None = None, config_dir: str | None = None, shared: SharedWork | None = None
 ):
-    """Compose one job as Hydra will (`config_dir`: a `--config-dir` folder) and validate it; returns its plan."""
+    """Compose one job as Hydra will (`config_dir`: a `--config-dir` folder) and validate it; returns its plan.
+    With `shared` (what the command's jobs share), the job is composed from its shape's composition, which gives
+    the same config, and validated with the checks already made; the outcome is the same."""
     from hydra.core.hydra_config import HydraConfig
 
-    cfg = compose(overrides, job_index, config_dir)
-    check_buildable(cfg)
+    cfg = shared.composer.compose(overrides, job_index) if shared else compose(overrides, job_index, config_dir)
+    data = check_buildable(cfg)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
@@ -134,30 +161,38 @@ def validate_job(
             raise ConfigError(SWEEP_RESUME_REFUSED)
 
         # The run's saved config and the checkpoint it would load (read-only; named precisely there).
-        check_resume(Path(run_dir), resolved(cfg))
-    return validate_composed(cfg, tagged_choices(HydraConfig.get().runtime.choices), run_dir, data_cache)
+        check_resume(Path(run_dir), data)
+    choices = tagged_choices(HydraConfig.get().runtime.choices)
+    if shared is None:
+        return validate_composed(cfg, choices, run_dir, data=data)
+    return validate_composed(cfg, choices, run_dir, shared.data, shared.built, data)
 
 
-def check_buildable(cfg: DictConfig) -> None:
+def check_buildable(cfg: DictConfig) -> dict:
     """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), and that its own packages are
     named on the command line, before anything else is read; the job's nodes are align_kit.experiment.schema's to check
-    (every `_target_`, before any is imported or built)."""
+    (every `_target_`, before any is imported or built). Returns the config resolved."""
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    allowed = allowed_packages(resolved(cfg), OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    data = resolved(cfg)
+    allowed = allowed_packages(data, OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
     check_hydra_tree(hydra_cfg, allowed)
+    return data
 
 
-def sweep_jobs(overrides: list[str], config_dir: str | None = None) -> list[list[str]]:
+def sweep_jobs(
+    overrides: list[str], config_dir: str | None = None, composer: SweepComposer | None = None
+) -> list[list[str]]:
     """The override list of every job `-m` launches: Hydra's basic sweeper over the sweep file's
-    `hydra.sweeper.params` and the command line's overrides. A sweep of no job is refused (Hydra would report
-    "0 of 0 jobs ok"), naming the sweeps that expand to nothing."""
+    `hydra.sweeper.params` and the command line's overrides (`composer`: the sweep's shared compositions, to
+    read the sweep file's). A sweep of no job is refused (Hydra would report "0 of 0 jobs ok"), naming the sweeps
+    that expand to nothing."""
     from hydra.core.hydra_config import HydraConfig
 
     parser = override_parser(config_dir)
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
-    compose(fixed, config_dir=config_dir)
+    (composer or SweepComposer(config_dir)).compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}
     for key in params:
         if str(key).lstrip("+~") == "train.allowed_targets":  # each job would read it as a command-line override
@@ -223,21 +258,54 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
         _one_sweep(overrides, config_dir)
         if not multirun:
             return [validate_job(overrides, config_dir=config_dir)]
-        jobs = sweep_jobs(overrides, config_dir)
+        shared = SharedWork(SweepComposer(config_dir))
+        jobs = sweep_jobs(overrides, config_dir, shared.composer)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
-    plans, data_cache, folders = [], {}, {}
-    for index, job in enumerate(jobs):
-        arm = " ".join(override for override in job if override.partition("=")[0] in arms)
-        try:
-            plans.append(validate_job(job, index, data_cache, config_dir))
-        except ConfigError as error:
-            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
-        except (HydraException, OmegaConfBaseException) as error:
-            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
-        _own_folder(index, jobs, folders)
+    plans, folders = [], {}
+    with progress(len(jobs)) as advance, _loaded_objects_frozen():
+        for index, job in enumerate(jobs):
+            arm = " ".join(override for override in job if override.partition("=")[0] in arms)
+            try:
+                plans.append(validate_job(job, index, config_dir, shared))
+            except ConfigError as error:
+                raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
+            except (HydraException, OmegaConfBaseException) as error:
+                raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
+            _own_folder(index, jobs, folders)
+            advance()
     return plans
+
+
+@contextlib.contextmanager
+def _loaded_objects_frozen() -> Iterator[None]:
+    """Left out of Python's full garbage collections for the loop: each job's config trees (cycles: parent and child)
+    make one every few dozen jobs, and each walks every object alive, the loaded libraries' most of all (a quarter
+    of a large sweep's pre-flight); unfrozen after, collected as before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
+def progress(jobs: int) -> Iterator[Callable[[], None]]:
+    """The pre-flight's progress on stderr, for a sweep of PROGRESS_FROM_JOBS jobs or more (a smaller one is checked
+    in seconds): a bar with the time left on a terminal, cleared when done or refused (the error line follows it);
+    elsewhere (a log file, a pipe) one line, not a bar redrawn per job. Yields what to call after each job."""
+    if jobs < PROGRESS_FROM_JOBS:
+        yield lambda: None
+        return
+    if not sys.stderr.isatty():
+        print(f"align-kit: pre-flight: validating {jobs} sweep jobs before any runs", file=sys.stderr)
+        yield lambda: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=jobs, desc="align-kit: pre-flight", unit="job", leave=False, file=sys.stderr) as bar:
+        yield bar.update
 
 
 def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> None:

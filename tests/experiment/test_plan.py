@@ -180,3 +180,17 @@ def test_dynamic_sampling_needs_whole_groups_on_each_process(two_processes, tmp_
             "trainer.steps_per_generation=2",
             run_dir=str(tmp_path / "run"),
         )
+
+
+def test_a_sweeps_jobs_share_each_nodes_build_but_not_the_node(tmp_path):
+    from align_kit.experiment.plan import build_plan
+    from align_kit.train import component_choices
+
+    # the http judge holds a lock, which no copy can take: it is built for each job
+    cfg = compose(["reward=[correctness,arena]", "reward/judge=http", "logger=none"])
+    built: dict = {}
+    first, second = (build_plan(cfg, component_choices(), str(tmp_path), built) for _ in range(2))
+    assert first == second == build_plan(cfg, component_choices(), str(tmp_path))
+    assert not any(first.components[group] is second.components[group] for group in first.components)
+    assert first.rewards[1].func is not second.rewards[1].func and first.monitor is not second.monitor
+    assert [group for group, _ in built].count("arena") == 1

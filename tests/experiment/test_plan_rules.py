@@ -139,8 +139,8 @@ def test_every_node_check_sees_the_built_plan(monkeypatch):
     seen = []
     build = plan_module.instantiate_node
 
-    def recording(node, key):
-        component = build(node, key)
+    def recording(node, key, *shared):
+        component = build(node, key, *shared)
         component.check = lambda plan: seen.append((key, plan.reward_max, plan.effective("num_generations")))
         return component
 

@@ -3,6 +3,7 @@ and what a config can make Hydra build or write."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
@@ -13,9 +14,11 @@ import pytest
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
-from align_kit.runs.preflight import check_command
+from align_kit.experiment.shared_compose import SweepComposer
+from align_kit.runs.preflight import SharedWork, check_command, progress, sweep_jobs, validate_job
 from align_kit.train import component_choices
 from tests.conftest import ROOT, cli_env
+from tests.experiment.test_shared_compose import mixed_config_dir
 
 
 def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouched(tmp_path, cache_dir):
@@ -260,3 +263,68 @@ def _preset(folder: Path) -> Path:
     recipe.parent.mkdir(parents=True)
     recipe.write_text("# @package _global_\nhydra:\n  launcher:\n    setup: [echo preset]\n")
     return folder / "presets"
+
+
+def _outcome(*job) -> tuple[str, object]:
+    """validate_job(*job): the plan, or the line that refuses the job."""
+    try:
+        return "plan", validate_job(*job)
+    except ConfigError as error:
+        return "refused", str(error)
+
+
+def test_shared_compositions_validate_every_job_as_its_own_full_composition_does(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    config_dir = mixed_config_dir(tmp_path / "conf")
+    # clip from the sweep file (the user's own node among them) x num_generations, 3 of which cannot divide 64
+    command = ["sweep=mixed", "seed=1", "trainer.num_generations=4,3", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    jobs = sweep_jobs(command, config_dir)
+    shared = SharedWork(SweepComposer(config_dir))
+    outcomes = []
+    for index, job in enumerate(jobs):
+        fast = _outcome(job, index, config_dir, shared)
+        assert fast == _outcome(job, index, config_dir), job
+        outcomes.append(fast)
+    assert [kind for kind, _ in outcomes] == ["plan", "refused", "plan", "refused"], outcomes
+    assert [plan.grpo_kwargs["epsilon_high"] for kind, plan in outcomes if kind == "plan"] == [0.2, 0.35]
+    assert outcomes[1][1].startswith("trainer.num_generations=3 does not divide the generation batch of 64")
+
+
+def test_a_sweeps_last_job_is_refused_as_its_full_composition_is_and_named(tmp_path, monkeypatch, cache_dir):
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    config_dir = mixed_config_dir(tmp_path / "conf")
+    command = ["recipe=dapo", "clip=symmetric,wide,broken", "trainer.learning_rate=1e-5", "seed=7"]
+    command.append(f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    with pytest.raises(ConfigError) as refused:
+        check_command(command, True, config_dir)
+    last = sweep_jobs(command, config_dir)[2]
+    kind, alone = _outcome(last, 2, config_dir)
+    assert kind == "refused" and alone.startswith("clip.eps_low=0.2 and clip.eps_high=-1.0 must both be > 0")
+    assert str(refused.value) == f"sweep job 2 of 3 (clip=broken): {alone}"
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_large_sweeps_preflight_says_so_in_one_line_off_a_terminal(tmp_path, monkeypatch, cache_dir, capsys):
+    from align_kit.runs import preflight
+
+    monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
+    monkeypatch.setattr(preflight, "PROGRESS_FROM_JOBS", 3)  # the real threshold's sweep takes seconds to check
+    plans = check_command(["seed=range(0,3)", f"hydra.sweep.dir={tmp_path}"], multirun=True)
+    assert [plan.grpo_kwargs["seed"] for plan in plans] == [0, 1, 2]
+    assert capsys.readouterr().err == "align-kit: pre-flight: validating 3 sweep jobs before any runs\n"
+    check_command(["seed=range(0,2)", f"hydra.sweep.dir={tmp_path}"], multirun=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_large_sweeps_preflight_shows_a_bar_with_the_time_left_on_a_terminal(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with progress(60) as advance:
+        for _ in range(60):
+            advance()
+    shown = terminal.getvalue()
+    assert "align-kit: pre-flight:" in shown and "0/60 [00:00<?, ?job/s]" in shown
