@@ -20,20 +20,21 @@ def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: li
     re-encoded ids, text)} for the rollouts that differ."""
     from trl.data_utils import is_conversational
 
+    texts = tokenizer.batch_decode([completion_ids for _, completion_ids in sampled], skip_special_tokens=False)
+    plain = [index for index, prompt in enumerate(prompts) if not is_conversational({"prompt": prompt})]
+    # One call for every plain-text rollout: encoding them one by one cost more than the rest of the check.
+    rebuilt = dict(zip(plain, encode_prompts([prompts[i] + texts[i] for i in plain]), strict=True)) if plain else {}
     differences = {}
     for index, (prompt, (prompt_ids, completion_ids)) in enumerate(zip(prompts, sampled, strict=True)):
-        text = tokenizer.decode(completion_ids, skip_special_tokens=False)
-        if is_conversational({"prompt": prompt}):
-            messages = [*prompt, {"role": "assistant", "content": text}]
+        if index not in rebuilt:
+            messages = [*prompt, {"role": "assistant", "content": texts[index]}]
             encoded = tokenizer.apply_chat_template(
                 messages, tokenize=True, continue_final_message=True, return_dict=True
             )
-            rebuilt = list(encoded["input_ids"])
-        else:
-            rebuilt = list(encode_prompts([prompt + text])[0])
+            rebuilt[index] = encoded["input_ids"]
         original = list(prompt_ids) + list(completion_ids)
-        if rebuilt != original:
-            differences[index] = (original, rebuilt, text)
+        if list(rebuilt[index]) != original:
+            differences[index] = (original, list(rebuilt[index]), texts[index])
     return differences
 
 
