@@ -5,11 +5,14 @@ so small (`--learning-rate`, 1e-12: below float32's resolution of the weights) t
 sample the same completions at every step, which the benchmark checks (it records TRL's completion ids in both
 arms and compares them), so the step-time ratio is align_kit's own cost and not the noise of two trajectories.
 
-1. Step time, align_kit / TRL: median and range over alternating repeats (target <= 1.03).
+1. Step time, align_kit / TRL: median and range over alternating repeats (target <= 1.03), in process CPU time
+   (what the step computes: on a shared machine wall time mostly measures the other processes) and wall time
+   (the figure on a quiet machine).
 2. align_kit's own work per phase, timed inside the align_kit arm by wrappers this script installs (the product
    code has no timers): each hook's methods (the default-on measurements: TrainingMetrics' health metrics, the
    re-tokenization check, routing drift), the gathering of their metrics over processes (AlignTrainer._record),
-   the metrics file, the monitor's rules, the dashboard; per step and as a share of TRL's step. What is left
+   the metrics file, the monitor's rules, the dashboard; in the main thread's CPU time, per step and as a share
+   of TRL's step (CPU time). What is left
    (align_kit step - TRL step - the phases) is the trainer's own plumbing plus noise.
 3. Routing drift only runs on an MoE policy (on the dense default it attaches nothing): priced on model=tiny_moe,
    against TRL on the same model (`--moe-repeats 0` skips it).
@@ -30,6 +33,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 from timing import alternating, base_overrides, build_align_kit, build_trl
 from trl import GRPOTrainer
 
@@ -62,14 +66,14 @@ class Phases:
 
     def add(self, label: str, started: float) -> None:
         if self.active:
-            self.seconds[label] += time.perf_counter() - started
+            self.seconds[label] += time.thread_time() - started
 
     def wrap(self, owner: type, name: str, label: str, *, context: bool = False, hook: bool = False) -> None:
         original = getattr(owner, name)
         phases = self
 
         def timed(*args, **kwargs):
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 result = original(*args, **kwargs)
             finally:
@@ -98,7 +102,7 @@ class Phases:
             inner = original_router_hook(hooks, index, family)
 
             def timed(*args, **kwargs):
-                started = time.perf_counter()
+                started = time.thread_time()
                 try:
                     return inner(*args, **kwargs)
                 finally:
@@ -112,7 +116,7 @@ class Phases:
         def record(trainer, metrics, mode):
             if not metrics:  # a hook that measured nothing here (routing drift on a dense model)
                 return original_record(trainer, metrics, mode)
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 return original_record(trainer, metrics, mode)
             finally:
@@ -131,14 +135,14 @@ class _TimedContext(contextlib.AbstractContextManager):
         self.inner, self.phases, self.label = inner, phases, label
 
     def __enter__(self):
-        started = time.perf_counter()
+        started = time.thread_time()
         try:
             return self.inner.__enter__()
         finally:
             self.phases.add(self.label, started)
 
     def __exit__(self, *exc):
-        started = time.perf_counter()
+        started = time.thread_time()
         try:
             return self.inner.__exit__(*exc)
         finally:
@@ -204,21 +208,25 @@ def compare(label: str, overrides: list[str], steps: int, repeats: int, cache_di
         "align_kit": (overrides, completions.builder("align_kit", build_align_kit, phases)),
         "trl": (overrides, completions.builder("trl", build_trl, phases)),
     }
-    times = alternating(arms, repeats, cache_dir)
-    ratios = [a / b for a, b in zip(times["align_kit"], times["trl"], strict=True)]
-    trl_step = statistics.median(times["trl"]) / steps
-    align_step = statistics.median(times["align_kit"]) / steps
+    clocks = alternating(arms, repeats, cache_dir, clock=lambda: np.array([time.process_time(), time.perf_counter()]))
+    cpu = {arm: [float(reading[0]) for reading in readings] for arm, readings in clocks.items()}
+    wall = {arm: [float(reading[1]) for reading in readings] for arm, readings in clocks.items()}
+    trl_step = statistics.median(cpu["trl"]) / steps
+    align_step = statistics.median(cpu["align_kit"]) / steps
     difference = completions.first_difference("align_kit", "trl")
     generations = len(completions.runs["trl"][0])
     print(f"\n== {label}: {steps} steps x {repeats} alternating repeats (load {load()})")
     same = "identical in both arms and every repeat" if difference is None else f"DIFFER at {difference}"
     print(f"sampled completions: {same} ({generations} generations each)")
-    print(f"step time: align_kit {1e3 * align_step:.1f} ms, TRL {1e3 * trl_step:.1f} ms (medians); align_kit "
-          f"{[round(t, 2) for t in times['align_kit']]} s, TRL {[round(t, 2) for t in times['trl']]} s")  # fmt: skip
-    print(f"step-time ratio align_kit/TRL: median {statistics.median(ratios):.3f}, "
-          f"range {min(ratios):.3f}-{max(ratios):.3f} (target <= 1.03)")  # fmt: skip
+    for name, times in (("CPU", cpu), ("wall", wall)):
+        ratios = [a / b for a, b in zip(times["align_kit"], times["trl"], strict=True)]
+        ours, theirs = ([round(t, 2) for t in times[arm]] for arm in ("align_kit", "trl"))
+        print(f"{name} time per step: align_kit {1e3 * statistics.median(times['align_kit']) / steps:.1f} ms, TRL "
+              f"{1e3 * statistics.median(times['trl']) / steps:.1f} ms (medians); ratio align_kit/TRL median "
+              f"{statistics.median(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f} (target <= 1.03); "
+              f"align_kit {ours} s, TRL {theirs} s")  # fmt: skip
     total_steps = steps * repeats
-    print(f"align_kit's own work per step, as a share of TRL's step ({1e3 * trl_step:.1f} ms):")
+    print(f"align_kit's own work per step (CPU), as a share of TRL's step ({1e3 * trl_step:.1f} ms CPU):")
     spent = dict(phases.seconds)
     # The callback's time holds the rules' and the dashboard's: what remains is its printing and alert writing.
     callback = spent.pop(CALLBACK, 0.0)

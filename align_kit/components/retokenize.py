@@ -5,6 +5,7 @@ first such rollout saved to the run folder."""
 from __future__ import annotations
 
 import json
+from itertools import compress
 from pathlib import Path
 
 from align_kit.core.hooks import TrainerHook
@@ -43,14 +44,14 @@ class RetokenizeCheck(TrainerHook):
         self.example_saved = False
 
     def on_scored_batch(self, trainer, state, batch):
+        # As Python lists once: indexing each row's tensors by its mask cost more than the whole comparison.
+        prompt_ids, prompt_mask, completion_ids, completion_mask = (
+            batch[key].tolist() for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
+        )
         sampled = [
-            (prompt[prompt_mask.bool()].tolist(), completion[completion_mask.bool()].tolist())
-            for prompt, prompt_mask, completion, completion_mask in zip(
-                batch["prompt_ids"],
-                batch["prompt_mask"],
-                batch["completion_ids"],
-                batch["completion_mask"],
-                strict=True,
+            (list(compress(prompt, p_mask)), list(compress(completion, c_mask)))
+            for prompt, p_mask, completion, c_mask in zip(
+                prompt_ids, prompt_mask, completion_ids, completion_mask, strict=True
             )
         ]
         prompts = [row["prompt"] for row in state.inputs]
