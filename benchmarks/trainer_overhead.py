@@ -6,8 +6,9 @@ sample the same completions at every step, which the benchmark checks (it record
 arms and compares them), so the step-time ratio is align_kit's own cost and not the noise of two trajectories.
 
 1. Step time, align_kit / TRL: median and range over alternating repeats (target <= 1.03), in process CPU time
-   (what the step computes: on a shared machine wall time mostly measures the other processes) and wall time
-   (the figure on a quiet machine).
+   (what the step computes: on a shared machine wall time mostly measures the other processes; one torch thread
+   by default, `--threads`, since spinning threads inflate CPU time there too) and wall time (the figure on a
+   quiet machine).
 2. align_kit's own work per phase, timed inside the align_kit arm by wrappers this script installs (the product
    code has no timers): each hook's methods (the default-on measurements: TrainingMetrics' health metrics, the
    re-tokenization check, routing drift), the gathering of their metrics over processes (AlignTrainer._record),
@@ -34,6 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import torch
 from timing import alternating, base_overrides, build_align_kit, build_trl
 from trl import GRPOTrainer
 
@@ -245,6 +247,10 @@ def main() -> None:
     parser.add_argument("--moe-repeats", type=int, default=2, help="repeats of the tiny_moe comparison (0: skip)")
     parser.add_argument("--startup-repeats", type=int, default=3)
     parser.add_argument("--learning-rate", type=float, default=1e-12, help="small enough that no policy moves")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads; 1: CPU time counts the work alone (threads that spin "
+        "waiting for a descheduled peer inflated it 3x on a shared machine); 0: torch's default"
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="4 steps, 2 repeats, 1 MoE repeat, 1 start-up repeat")
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "align_kit"))
     parser.add_argument(
@@ -255,7 +261,9 @@ def main() -> None:
     if args.quick:
         args.steps, args.repeats, args.moe_repeats, args.startup_repeats = 4, 2, 1, 1
 
-    print(f"load average at start: {load()}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"load average at start: {load()}; torch threads: {torch.get_num_threads()}")
     align_kit_cli = str(Path(sys.executable).with_name("align-kit"))
     cfg_times = time_command([align_kit_cli, "train", "--cfg", "job"], args.startup_repeats)
     trl_times = time_command([sys.executable, "-c", "from trl import GRPOTrainer"], args.startup_repeats)
