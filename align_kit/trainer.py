@@ -123,17 +123,20 @@ class AlignTrainer(GRPOTrainer):
         kinds = [KIND_CODES.get(type(value), PLAIN) for value in metrics.values()]
         rows = [[*_sum_and_weight(value), kind] for value, kind in zip(metrics.values(), kinds, strict=True)]
         local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
-        gathered = self.accelerator.gather(local).view(-1, len(metrics), 3)
+        # One transfer to Python lists, then plain arithmetic: a dozen tensor ops per metric cost more than the hooks.
+        gathered = self.accelerator.gather(local).view(-1, len(metrics), 3).tolist()
         for index, (name, kind) in enumerate(zip(metrics, kinds, strict=True)):
-            values, weights, sent_kinds = gathered[:, index].unbind(dim=1)
-            if bool((sent_kinds != kind).any()):
+            sent = [process[index] for process in gathered]  # (value, weight, kind) from each process
+            if any(sent_kind != kind for _, _, sent_kind in sent):
                 raise RuntimeError(f"hook metric {name!r} is Weighted, Summed or plain on different processes")
+            present = [value for value, _, _ in sent if not math.isnan(value)]
             if kind == KIND_CODES[Weighted]:
-                reduced = (values.sum() / weights.sum()).item() if weights.sum() > 0 else math.nan
+                weight = sum(weight for _, weight, _ in sent)
+                reduced = sum(value for value, _, _ in sent) / weight if weight > 0 else math.nan
             elif kind == KIND_CODES[Summed]:
-                reduced = values.nansum().item() if not values.isnan().all() else math.nan
+                reduced = sum(present) if present else math.nan
             else:
-                reduced = values.nanmean().item()
+                reduced = sum(present) / len(present) if present else math.nan
             if not math.isnan(reduced):
                 self._metrics[mode][name].append(reduced)
 

@@ -46,23 +46,29 @@ def base_overrides(cache_dir: str, steps: int) -> list[str]:
     ]
 
 
-def train_seconds(overrides: list[str], cache_dir: str, build=build_align_kit) -> tuple[float, object]:
-    """Wall time of trainer.train() (model load and trainer construction excluded), and the trainer."""
+def train_seconds(
+    overrides: list[str], cache_dir: str, build=build_align_kit, clock=time.perf_counter
+) -> tuple[float, object]:
+    """Time of trainer.train() (model load and trainer construction excluded) on `clock` (wall time by default;
+    any reading whose differences divide: a float, or a numpy array of several clocks), and the trainer."""
     with tempfile.TemporaryDirectory() as scratch:
         plan = plan_for(overrides, f"{scratch}/run")
         trainer = build(plan, cache_dir, scratch)
         trainer.remove_callback(PrinterCallback)  # no per-step log dicts on the console
-        started = time.perf_counter()
+        started = clock()
         trainer.train()
-        return time.perf_counter() - started, trainer
+        return clock() - started, trainer
 
 
-def alternating(arms: dict[str, tuple[list[str], object]], repeats: int, cache_dir: str) -> dict[str, list[float]]:
-    """Time every arm `repeats` times, rotating the order so drift in machine load is shared."""
+def alternating(
+    arms: dict[str, tuple[list[str], object]], repeats: int, cache_dir: str, clock=time.perf_counter
+) -> dict[str, list[float]]:
+    """Time every arm `repeats` times (on `clock`, see train_seconds), rotating the order so drift in machine load
+    is shared."""
     times: dict[str, list[float]] = {name: [] for name in arms}
     names = list(arms)
     for repeat in range(repeats):
         for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
             overrides, build = arms[name]
-            times[name].append(train_seconds(overrides, cache_dir, build)[0])
+            times[name].append(train_seconds(overrides, cache_dir, build, clock)[0])
     return times

@@ -5,6 +5,7 @@ first such rollout saved to the run folder."""
 from __future__ import annotations
 
 import json
+from itertools import compress
 from pathlib import Path
 
 from align_kit.core.hooks import TrainerHook
@@ -20,20 +21,21 @@ def retokenize_differences(tokenizer, encode_prompts, prompts: list, sampled: li
     re-encoded ids, text)} for the rollouts that differ."""
     from trl.data_utils import is_conversational
 
+    texts = tokenizer.batch_decode([completion_ids for _, completion_ids in sampled], skip_special_tokens=False)
+    plain = [index for index, prompt in enumerate(prompts) if not is_conversational({"prompt": prompt})]
+    # One call for every plain-text rollout: encoding them one by one cost more than the rest of the check.
+    rebuilt = dict(zip(plain, encode_prompts([prompts[i] + texts[i] for i in plain]), strict=True)) if plain else {}
     differences = {}
     for index, (prompt, (prompt_ids, completion_ids)) in enumerate(zip(prompts, sampled, strict=True)):
-        text = tokenizer.decode(completion_ids, skip_special_tokens=False)
-        if is_conversational({"prompt": prompt}):
-            messages = [*prompt, {"role": "assistant", "content": text}]
+        if index not in rebuilt:
+            messages = [*prompt, {"role": "assistant", "content": texts[index]}]
             encoded = tokenizer.apply_chat_template(
                 messages, tokenize=True, continue_final_message=True, return_dict=True
             )
-            rebuilt = list(encoded["input_ids"])
-        else:
-            rebuilt = list(encode_prompts([prompt + text])[0])
+            rebuilt[index] = encoded["input_ids"]
         original = list(prompt_ids) + list(completion_ids)
-        if rebuilt != original:
-            differences[index] = (original, rebuilt, text)
+        if list(rebuilt[index]) != original:
+            differences[index] = (original, list(rebuilt[index]), texts[index])
     return differences
 
 
@@ -42,14 +44,14 @@ class RetokenizeCheck(TrainerHook):
         self.example_saved = False
 
     def on_scored_batch(self, trainer, state, batch):
+        # As Python lists once: indexing each row's tensors by its mask cost more than the whole comparison.
+        prompt_ids, prompt_mask, completion_ids, completion_mask = (
+            batch[key].tolist() for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
+        )
         sampled = [
-            (prompt[prompt_mask.bool()].tolist(), completion[completion_mask.bool()].tolist())
-            for prompt, prompt_mask, completion, completion_mask in zip(
-                batch["prompt_ids"],
-                batch["prompt_mask"],
-                batch["completion_ids"],
-                batch["completion_mask"],
-                strict=True,
+            (list(compress(prompt, p_mask)), list(compress(completion, c_mask)))
+            for prompt, p_mask, completion, c_mask in zip(
+                prompt_ids, prompt_mask, completion_ids, completion_mask, strict=True
             )
         ]
         prompts = [row["prompt"] for row in state.inputs]

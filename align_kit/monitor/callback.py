@@ -1,6 +1,9 @@
 """The monitor inside a training run: the dashboard on generation steps, alerts to `alerts.jsonl`,
 W&B alerts for `warn`, and for `halt` a checkpoint, the reason in `halt.json`, and a clean stop.
 
+Every checkpoint also holds the monitor's state (`align_kit_monitor.json`, bounded by the rules' windows), so a
+resume continues judging where the checkpoint left off without re-reading the run's history.
+
 A non-finite halt saves nothing: the weights it would save are already broken. Every checkpoint
 this callback lets through holds finite weights (checked when a save is due), so the newest
 `checkpoint-*` is the last finite one; `halt.json` names it.
@@ -15,6 +18,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from align_kit.core.disk_space import writing
 from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
@@ -22,6 +26,7 @@ from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"
 HALT_FILE = "halt.json"
+MONITOR_STATE_FILE = "align_kit_monitor.json"  # in each checkpoint-N/
 NON_FINITE = "non_finite"
 
 
@@ -53,11 +58,23 @@ class HealthMonitorCallback(TrainerCallback):
         self.halted: Alert | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        # On resume the history is rebuilt from what was logged; alerts raised then are not repeated.
-        if state.global_step > 0 and self.metrics_file.exists():
+        if state.global_step == 0:
+            return
+        saved = Path(args.output_dir, f"checkpoint-{state.global_step}", MONITOR_STATE_FILE)
+        if saved.is_file() and self.monitor.load_state_dict(json.loads(saved.read_text())):
+            return
+        # A checkpoint without the state (or kept for other rule settings): the history is rebuilt from what was
+        # logged, reading the whole file; alerts raised then are not repeated.
+        if self.metrics_file.exists():
             for row in read_metrics(self.metrics_file):
                 if row.get("step", 0) <= state.global_step:
                     self.monitor.update(row["step"], row)
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.monitor.config.enabled:
+            folder = Path(args.output_dir, f"checkpoint-{state.global_step}")
+            with writing(folder, MONITOR_STATE_FILE):
+                (folder / MONITOR_STATE_FILE).write_text(json.dumps(self.monitor.state_dict()))
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         # A save is due: never write non-finite weights (the halt itself comes from the logged metrics,

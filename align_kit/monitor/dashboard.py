@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from statistics import fmean
 
 from align_kit.monitor.rules import Alert
 
@@ -33,6 +32,9 @@ DASHBOARD_FIELDS: tuple[tuple[tuple[str, str, int], ...], ...] = (
         ("policy_ratio", "policy_ratio/mean", 2),
     ),
 )
+
+
+DASHBOARD_METRICS = tuple(metric for line in DASHBOARD_FIELDS for _, metric, _ in line)
 
 
 def _format(value: float | None, decimals: int) -> str:
@@ -65,28 +67,27 @@ def alert_line(alert: Alert) -> str:
 class Dashboard:
     """Collects the logged training steps of one window and prints them on a generation step.
 
-    Alerts are never held back: on a step that prints no block they print on their own lines."""
+    The window is kept as a running sum and count per dashboard metric, so a step costs the same however long
+    the window. Alerts are never held back: on a step that prints no block they print on their own lines."""
 
     def __init__(self) -> None:
-        self._window: list[Mapping[str, float | None]] = []
+        self._sums: dict[str, tuple[float, int]] = {}
 
     def update(
         self, step: int, max_steps: int | None, metrics: Mapping[str, float | None], alerts: Sequence[Alert] = ()
     ) -> str | None:
         """The text to print after this logged training step, or None."""
-        self._window.append(metrics)
+        for metric in DASHBOARD_METRICS:
+            value = metrics.get(metric)
+            if value is not None and math.isfinite(value):
+                total, count = self._sums.get(metric, (0.0, 0))
+                self._sums[metric] = (total + value, count + 1)
         if metrics.get(GENERATION_METRIC) is None:
             return "\n".join(alert_line(alert) for alert in alerts) or None
-        block = dashboard_line(step, max_steps, window_means(self._window), alerts)
-        self._window = []
+        block = dashboard_line(step, max_steps, self.window_means(), alerts)
+        self._sums = {}
         return block
 
-
-def window_means(rows: Sequence[Mapping[str, float | None]]) -> dict[str, float]:
-    """Per dashboard metric, the mean of its finite values over the window's logged steps."""
-    means = {}
-    for _, metric, _ in (entry for line in DASHBOARD_FIELDS for entry in line):
-        values = [row[metric] for row in rows if row.get(metric) is not None and math.isfinite(row[metric])]
-        if values:
-            means[metric] = fmean(values)
-    return means
+    def window_means(self) -> dict[str, float]:
+        """Per dashboard metric, the mean of its finite values over the window's logged steps so far."""
+        return {metric: total / count for metric, (total, count) in self._sums.items()}

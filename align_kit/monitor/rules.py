@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import math
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
 from statistics import fmean
 from typing import Any
 
@@ -53,6 +55,8 @@ from align_kit.monitor.settings import (
 FLAT_FRACTION = ("groups/flat_fraction", "frac_reward_zero_std")
 # The best reward total under the weights in force, logged while a format schedule runs.
 MAX_ATTAINABLE = "reward/max_attainable"
+# The train/eval divergence rule pairs each evaluation with the train rewards logged since the previous one.
+TRAIN_REWARD, EVAL_REWARD = "reward", "eval_reward"
 # Mean |logp_train - logp_sampler|: align_kit's measure (rollout=hf with a sampler copy), or TRL's
 # when rollouts come from vLLM.
 LOGP_MISMATCH = ("mismatch/logp_abs_diff/mean", "sampling/sampling_logp_difference/mean")
@@ -73,19 +77,95 @@ class Alert:
         return json.dumps(asdict(self))
 
 
-@dataclass
-class Series:
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
+@dataclass(frozen=True)
+class Memory:
+    """What a rule reads of each of its metrics: the first `head` values, the last `tail` (with their steps), and
+    the running maximum of the `best_span`-point means. Nothing older is kept, so a step costs the same at step 10
+    and at step 100,000."""
 
-    def between(self, after_step: float, up_to_step: int) -> list[float]:
-        return [v for s, v in zip(self.steps, self.values, strict=True) if after_step < s <= up_to_step]
+    head: int = 0
+    tail: int = 0
+    best_span: int | None = None
+
+
+class Series:
+    """One metric's finite values, as far as the rules read them (`Memory`): `count` logged in all, the first
+    ones, the last ones with their steps, and the best smoothed value so far."""
+
+    def __init__(self, head: int = 0, tail: int = 0, best_spans: frozenset[int] = frozenset()):
+        self.count = 0
+        self.head_size = head
+        self.first: list[float] = []
+        self.steps: deque[int] = deque(maxlen=tail)
+        self.values: deque[float] = deque(maxlen=tail)
+        self.best: dict[int, float] = {}  # span -> the highest mean of `span` consecutive points so far
+        self._best_spans = best_spans
+
+    def append(self, step: int, value: float) -> None:
+        self.count += 1
+        if len(self.first) < self.head_size:
+            self.first.append(value)
+        self.steps.append(step)
+        self.values.append(value)
+        for span in self._best_spans:
+            if self.count >= span:
+                mean = fmean(self.last(span))
+                self.best[span] = max(self.best.get(span, mean), mean)
+
+    def last(self, n: int) -> list[float]:
+        """The last `n` values (all that are kept, if fewer)."""
+        return list(islice(self.values, max(len(self.values) - n, 0), None))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "first": self.first,
+            "steps": list(self.steps),
+            "values": list(self.values),
+            "best": {str(span): value for span, value in self.best.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.count, self.first = state["count"], list(state["first"])
+        self.steps.extend(state["steps"])
+        self.values.extend(state["values"])
+        self.best = {int(span): value for span, value in state["best"].items()}
+
+
+class TrainEvalPairs:
+    """(mean train reward since the previous evaluation, eval reward) per evaluation, the last `window` of them.
+    The train rewards of the interval in progress are a running sum: steps are logged in order, so every train
+    reward logged after an evaluation belongs to the next one."""
+
+    def __init__(self, window: int = 0):
+        self.pairs: deque[tuple[float, float]] = deque(maxlen=window)
+        self.total, self.points = 0.0, 0
+
+    def add_train(self, value: float) -> None:
+        self.total, self.points = self.total + value, self.points + 1
+
+    def add_eval(self, value: float) -> None:
+        if self.points:
+            self.pairs.append((self.total / self.points, value))
+        self.total, self.points = 0.0, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pairs": [list(pair) for pair in self.pairs], "total": self.total, "points": self.points}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.pairs.extend(tuple(pair) for pair in state["pairs"])
+        self.total, self.points = state["total"], state["points"]
 
 
 class History(dict):
-    """Metric name -> Series of its finite values; `latest` holds the current call's raw metrics."""
+    """Metric name -> Series of its finite values (bounded by what the rules read); `latest` holds the current
+    call's raw metrics, `train_eval` the pairs the train/eval divergence rule compares."""
 
     latest: Mapping[str, Any] = {}
+
+    def __init__(self, train_eval_window: int = 0):
+        super().__init__()
+        self.train_eval = TrainEvalPairs(train_eval_window)
 
     def __missing__(self, name: str) -> Series:
         return Series()
@@ -155,7 +235,7 @@ def _half_change(values: list[float]) -> float:
 
 def _first_logged(history: History, names: tuple[str, ...]) -> str:
     """The first of several alternative metrics that this run logs."""
-    return next((name for name in names if history[name].values), names[0])
+    return next((name for name in names if history[name].count), names[0])
 
 
 def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None:
@@ -170,30 +250,31 @@ def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None
 
 
 def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Finding | None:
-    values = history["entropy"].values
-    if len(values) < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
+    series = history["entropy"]
+    if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
         return None
-    early, recent = fmean(values[: s.span]), fmean(values[-s.span :])
+    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = (1 - s.fall) * early
     return Finding(recent < threshold, {"early_mean": early, "recent_mean": recent, "threshold": threshold}, "entropy")
 
 
 def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | None:
     series = history["entropy"]
-    if len(series.values) < s.span:
+    if series.count < s.span:
         return None
-    first = bisect_left(series.steps, series.steps[-1] - s.window_steps)
-    smoothed = _smoothed(series.values, s.span, first)
+    steps, values = list(series.steps), list(series.values)  # the window and span - 1 points before it
+    first = bisect_left(steps, steps[-1] - s.window_steps)
+    smoothed = _smoothed(values, s.span, first)
     latest, window_max = smoothed[-1], max(smoothed)
     threshold = (1 - s.fall) * window_max
     return Finding(latest < threshold, {"latest": latest, "window_max": window_max, "threshold": threshold}, "entropy")
 
 
 def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Finding | None:
-    values = history["entropy"].values
-    if len(values) < s.span:
+    series = history["entropy"]
+    if series.count < s.span:
         return None
-    initial, latest = fmean(values[: s.span]), fmean(values[-s.span :])
+    initial, latest = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = (1 - s.fall) * initial
     return Finding(latest < threshold, {"initial": initial, "latest": latest, "threshold": threshold}, "entropy")
 
@@ -201,10 +282,10 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
 def _above_threshold(names: tuple[str, ...]) -> Check:
     def check(s: AboveThreshold, history: History, _: RunContext) -> Finding | None:
         metric = _first_logged(history, names)
-        values = history[metric].values
-        if len(values) < s.span:
+        series = history[metric]
+        if series.count < s.span:
             return None
-        recent = fmean(values[-s.span :])
+        recent = fmean(series.last(s.span))
         return Finding(recent > s.threshold, {"recent_mean": recent, "threshold": s.threshold}, metric)
 
     return check
@@ -212,10 +293,10 @@ def _above_threshold(names: tuple[str, ...]) -> Check:
 
 def _rising_share(metric: str) -> Check:
     def check(s: RisingShare, history: History, _: RunContext) -> Finding | None:
-        values = history[metric].values
-        if len(values) < max(s.span, s.window):
+        series = history[metric]
+        if series.count < max(s.span, s.window):
             return None
-        recent, change = fmean(values[-s.span :]), _half_change(values[-s.window :])
+        recent, change = fmean(series.last(s.span)), _half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
         return Finding(recent > s.threshold and change > s.rise, values_out, metric)
 
@@ -223,10 +304,10 @@ def _rising_share(metric: str) -> Check:
 
 
 def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding | None:
-    values = history["completions/mean_length"].values
-    if len(values) < 2 * s.span:
+    series = history["completions/mean_length"]
+    if series.count < 2 * s.span:
         return None
-    early, recent = fmean(values[: s.span]), fmean(values[-s.span :])
+    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = s.factor * early
     return Finding(
         recent > threshold,
@@ -236,16 +317,16 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
 
 
 def _length_near_max(s: LengthNearMax, history: History, context: RunContext) -> Finding | None:
-    values = history["completions/mean_length"].values
-    if context.max_completion_length is None or len(values) < s.span:
+    series = history["completions/mean_length"]
+    if context.max_completion_length is None or series.count < s.span:
         return None
-    recent = fmean(values[-s.span :])
+    recent = fmean(series.last(s.span))
     threshold = (1 - s.margin) * context.max_completion_length
     return Finding(
         recent >= threshold,
         {
             "recent_mean": recent,
-            "first": values[0],
+            "first": series.first[0],
             "max_completion_length": context.max_completion_length,
             "threshold": threshold,
         },
@@ -254,10 +335,10 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
 
 
 def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> Finding | None:
-    values = history["reward"].values
-    if len(values) < s.window:
+    series = history["reward"]
+    if series.count < s.window:
         return None
-    window = values[-s.window :]
+    window = series.last(s.window)
     change, mean = _half_change(window), fmean(window)
     ceiling = context.reward_max - s.gap
     return Finding(
@@ -275,10 +356,10 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
 
 def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
     format_metric = f"rewards/{s.format_reward}/mean"
-    formats, correct = history[format_metric].values, history[f"rewards/{s.correctness_reward}/mean"].values
-    if min(len(formats), len(correct)) < s.window:
+    formats, correct = history[format_metric], history[f"rewards/{s.correctness_reward}/mean"]
+    if min(formats.count, correct.count) < s.window:
         return None
-    format_gain, correctness_gain = _half_change(formats[-s.window :]), _half_change(correct[-s.window :])
+    format_gain, correctness_gain = _half_change(formats.last(s.window)), _half_change(correct.last(s.window))
     return Finding(
         format_gain > s.min_format_gain and correctness_gain < s.max_correctness_gain,
         {
@@ -293,29 +374,28 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
 
 
 def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
-    values = history["reward"].values
-    if len(values) < s.span:
+    series = history["reward"]
+    if series.count < s.span:
         return None
-    smoothed = _smoothed(values, s.span)
-    latest, best = smoothed[-1], max(smoothed)
+    latest, best = fmean(series.last(s.span)), series.best[s.span]
     threshold = best - s.drop * context.reward_max
     return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
 
 
 def _grad_norm_vanishing(s: GradNormVanishing, history: History, _: RunContext) -> Finding | None:
-    values = history["grad_norm"].values
-    if len(values) < s.window:
+    series = history["grad_norm"]
+    if series.count < s.window:
         return None
-    window_max = max(values[-s.window :])
+    window_max = max(series.last(s.window))
     return Finding(window_max < s.floor, {"window_max": window_max, "floor": s.floor}, "grad_norm")
 
 
 def _rising(metric: str) -> Check:
     def check(s: Rising, history: History, _: RunContext) -> Finding | None:
-        values = history[metric].values
-        if len(values) < s.window:
+        series = history[metric]
+        if series.count < s.window:
             return None
-        window = values[-s.window :]
+        window = series.last(s.window)
         rising = all(later > earlier for earlier, later in zip(window, window[1:], strict=False))
         return Finding(rising, {"window_first": window[0], "latest": window[-1]}, metric)
 
@@ -323,22 +403,23 @@ def _rising(metric: str) -> Check:
 
 
 def _policy_ratio_drift(s: PolicyRatioDrift, history: History, _: RunContext) -> Finding | None:
-    values = history["policy_ratio/mean"].values
-    if len(values) < s.span:
+    series = history["policy_ratio/mean"]
+    if series.count < s.span:
         return None
-    recent = fmean(values[-s.span :])
+    recent = fmean(series.last(s.span))
     return Finding(
         abs(recent - 1.0) > s.deviation, {"recent_mean": recent, "deviation": s.deviation}, "policy_ratio/mean"
     )
 
 
 def _clip_ratio_zero(s: ClipRatioZero, history: History, _: RunContext) -> Finding | None:
-    values = history["clip_ratio/region_mean"].values
-    if len(values) < 2 * s.window:
+    series = history["clip_ratio/region_mean"]
+    if series.count < 2 * s.window:
         return None
     # "Drops to zero while training": a run that never clipped (fully on-policy) is not a drop.
-    clipped_before = fmean(values[-2 * s.window : -s.window])
-    window_max = max(values[-s.window :])
+    values = series.last(2 * s.window)
+    clipped_before = fmean(values[: s.window])
+    window_max = max(values[s.window :])
     return Finding(
         window_max == 0.0 and clipped_before > s.min_before,
         {"window_max": window_max, "earlier_mean": clipped_before, "min_before": s.min_before},
@@ -347,18 +428,11 @@ def _clip_ratio_zero(s: ClipRatioZero, history: History, _: RunContext) -> Findi
 
 
 def _train_eval_divergence(s: TrainEvalDivergence, history: History, _: RunContext) -> Finding | None:
-    evals, train = history["eval_reward"], history["reward"]
-    pairs = []  # (mean train reward since the previous evaluation, eval reward)
-    previous_step: float = -math.inf
-    for step, eval_reward in zip(evals.steps, evals.values, strict=True):
-        interval = train.between(previous_step, step)
-        if interval:
-            pairs.append((fmean(interval), eval_reward))
-        previous_step = step
+    pairs = history.train_eval.pairs  # (mean train reward since the previous evaluation, eval reward)
     if len(pairs) < s.window:
         return None
-    train_gain = _half_change([t for t, _ in pairs[-s.window :]])
-    eval_gain = _half_change([e for _, e in pairs[-s.window :]])
+    train_gain = _half_change([t for t, _ in pairs])
+    eval_gain = _half_change([e for _, e in pairs])
     return Finding(
         train_gain > s.min_train_gain and eval_gain < s.max_eval_gain,
         {"train_gain": train_gain, "eval_gain": eval_gain},
@@ -493,9 +567,18 @@ class Rule:
     message: str  # formatted with the finding's values, words and `metric`
     advice: Callable[[RunContext, Mapping[str, float]], str]
     reads: tuple[str, ...] = ()  # further metrics the check reads
+    memory: Callable[[Any], Memory] = lambda _settings: Memory()  # what the check reads of each of its metrics
 
     def triggers(self, settings: Any) -> tuple[str, ...]:
         return self.trigger(settings) if callable(self.trigger) else self.trigger
+
+
+def _last_span(settings: Any) -> Memory:
+    return Memory(tail=settings.span)
+
+
+def _last_window(settings: Any) -> Memory:
+    return Memory(tail=settings.window)
 
 
 RULES: tuple[Rule, ...] = (
@@ -512,6 +595,7 @@ RULES: tuple[Rule, ...] = (
         _entropy_collapse,
         "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g})",
         _entropy_advice,
+        memory=lambda s: Memory(head=s.span, tail=s.span),
     ),
     Rule(
         "entropy_drop",
@@ -519,6 +603,8 @@ RULES: tuple[Rule, ...] = (
         _entropy_drop,
         "smoothed entropy {latest:.4g} < {threshold:.4g} (its maximum in the window {window_max:.4g})",
         _entropy_advice,
+        # A metric is logged at most once per training step: the window holds at most window_steps + 1 points.
+        memory=lambda s: Memory(tail=s.window_steps + s.span),
     ),
     Rule(
         "entropy_decline",
@@ -526,6 +612,7 @@ RULES: tuple[Rule, ...] = (
         _entropy_decline,
         "smoothed entropy {latest:.4g} < {threshold:.4g} (initial mean {initial:.4g})",
         _entropy_decline_advice,
+        memory=lambda s: Memory(head=s.span, tail=s.span),
     ),
     Rule(
         "zero_std_groups",
@@ -533,6 +620,7 @@ RULES: tuple[Rule, ...] = (
         _above_threshold(FLAT_FRACTION),
         "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal",
         _flat_groups_advice,
+        memory=_last_span,
     ),
     Rule(
         "zero_advantage",
@@ -540,6 +628,7 @@ RULES: tuple[Rule, ...] = (
         _rising_share("adv/zero_std_fraction"),
         "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window)",
         _zero_advantage_advice,
+        memory=lambda s: Memory(tail=max(s.span, s.window)),
     ),
     Rule(
         "reward_collapse",
@@ -548,6 +637,7 @@ RULES: tuple[Rule, ...] = (
         "{format} reward rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
         "the policy may be learning the format without the content",
         _reward_collapse_advice,
+        memory=_last_window,
     ),
     Rule(
         "reward_decline",
@@ -555,6 +645,7 @@ RULES: tuple[Rule, ...] = (
         _reward_decline,
         "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
         _reward_decline_advice,
+        memory=lambda s: Memory(tail=s.span, best_span=s.span),
     ),
     Rule(
         "length_growth",
@@ -562,6 +653,7 @@ RULES: tuple[Rule, ...] = (
         _length_growth,
         "mean length {recent_mean:.1f} > {threshold:.1f} (early mean {early_mean:.1f})",
         _length_growth_advice,
+        memory=lambda s: Memory(head=s.span, tail=s.span),
     ),
     Rule(
         "length_near_max",
@@ -570,6 +662,7 @@ RULES: tuple[Rule, ...] = (
         "mean length {recent_mean:.1f} >= {threshold:.1f} of max_completion_length {max_completion_length:.0f}: "
         "completions are cut at the budget",
         _length_near_max_advice,
+        memory=lambda s: Memory(head=1, tail=s.span),
     ),
     Rule(
         "reward_plateau",
@@ -577,6 +670,7 @@ RULES: tuple[Rule, ...] = (
         _reward_plateau,
         "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
         _reward_plateau_advice,
+        memory=_last_window,
     ),
     Rule(
         "grad_norm_vanishing",
@@ -584,6 +678,7 @@ RULES: tuple[Rule, ...] = (
         _grad_norm_vanishing,
         "grad_norm stayed below {floor:g} (window max {window_max:.3g})",
         _grad_norm_advice,
+        memory=_last_window,
     ),
     Rule(
         "kl_rising",
@@ -591,6 +686,7 @@ RULES: tuple[Rule, ...] = (
         _rising("kl"),
         "kl rose monotonically from {window_first:.4g} to {latest:.4g}",
         _fixed("raise the KL coefficient (kl.beta) or check the reward is reliable"),
+        memory=_last_window,
     ),
     Rule(
         "policy_ratio_drift",
@@ -598,6 +694,7 @@ RULES: tuple[Rule, ...] = (
         _policy_ratio_drift,
         "policy ratio mean {recent_mean:.3f} is more than {deviation} away from 1.0",
         _FEWER_UPDATES_ADVICE,
+        memory=_last_span,
     ),
     Rule(
         "policy_ratio_noise",
@@ -605,6 +702,7 @@ RULES: tuple[Rule, ...] = (
         _above_threshold(("policy_ratio/abs_dev",)),
         "mean |policy ratio - 1| {recent_mean:.3f} > {threshold:g}: each update moves the policy far",
         _FEWER_UPDATES_ADVICE,
+        memory=_last_span,
     ),
     Rule(
         "clip_ratio_rising",
@@ -612,6 +710,7 @@ RULES: tuple[Rule, ...] = (
         _rising("clip_ratio/region_mean"),
         "clip ratio rose monotonically from {window_first:.4g} to {latest:.4g}",
         _FEWER_UPDATES_ADVICE,
+        memory=_last_window,
     ),
     Rule(
         "clip_ratio_zero",
@@ -619,6 +718,7 @@ RULES: tuple[Rule, ...] = (
         _clip_ratio_zero,
         "clip ratio dropped to zero (it averaged {earlier_mean:.4g} over the window before)",
         _fixed("the policy has nearly stopped updating: check grad_norm and adv/zero_std_fraction"),
+        memory=lambda s: Memory(tail=2 * s.window),
     ),
     Rule(
         "logp_mismatch",
@@ -629,20 +729,24 @@ RULES: tuple[Rule, ...] = (
             "align the inference engine's precision with the trainer's (e.g. bf16 on both) and check "
             "tokenization round-trips; for MoE models use routing replay"
         ),
+        memory=_last_span,
     ),
     Rule(
         "train_eval_divergence",
-        ("eval_reward",),
+        (EVAL_REWARD,),
         _train_eval_divergence,
         "train reward gained {train_gain:+.3f} while eval reward gained {eval_gain:+.3f}",
         _divergence_advice,
-        reads=("reward",),
+        reads=(TRAIN_REWARD,),
     ),
 )
 
 
 class HealthMonitor:
-    """Evaluates the rules on each logging step; the caller acts on the returned alerts."""
+    """Evaluates the rules on each logging step; the caller acts on the returned alerts.
+
+    Its state is bounded by what the rules read (`Rule.memory`), whatever the run's length; `state_dict` /
+    `load_state_dict` carry it over a resume without replaying the history."""
 
     def __init__(
         self,
@@ -653,9 +757,10 @@ class HealthMonitor:
     ):
         self.config = config
         self.context = context or RunContext(max_completion_length=max_completion_length, reward_max=reward_max)
-        self.history = History()
         self._triggers = {rule.name: rule.triggers(getattr(config, rule.name)) for rule in RULES}
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
+        self._memory = _memory_per_metric(config, self._triggers)
+        self.history = History(config.train_eval_divergence.window)
         self._in_episode: set[str] = set()
 
     @classmethod
@@ -674,9 +779,15 @@ class HealthMonitor:
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
         for name, value in present.items():
-            series = self.history.setdefault(name, Series())
-            series.steps.append(step)
-            series.values.append(value)
+            if name not in self.history:
+                head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
+                self.history[name] = Series(head, tail, best_spans)
+            self.history[name].append(step, value)
+        # A train reward logged at an evaluation's step belongs to the interval that evaluation closes.
+        if TRAIN_REWARD in present:
+            self.history.train_eval.add_train(present[TRAIN_REWARD])
+        if EVAL_REWARD in present:
+            self.history.train_eval.add_eval(present[EVAL_REWARD])
         self.history.latest = metrics
         alerts = []
         for rule in RULES:
@@ -704,3 +815,47 @@ class HealthMonitor:
                     )
                 )
         return alerts
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a later `update` depends on, JSON-safe; `memory` says what it was kept for."""
+        return {
+            "memory": self._memory_json(),
+            "reward_max": self.context.reward_max,
+            "in_episode": sorted(self._in_episode),
+            "series": {name: series.state_dict() for name, series in self.history.items()},
+            "train_eval": self.history.train_eval.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> bool:
+        """Continue from `state`; False (nothing loaded) when it was kept for other rule settings, whose windows
+        it may not cover."""
+        if state.get("memory") != self._memory_json():
+            return False
+        self.context = replace(self.context, reward_max=state["reward_max"])
+        self._in_episode = set(state["in_episode"])
+        for name, saved in state["series"].items():
+            head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
+            self.history[name] = Series(head, tail, best_spans)
+            self.history[name].load_state_dict(saved)
+        self.history.train_eval.load_state_dict(state["train_eval"])
+        return True
+
+    def _memory_json(self) -> dict[str, Any]:
+        return {
+            "series": {name: [head, tail, sorted(spans)] for name, (head, tail, spans) in sorted(self._memory.items())},
+            "train_eval_window": self.history.train_eval.pairs.maxlen,
+        }
+
+
+def _memory_per_metric(
+    config: HealthMonitorConfig, triggers: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[int, int, frozenset[int]]]:
+    """Per metric, the most any rule reads of it: (head, tail, spans whose best mean is tracked)."""
+    memory: dict[str, tuple[int, int, frozenset[int]]] = {}
+    for rule in RULES:
+        need = rule.memory(getattr(config, rule.name))
+        for name in (*triggers[rule.name], *rule.reads):
+            head, tail, spans = memory.get(name, (0, 0, frozenset()))
+            best = frozenset({need.best_span}) if need.best_span is not None else frozenset()
+            memory[name] = (max(head, need.head), max(tail, need.tail), spans | best)
+    return memory

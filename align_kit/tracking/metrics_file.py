@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection
+import os
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 from transformers import TrainerCallback
@@ -95,6 +96,49 @@ def series_from_rows(rows: list[tuple[float, dict]], metrics: Collection[str] | 
     return series
 
 
+def _row_step(line: bytes) -> float | None:
+    """The step of one line, or None when it is no row (not JSON, not an object, no numeric step)."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return float(row["step"]) if isinstance(row, dict) and is_number(row.get("step")) else None
+
+
+def _lines_from_end(handle: BinaryIO, block: int = 1 << 16) -> Iterator[tuple[int, bytes]]:
+    """(offset, line without its newline) of a file's lines, the last first, reading blocks from its end."""
+    position, rest = handle.seek(0, os.SEEK_END), b""
+    while position > 0:
+        size = min(block, position)
+        position -= size
+        handle.seek(position)
+        chunk = handle.read(size) + rest
+        lines = chunk.split(b"\n")
+        rest = lines[0]  # it may begin in the block before: judged once that is read
+        offset = position + len(chunk)
+        for line in reversed(lines[1:]):
+            offset -= len(line)
+            yield offset, line
+            offset -= 1  # the newline before it
+    yield 0, rest
+
+
+def drop_rows_after(path: Path, step: float) -> None:
+    """Cut the file after its last row logged at or before `step`. Rows are appended in step order, so what a
+    resumed run redoes (and a half-written last line) is all at the end: the file is read from there, not whole."""
+    with path.open("rb+") as handle:
+        keep = 0
+        for offset, line in _lines_from_end(handle):
+            logged = _row_step(line) if line.strip() else None
+            if logged is not None and logged <= step:
+                keep = offset + len(line)
+                break
+        handle.truncate(keep)
+        if keep:
+            handle.seek(keep)
+            handle.write(b"\n")
+
+
 class MetricsFileCallback(TrainerCallback):
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -102,8 +146,7 @@ class MetricsFileCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         # On resume, drop what a killed run logged after its last checkpoint: those steps are redone.
         if state.is_world_process_zero and self.path.exists():
-            kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= state.global_step]
-            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            drop_rows_after(self.path, state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

@@ -54,6 +54,7 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(train_once, overrides_
     assert result.returncode == -9
     assert [row["step"] for row in read_metrics(killed / "metrics.jsonl")] == [1, 2, 3, 4, 5]
     assert (killed / "checkpoint-4" / "trainer_state.json").exists()
+    assert (killed / "checkpoint-4" / "align_kit_monitor.json").exists()  # what the resumed monitor starts from
 
     summary = train_once(killed, *RESUME_RUN, "train.resume=true", fast_training=False)
     assert summary["steps"] == 8

@@ -233,7 +233,7 @@ def test_bf16_sampler_matches_fp32_on_the_default_warm_start(model, train_once, 
         # are the bf16/fp32 precision gap alone (measured ~0.5 %; issue 16's copy: 100 %).
         rows = read_metrics(tmp_path / "bfloat16" / "metrics.jsonl")
         flips = [row["routing/flip_rate"] for row in rows if "routing/flip_rate" in row]
-        assert len(flips) == 10 and max(flips[::2]) < 0.05
+        assert len(flips) == 6 and max(flips[::2]) < 0.05  # generations 0, 2, 4 of 5 (drift is sampled)
 
 
 def test_sampler_resyncs_when_the_policy_changes(build_trainer):

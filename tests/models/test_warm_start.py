@@ -3,12 +3,19 @@ that train only the model's turns."""
 
 from __future__ import annotations
 
+import io
+import logging
 import math
+import re
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
-from align_kit.models.warm_start import encode_demonstrations, masked_sft_loss
+from align_kit.models.char_tokenizer import build_char_tokenizer
+from align_kit.models.tiny import TinyModel
+from align_kit.models.warm_start import encode_demonstrations, masked_sft_loss, progress, supervised_warm_start
+from align_kit.tasks.arithmetic import ArithmeticTask
 
 
 def test_masked_sft_loss_by_hand():
@@ -45,3 +52,41 @@ def test_trajectory_demonstrations_train_only_the_model_turns():
     # A model turn ends with EOS (0); an observation has none; a masked turn's EOS is masked with it.
     assert rows[0] == ([80, 97, 98, 0, 120, 121, 122, 0, 99, 0], [-100, 97, 98, 0, -100, -100, -100, -100, 99, 0])
     assert rows[1] == ([81, 100, 0], [-100, 100, 0])  # a plain completion: as before
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_off_a_terminal_logs_every_tenth_of_the_steps_with_an_eta(caplog):
+    with caplog.at_level(logging.INFO, logger="align_kit.models.warm_start"), progress(450, io.StringIO()) as advance:
+        for step in range(450):
+            advance(1.0 / (step + 1))
+    lines = [record.getMessage() for record in caplog.records]
+    # 450 steps: a line at 45, 90, ..., 450 (ceil(450 k / 10)), each with the loss of that step.
+    assert [line.split(" steps")[0] for line in lines] == [f"warm start: {45 * k}/450" for k in range(1, 11)]
+    assert lines[0].startswith("warm start: 45/450 steps (10 %), loss 0.022, ")
+    assert re.fullmatch(r".*, \d\d:\d\d elapsed, ETA \d\d:\d\d", lines[0])
+    assert lines[-1].endswith("ETA 00:00")
+
+
+def test_progress_on_a_terminal_is_a_bar(caplog):
+    terminal = Terminal()
+    with caplog.at_level(logging.INFO, logger="align_kit.models.warm_start"), progress(20, terminal) as advance:
+        for _ in range(20):
+            advance(0.5)
+    assert "warm start: 100%" in terminal.getvalue() and "20/20" in terminal.getvalue()
+    assert caplog.records == []  # the bar alone: no log lines besides it
+
+
+def test_the_warm_start_reports_its_progress(caplog):
+    model = TinyModel(warm_start={"steps": 10, "batch_size": 4, "eval_prompts": 1})
+    tokenizer = build_char_tokenizer()
+    policy = AutoModelForCausalLM.from_config(model.hf_config(len(tokenizer), tokenizer.pad_token_id,
+                                                              tokenizer.eos_token_id))  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="align_kit.models.warm_start"):
+        supervised_warm_start(policy, tokenizer, ArithmeticTask().demonstrations(), model.warm_start_config)
+    assert [record.getMessage().split(" steps")[0] for record in caplog.records] == [
+        f"warm start: {k}/10" for k in range(1, 11)
+    ]

@@ -133,3 +133,33 @@ def test_a_due_save_of_non_finite_weights_is_refused(tmp_path):
     assert json.loads((tmp_path / "halt.json").read_text())["advice"].endswith(
         "no checkpoint was saved before this step (trainer.save_steps)"
     )
+
+
+def test_a_resume_loads_the_monitor_state_of_its_checkpoint_not_the_history(tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+
+    from align_kit.monitor import HealthMonitor, HealthMonitorConfig
+    from align_kit.monitor.callback import MONITOR_STATE_FILE, HealthMonitorCallback
+
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    ran = HealthMonitorCallback(HealthMonitor(HealthMonitorConfig()), tmp_path, tmp_path / "metrics.jsonl")
+    fired = [
+        (alert.step, alert.rule)
+        for step in range(1, 31)
+        for alert in ran.monitor.update(step, {"entropy": 1.0 if step <= 20 else 0.25})
+    ]
+    # The last 10 average (3 x 1.0 + 7 x 0.25) / 10 = 0.475 < 0.5 x the first 10's 1.0 first at step 27.
+    assert (27, "entropy_collapse") in fired
+    (tmp_path / "checkpoint-30").mkdir()
+    ran.on_save(args, TrainerState(global_step=30), None)
+    assert (tmp_path / "checkpoint-30" / MONITOR_STATE_FILE).is_file()
+
+    # No metrics.jsonl at all: what the resumed monitor knows comes from the checkpoint alone.
+    resumed = HealthMonitorCallback(HealthMonitor(HealthMonitorConfig()), tmp_path, tmp_path / "metrics.jsonl")
+    resumed.on_train_begin(args, TrainerState(global_step=30), None)
+    assert resumed.monitor.history["entropy"].count == 30
+    # The collapse episode opened before the checkpoint stays open: step 31 raises nothing again.
+    assert resumed.monitor.update(31, {"entropy": 0.25}) == []
+    assert "entropy_collapse" in resumed.monitor.state_dict()["in_episode"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from align_kit.monitor import Alert, dashboard_line
-from align_kit.monitor.dashboard import Dashboard, window_means
+from align_kit.monitor.dashboard import Dashboard
 
 SEED_EXAMPLE = {
     "loss": 0.42,
@@ -84,5 +84,8 @@ def test_alerts_on_a_training_only_step_print_at_once():
 
 
 def test_window_means_skip_missing_and_non_finite_values():
-    rows = [{"loss": 0.5, "entropy": None}, {"loss": float("nan"), "entropy": 0.25}, {"reward": 1.0}]
-    assert window_means(rows) == {"loss": 0.5, "entropy": 0.25, "reward": 1.0}
+    dashboard = Dashboard()
+    for row in [{"loss": 0.5, "entropy": None}, {"loss": float("nan"), "entropy": 0.25}, {"loss": 0.25, "kl": 1.0}]:
+        assert dashboard.update(1, 4, row) is None
+    # loss (0.5 + 0.25) / 2; entropy and kl from their one finite value each.
+    assert dashboard.window_means() == {"loss": 0.375, "entropy": 0.25, "kl": 1.0}

@@ -505,3 +505,77 @@ def test_zero_std_groups_rule_reads_the_flat_fraction():
     monitor = HealthMonitor(config, max_completion_length=32, reward_max=1.0)
     # TRL's undercount (0.0) is not what the rule reads once align_kit's share is logged.
     assert monitor.update(1, {"frac_reward_zero_std": 0.0, "groups/flat_fraction": 0.9})[0].rule == "zero_std_groups"
+
+
+# Every metric a default rule reads, with values that move (a long run whose history the monitor must not keep).
+WATCHED = ("entropy", "reward", "completions/mean_length", "grad_norm", "kl", "policy_ratio/mean",
+           "policy_ratio/abs_dev", "clip_ratio/region_mean", "adv/zero_std_fraction", "groups/flat_fraction",
+           "rewards/format/mean", "rewards/correctness/mean", "loss")  # fmt: skip
+
+
+def long_run(steps: int, reward=None) -> Stream:
+    """Deterministic wobbling values (the reward from `reward(step)` if given), an evaluation every 50 steps."""
+    stream: Stream = []
+    for step in range(1, steps + 1):
+        metrics = {name: 0.25 + 0.125 * ((step * (i + 3)) % 7) / 7 for i, name in enumerate(WATCHED)}
+        stream.append((step, metrics if reward is None else {**metrics, "reward": reward(step)}))
+        if step % 50 == 0:
+            stream.append((step, {"eval_reward": 0.5 + 0.0625 * (step // 50 % 3)}))
+    return stream
+
+
+def kept(monitor: HealthMonitor) -> dict[str, tuple[int, int, int]]:
+    """Per metric: the points the monitor holds (first ones, last ones with steps)."""
+    return {name: (len(s.first), len(s.steps), len(s.values)) for name, s in monitor.history.items()}
+
+
+def test_the_monitor_keeps_what_its_windows_read_however_long_the_run(configs):
+    monitor = monitor_for(configs["default"])
+    stream = long_run(10_000)
+    for step, metrics in stream[:1_100]:
+        monitor.update(step, metrics)
+    at_1k = kept(monitor)
+    for step, metrics in stream[1_100:]:
+        monitor.update(step, metrics)
+    assert monitor.history["entropy"].count == 10_000
+    assert kept(monitor) == at_1k
+    # By hand from conf/monitor/default.yaml: entropy's first 10 (collapse, decline) and its last 100 + 10
+    # (entropy_drop's window_steps plus a span); reward's last 100 (plateau) and no first values; the length's
+    # first 10 (length_growth); clip ratio's last 2 x 10 (clip_ratio_zero); the zero-advantage share's last 40.
+    assert at_1k["entropy"] == (10, 110, 110)
+    assert at_1k["reward"] == (0, 100, 100)
+    assert at_1k["completions/mean_length"] == (10, 10, 10)
+    assert at_1k["clip_ratio/region_mean"] == (0, 20, 20)
+    assert at_1k["adv/zero_std_fraction"] == (0, 40, 40)
+    assert len(monitor.history.train_eval.pairs) == 4  # train_eval_divergence's window
+
+
+def test_a_resumed_monitor_judges_as_if_it_had_seen_the_whole_history(configs):
+    # Reward 0.8125 for 200 steps, then 0.75 up to step 5,000, where the run is resumed, then 0.625. The best
+    # 20-point mean stays 0.8125 (threshold 0.8125 - 0.1 = 0.7125), far before any window the monitor keeps:
+    # at 5,000 + k the mean is (15 - 0.125 k) / 20 < 0.7125 first at k = 7. A monitor that knew only the
+    # recent 0.75 would wait until k = 17 (threshold 0.65).
+    stream = long_run(5_030, reward=lambda step: 0.8125 if step <= 200 else 0.75 if step <= 5_000 else 0.625)
+    before = [point for point in stream if point[0] <= 5_000]
+    after = [point for point in stream if point[0] > 5_000]
+
+    ran = monitor_for(configs["default"])
+    fired(ran, before)
+    saved = json.loads(json.dumps(ran.state_dict()))  # as the checkpoint stores it
+    resumed = monitor_for(configs["default"])
+    assert resumed.load_state_dict(saved)
+    replayed = monitor_for(configs["default"])  # the full re-read of the history
+    fired(replayed, before)
+    assert resumed.state_dict() == replayed.state_dict() == saved
+
+    alerts = fired(ran, after)
+    assert fired(resumed, after) == fired(replayed, after) == alerts
+    assert (5_007, "reward_decline") in alerts
+
+
+def test_a_state_kept_for_other_windows_is_not_loaded(configs):
+    monitor = monitor_for(configs["default"])
+    fired(monitor, long_run(200))
+    other = monitor_for(HealthMonitorConfig(reward_plateau=RewardPlateau(window=300)))
+    assert not other.load_state_dict(json.loads(json.dumps(monitor.state_dict())))
+    assert other.history == {}
