@@ -33,8 +33,11 @@ def folder_command(flag: str, rest: list[str]) -> None:
     from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command
     from align_kit.runs.sweep_summary import status_table
 
-    if not rest or rest[0].startswith("-"):
-        print(f"usage: align-kit sweep {flag} <sweep folder>", file=sys.stderr)
+    usage = f"usage: align-kit sweep {flag} <sweep folder>" + (" [--all]" if flag == "--status" else " [overrides]")
+    extra = [arg for arg in rest[1:] if arg != "--all"] if flag == "--status" else []
+    if not rest or rest[0].startswith("-") or extra:
+        unknown = f" (not accepted here: {' '.join(extra)})" if extra else ""
+        print(usage + unknown, file=sys.stderr)
         sys.exit(2)
     folder = Path(rest[0])
     try:

@@ -868,6 +868,11 @@ LIFECYCLE_OTHER = [
     (["sweep", "clip_higher", "overlong"], "align-kit sweep: ", "2 sweeps named (clip_higher, overlong)"),
     (["sweep", "overlong", "clip_higher", "seed=1,2"], "align-kit sweep: ", "2 sweeps named (overlong, clip_higher)"),
     (["sweep", "overlong", "clip_higher", "overlong"], "align-kit sweep: ", "3 sweeps named"),
+    (
+        ["sweep", "--status", "{data}/manifests/renumbered", "--al"],
+        "usage: align-kit sweep --status",
+        "not accepted here: --al",
+    ),
     (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
     (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
 ]
