@@ -94,10 +94,10 @@ def _exists(path: Path, link: bool = False) -> bool:
 @dataclass
 class SharedWork:
     """What the jobs of one command share: their compositions by shape (`composer`), each task's data and its
-    prompts' checks (`data`, see check_data) and the nodes built (`built`, see build_plan)."""
+    prompts' checks (`datasets`, see check_data) and the nodes built (`built`, see build_plan)."""
 
     composer: SweepComposer
-    data: dict = field(default_factory=dict)
+    datasets: dict = field(default_factory=dict)
     built: dict = field(default_factory=dict)
 
 
@@ -165,7 +165,7 @@ def validate_job(
     choices = tagged_choices(HydraConfig.get().runtime.choices)
     if shared is None:
         return validate_composed(cfg, choices, run_dir, data=data)
-    return validate_composed(cfg, choices, run_dir, shared.data, shared.built, data)
+    return validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
 
 
 def check_buildable(cfg: DictConfig) -> dict:
