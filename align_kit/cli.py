@@ -23,6 +23,12 @@ commands:
             e.g. align-kit compare outputs/sweeps/<time>
                  align-kit compare run_a run_b --metrics reward,entropy --smooth 5
                  align-kit compare wandb:ENTITY/PROJECT/GROUP
+  doctor    diagnose a GRPO run from its logs (align_kit, TRL, verl, OpenRLHF, W&B, CSV/JSONL): verdict,
+            timeline, advice in the run's framework's terms; exit 0 healthy, 1 warning, 3 failing, 2 bad input
+            e.g. align-kit doctor outputs/my_run
+                 align-kit doctor trainer_state.json --json
+                 align-kit doctor slurm-1234.out --figures doctor/
+                 align-kit doctor --follow outputs/my_run/metrics.jsonl --idle 300
 """
 
 
@@ -48,6 +54,10 @@ def main(argv: list[str] | None = None) -> None:
 
         compare(rest)
         return
+    if command == "doctor":
+        from align_kit.doctor.command import main as doctor
+
+        doctor(rest)
     print(f"align-kit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     sys.exit(2)
 

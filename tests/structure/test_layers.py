@@ -20,7 +20,7 @@ LAYERS = (
     ("components", "monitor"),
     ("experiment", "tasks"),
     ("runs", "trainer"),
-    ("compare", "vllm_server"),
+    ("compare", "doctor", "integrations", "vllm_server"),
     ("train",),
     ("sweep",),
     ("cli",),

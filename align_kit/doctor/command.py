@@ -1,0 +1,169 @@
+"""`align-kit doctor PATH...`: read each run's logged history, replay the health monitor's rules over it, print a
+verdict, the timeline of what fired, what could not be judged and the advice; `--json` for automation.
+
+Exit codes: 0 healthy, 1 warning, 3 failing (the worst run decides), 2 bad input (one line naming the file and what
+was expected). Only the standard library is imported at module level, so `align-kit doctor --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+DESCRIPTION = """Diagnose GRPO runs from their logs, trained with align_kit, TRL, verl, OpenRLHF or anything that logs a
+CSV/JSONL: the live health monitor's rules replayed over the logged history (one implementation), a verdict
+(healthy / warning / failing), the timeline of what fired, the rules that could not judge and why, and advice in
+the run's own framework's terms, ordered by the tuning priorities of 18.3.8 (data > clipping > KL and learning
+rate > sampling).
+
+inputs (detected by content): an align_kit run or sweep folder, a TRL trainer_state.json (or an output or
+checkpoint folder holding one), a console log / SLURM output / notebook / pasted excerpt with TRL log dicts or
+verl step lines, a progress table (CSV or text), a W&B offline run folder, wandb:ENTITY/PROJECT/RUN_ID, a W&B CSV
+export, or any CSV/JSONL with --map."""
+
+EPILOG = """exit codes: 0 healthy, 1 warning (or no rule could judge), 3 failing, 2 bad input; with several runs the
+worst verdict decides.
+figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
+follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without
+growth or on Ctrl-C, then reports."""
+
+
+class DoctorArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, never the usage block
+        raise DoctorArgumentError(f"{message} (see align-kit doctor --help)")
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a {kind.__name__} > 0")
+        return value
+
+    return parse
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
+
+
+def _mapping(text: str) -> tuple[str, str]:
+    concept, sep, column = text.partition("=")
+    if not sep or not concept.strip() or not column.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CONCEPT=COLUMN, e.g. reward=train/score")
+    return concept.strip(), column.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="align-kit doctor",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="a run's log, folder or wandb:ENTITY/PROJECT/RUN_ID")
+    parser.add_argument("--json", action="store_true", help="print one JSON document (runs[]) instead of the text")
+    parser.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        type=_mapping,
+        metavar="CONCEPT=COLUMN",
+        help="read COLUMN as the concept CONCEPT (repeatable), e.g. --map reward=train/score --map entropy=ent",
+    )
+    parser.add_argument(
+        "--logging-steps", type=_positive(int), help="steps between logged rows, for logs whose rows carry no step"
+    )
+    parser.add_argument(
+        "--max-completion-length", type=_positive(int), help="the completion length budget, when the log lacks it"
+    )
+    parser.add_argument(
+        "--reward-max", type=_finite, help="the highest total reward attainable (default: from the log)"
+    )
+    parser.add_argument("--reward-min", type=_finite, help="the lowest total reward attainable (default: from the log)")
+    parser.add_argument("--figures", type=Path, metavar="DIR", help="write one PNG sheet per run into DIR")
+    parser.add_argument("--force", action="store_true", help="with --figures: overwrite existing sheets")
+    parser.add_argument("--follow", action="store_true", help="watch one growing log and print alerts as they fire")
+    parser.add_argument(
+        "--idle", type=_positive(float), default=60.0, help="--follow stops after this many s without growth (60)"
+    )
+    parser.add_argument("--interval", type=_positive(float), default=2.0, help="--follow re-reads every N s (2)")
+    return parser
+
+
+def run(argv: Sequence[str], api=None) -> int:
+    """The command without sys.exit: returns the exit code (2 on a bad input, after printing its one line)."""
+    from align_kit.doctor.history import DoctorInputError
+
+    try:
+        args = build_parser().parse_args(list(argv))
+        key_map = dict(args.map) or None
+        if not args.paths:
+            raise DoctorArgumentError(
+                "name at least one PATH: a run's log file or folder (see align-kit doctor --help)"
+            )
+        if args.reward_max is not None and args.reward_min is not None and args.reward_min >= args.reward_max:
+            raise DoctorArgumentError(
+                f"--reward-min {args.reward_min:g} >= --reward-max {args.reward_max:g}: expected min < max"
+            )
+        options = {
+            "max_completion_length": args.max_completion_length,
+            "reward_max": args.reward_max,
+            "reward_min": args.reward_min,
+        }
+        from align_kit.doctor.readers import read_runs
+
+        def read(path: str):
+            return read_runs(path, key_map=key_map, logging_steps=args.logging_steps, api=api)
+
+        if args.follow:
+            if len(args.paths) != 1:
+                raise DoctorArgumentError(f"--follow watches one PATH; got {len(args.paths)}")
+            from align_kit.doctor.follow import follow
+
+            diagnoses = [follow(args.paths[0], read, args.idle, args.interval, options)]
+        else:
+            from align_kit.doctor.diagnose import diagnose
+
+            histories = [history for path in args.paths for history in read(path)]
+            diagnoses = [diagnose(history, **options) for history in histories]
+        figures: dict[int, str] = {}
+        if args.figures is not None:
+            from align_kit.doctor.figures import write_figures
+
+            written = write_figures(diagnoses, args.figures, args.force)
+            figures = {index: str(path) for index, path in enumerate(written)}
+    except (DoctorInputError, DoctorArgumentError) as error:
+        print(f"align-kit: doctor error: {error}", file=sys.stderr)
+        return 2
+    from align_kit.doctor.diagnose import EXIT_CODES, worst
+    from align_kit.doctor.report import render, summary_table, to_json
+
+    if args.json:
+        print(to_json(diagnoses, figures))
+    else:
+        print("\n\n".join(render(d, figures.get(i)) for i, d in enumerate(diagnoses)))
+        if len(diagnoses) > 1:
+            print(f"\nsummary of {len(diagnoses)} runs:")
+            print(summary_table(diagnoses))
+    return EXIT_CODES[worst(d.verdict for d in diagnoses)]
+
+
+def main(argv: Sequence[str]) -> NoReturn:
+    sys.exit(run(argv))

@@ -1,0 +1,226 @@
+"""A run's logged history replayed through the live health monitor (`align_kit.monitor.rules`, unchanged: one
+implementation of every rule), then a verdict, the timeline of what fired, which rules could judge and the advice.
+
+Verdict: failing when an alert of severity failing fired; warning when a warning fired, or when no rule could judge
+(never "healthy" on a history nothing could read); healthy otherwise, saying how many rules judged. Alerts whose
+action is `log` are notes: listed in the timeline, not counted in the verdict and not advised on.
+
+The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else, when every reward logged
+lies in [0, 1], [0, 1] is assumed and the diagnosis says so; else the rules that read rewards as shares of the
+range cannot judge, and the coverage says to pass --reward-max / --reward-min.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from align_kit.doctor.advice import Advice, Setup, advise
+from align_kit.doctor.history import RunHistory
+from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RunContext, RuleCoverage
+from align_kit.monitor.settings import HealthMonitorConfig
+
+# The rules whose thresholds are shares of the reward range (reward_max - reward_min).
+REWARD_SCALE_RULES = ("reward_plateau", "reward_decline", "no_signal")
+# Rules whose words name the reward level (too easy / too hard): without a scale, the difficulty is unknown.
+DIFFICULTY_RULES = ("zero_std_groups", "zero_advantage")
+SCALE_UNKNOWN = "reward scale unknown: pass --reward-max/--reward-min"
+VERDICTS = ("healthy", "warning", "failing")
+_RULE = {rule.name: rule for rule in RULES}
+
+
+@dataclass
+class Diagnosis:
+    history: RunHistory
+    verdict: str  # healthy | warning | failing
+    summary: str  # the verdict line's reason
+    alerts: list[Alert]  # the timeline, in step order, notes (action log) included
+    coverage: list[RuleCoverage]
+    artefacts: list[str]
+    advice: list[Advice]
+    notes: list[str] = field(default_factory=list)  # how the doctor read it (reward scale assumed, ...)
+    context: RunContext | None = None
+
+    @property
+    def counted(self) -> list[Alert]:
+        """The alerts that decide the verdict (not the `log` notes)."""
+        return [alert for alert in self.alerts if alert.action != "log"]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+
+EXIT_CODES = {"healthy": 0, "warning": 1, "failing": 3}
+
+
+def worst(verdicts: Iterable[str]) -> str:
+    return max(verdicts, key=VERDICTS.index, default="healthy")
+
+
+def run_context(
+    stated: Mapping[str, Any],
+    max_completion_length: int | None = None,
+    reward_max: float | None = None,
+    reward_min: float | None = None,
+) -> RunContext:
+    """The RunContext the log states (`RunHistory.context`), with the caller's overrides; reward_max / reward_min
+    default to the monitor's [0, 1] when neither says."""
+    choices = stated.get("choices") or {}
+    eps_low = _number(stated.get("epsilon"))
+    eps_high = _number(stated.get("epsilon_high"))
+    level = stated.get("importance_sampling_level")
+    clip = str(choices.get("clip", ""))
+    sequence_clip = level == "sequence" or clip == "gspo"
+    clip_higher = clip == "clip_higher" or (
+        not sequence_clip and eps_high is not None and eps_high > (eps_low if eps_low is not None else 0.2)
+    )
+    beta = _number(stated.get("beta"))
+    kl_choice = str(choices.get("kl", ""))
+    length = max_completion_length if max_completion_length is not None else _whole(stated.get("max_completion_length"))
+    values = {
+        "max_completion_length": length,
+        "reward_max": reward_max if reward_max is not None else _number(stated.get("reward_max")),
+        "reward_min": reward_min if reward_min is not None else _number(stated.get("reward_min")),
+        "advantage": str(choices.get("advantage", "grpo")),
+        "clip_higher": clip_higher,
+        "sequence_clip": sequence_clip,
+        "eps_high": eps_high if eps_high is not None else eps_low,
+        "kl_on": (beta or 0.0) > 0 or kl_choice not in ("", "none"),
+        "dynamic_sampling": choices.get("sampling") == "dynamic",
+        "overlong_shaping": str(choices.get("overlong", "")) in ("soft_punish", "filter_and_punish"),
+        "routing_replay": str(choices.get("routing_replay", "off")) not in ("", "off"),
+    }
+    known = {f.name for f in fields(RunContext)}
+    return RunContext(**{key: value for key, value in values.items() if key in known and value is not None})
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _whole(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and number.is_integer() and number > 0 else None
+
+
+class Replay:
+    """The monitor fed a history row by row (`feed`), then `finish`: the same path for a whole file (`diagnose`)
+    and for a growing one (`--follow`)."""
+
+    def __init__(
+        self,
+        history: RunHistory,
+        config: HealthMonitorConfig | None = None,
+        max_completion_length: int | None = None,
+        reward_max: float | None = None,
+        reward_min: float | None = None,
+    ):
+        self.history = history
+        stated = history.context
+        self.scale_stated = (reward_max if reward_max is not None else _number(stated.get("reward_max"))) is not None
+        self.context = run_context(stated, max_completion_length, reward_max, reward_min)
+        self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
+        self.alerts: list[Alert] = []
+        self.low, self.high = math.inf, -math.inf  # the range of the rewards logged
+
+    def feed(self, rows: Iterable[tuple[int, Mapping[str, float]]]) -> list[Alert]:
+        fired: list[Alert] = []
+        for step, row in rows:
+            reward = row.get("reward")
+            if reward is not None and math.isfinite(reward):
+                self.low, self.high = min(self.low, reward), max(self.high, reward)
+            fired += self.monitor.update(step, row)
+        self.alerts += fired
+        return fired
+
+    @property
+    def scale_known(self) -> bool:
+        """The reward range is stated, or every reward logged lies in [0, 1] (or none was logged)."""
+        return self.scale_stated or self.high == -math.inf or (self.low >= 0.0 and self.high <= 1.0)
+
+    def finish(self) -> Diagnosis:
+        self.alerts += self.monitor.finish()
+        alerts = sorted(self.alerts, key=lambda alert: alert.step)
+        coverage = list(self.monitor.coverage())
+        notes: list[str] = []
+        if not self.scale_stated and self.high != -math.inf:
+            if self.scale_known:
+                notes.append(
+                    "reward scale not stated: the rewards logged lie in [0, 1], so [0, 1] is assumed "
+                    "(pass --reward-max/--reward-min if it differs)"
+                )
+            else:
+                notes.append(
+                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g}); "
+                    f"{', '.join(REWARD_SCALE_RULES)} could not judge"
+                )
+                alerts, coverage = _without_scale(alerts, coverage)
+        return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
+
+
+def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[list[Alert], list[RuleCoverage]]:
+    """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
+    kept = []
+    for alert in alerts:
+        if alert.rule in REWARD_SCALE_RULES:
+            continue
+        if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
+            words = {**alert.words, "difficulty": ""}
+            alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
+        kept.append(alert)
+    covered = [
+        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN) if item.rule in REWARD_SCALE_RULES else item
+        for item in coverage
+    ]
+    return kept, covered
+
+
+def _conclude(
+    history: RunHistory,
+    alerts: list[Alert],
+    coverage: list[RuleCoverage],
+    artefacts: list[str],
+    notes: list[str],
+    context: RunContext,
+) -> Diagnosis:
+    counted = [alert for alert in alerts if alert.action != "log"]
+    judged = sum(item.judged for item in coverage)
+    failing = sorted({alert.rule for alert in counted if alert.severity == "failing"})
+    warning = sorted({alert.rule for alert in counted if alert.severity != "failing"})
+    if failing:
+        verdict, summary = (
+            "failing",
+            f"failing: {', '.join(failing)}" + (f"; warnings: {', '.join(warning)}" * bool(warning)),
+        )
+    elif warning:
+        verdict, summary = "warning", f"warning: {', '.join(warning)}"
+    elif not judged:
+        verdict = "warning"
+        summary = f"warning: no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
+    else:
+        verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
+    setup = Setup.from_context(context, history.context)
+    advice = advise(((alert.rule, tuple(alert.fixes)) for alert in counted), history.framework, setup)
+    return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context)
+
+
+def diagnose(
+    history: RunHistory,
+    config: HealthMonitorConfig | None = None,
+    max_completion_length: int | None = None,
+    reward_max: float | None = None,
+    reward_min: float | None = None,
+) -> Diagnosis:
+    """Replay `history` through the health monitor and conclude (verdict, timeline, coverage, advice)."""
+    replay = Replay(history, config, max_completion_length, reward_max, reward_min)
+    replay.feed(history.rows)
+    return replay.finish()

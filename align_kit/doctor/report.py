@@ -1,0 +1,184 @@
+"""The doctor's report: a text report per run, a summary table when there are several, and the `--json` document.
+
+JSON (`to_json`): one object `{"schema": 1, "verdict": <worst>, "exit_code": <n>, "runs": [...]}`; each run:
+`name`, `source`, `format`, `framework`, `rows`, `steps` ([first, last] or null), `verdict`, `summary`,
+`alerts` (each `step`, `rule`, `severity`, `action`, `metric`, `first_step`, `points`, `values`, `message`,
+`fixes`), `coverage` (each `rule`, `judged`, `fired`, `reason`, `missing`), `advice` (each `fix`, `priority`,
+`text`, `rules`), `mapping` (source key -> concept), `unmapped`, `notes`, `artefacts`, `figure` (path or null).
+Non-finite numbers are written as the strings "nan", "inf", "-inf" so the document stays strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from align_kit.doctor.advice import PRIORITY_NAMES
+from align_kit.doctor.diagnose import EXIT_CODES, Diagnosis, worst
+
+SCHEMA = 1
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _span(diagnosis: Diagnosis) -> tuple[int, int] | None:
+    rows = diagnosis.history.rows
+    return (rows[0][0], rows[-1][0]) if rows else None
+
+
+def _read_points(alert: Any) -> str:
+    points = getattr(alert, "points", 0)
+    first = getattr(alert, "first_step", None)
+    if not points:
+        return ""
+    where = f"steps {first}-{alert.step}" if first is not None and first != alert.step else f"step {alert.step}"
+    return f"read {points} logged point{'s' * (points != 1)}, {where}"
+
+
+def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
+    """The text report of one run."""
+    history = diagnosis.history
+    span = _span(diagnosis)
+    lines = [f"== {history.name or history.source}", f"verdict: {diagnosis.summary}"]
+    steps = f", steps {span[0]}-{span[1]}" if span else ""
+    lines.append(
+        f"read: {history.source} as {history.format} (advice in {history.framework} terms), "
+        f"{len(history.rows)} logged rows{steps}"
+    )
+    notes = [*history.notes, *diagnosis.notes]
+    if notes:
+        lines.append("notes:")
+        lines += [f"  - {note}" for note in notes]
+    lines.append("metrics found (source key -> concept):")
+    width = max((len(key) for key in history.mapping), default=0)
+    lines += [f"  {key.ljust(width)} -> {concept}" for key, concept in sorted(history.mapping.items())]
+    if history.unmapped:
+        lines.append(f"  not mapped (no rule reads them): {', '.join(history.unmapped)}")
+    lines.append("timeline:" if diagnosis.alerts else "timeline: nothing fired")
+    for alert in diagnosis.alerts:
+        kind = "note" if alert.action == "log" else alert.severity
+        lines.append(f"  step {alert.step:>6}  {kind:<7}  {alert.rule}: {alert.message}")
+        detail = [_read_points(alert)]
+        if alert.values:
+            detail.append(", ".join(f"{key}={_num(value)}" for key, value in alert.values.items()))
+        detail = [part for part in detail if part]
+        if detail:
+            lines.append(f"  {'':>11}  {'':<7}  ({'; '.join(detail)})")
+    if diagnosis.artefacts:
+        lines.append("artefacts (not counted as failures):")
+        lines += [f"  - {artefact}" for artefact in diagnosis.artefacts]
+    unjudged = [item for item in diagnosis.coverage if not item.judged]
+    judged = len(diagnosis.coverage) - len(unjudged)
+    lines.append(f"rules: {judged} of {len(diagnosis.coverage)} judged")
+    if unjudged:
+        lines.append("could not judge:")
+        lines += [f"  {item.rule}: {item.reason}" for item in unjudged]
+    if diagnosis.advice:
+        lines.append("advice, in the tuning order of 18.3.8 (data > clipping > KL and learning rate > sampling):")
+        for number, advice in enumerate(diagnosis.advice, 1):
+            lines.append(
+                f"  {number}. [{PRIORITY_NAMES[advice.priority]}] {advice.text}  (answers {', '.join(advice.rules)})"
+            )
+    if figure:
+        lines.append(f"figure: {figure}")
+    return "\n".join(lines)
+
+
+def summary_table(diagnoses: Sequence[Diagnosis]) -> str:
+    """One line per run: name, format, rows, verdict, what fired, rules judged."""
+    header = ("run", "format", "rows", "verdict", "fired", "judged")
+    rows = []
+    for diagnosis in diagnoses:
+        fired = sorted({alert.rule for alert in diagnosis.counted})
+        judged = sum(item.judged for item in diagnosis.coverage)
+        rows.append(
+            (
+                diagnosis.history.name or diagnosis.history.source,
+                diagnosis.history.format,
+                str(len(diagnosis.history.rows)),
+                diagnosis.verdict,
+                ", ".join(fired) or "-",
+                f"{judged}/{len(diagnosis.coverage)}",
+            )
+        )
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    out = ["  ".join(cell.ljust(width) for cell, width in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * width for width in widths))
+    out += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return "\n".join(out)
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, Mapping):
+        return {str(key): _safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe(item) for item in value]
+    return value
+
+
+def run_dict(diagnosis: Diagnosis, figure: str | None = None) -> dict[str, Any]:
+    history = diagnosis.history
+    span = _span(diagnosis)
+    return _safe(
+        {
+            "name": history.name,
+            "source": history.source,
+            "format": history.format,
+            "framework": history.framework,
+            "rows": len(history.rows),
+            "steps": list(span) if span else None,
+            "verdict": diagnosis.verdict,
+            "summary": diagnosis.summary,
+            "alerts": [
+                {
+                    "step": alert.step,
+                    "rule": alert.rule,
+                    "severity": alert.severity,
+                    "action": alert.action,
+                    "metric": alert.metric,
+                    "first_step": alert.first_step,
+                    "points": alert.points,
+                    "values": dict(alert.values),
+                    "message": alert.message,
+                    "fixes": list(alert.fixes),
+                }
+                for alert in diagnosis.alerts
+            ],
+            "coverage": [
+                {
+                    "rule": item.rule,
+                    "judged": item.judged,
+                    "fired": item.fired,
+                    "reason": item.reason,
+                    "missing": list(item.missing),
+                }
+                for item in diagnosis.coverage
+            ],
+            "advice": [advice.to_dict() for advice in diagnosis.advice],
+            "mapping": dict(history.mapping),
+            "unmapped": list(history.unmapped),
+            "notes": [*history.notes, *diagnosis.notes],
+            "artefacts": list(diagnosis.artefacts),
+            "figure": figure,
+        }
+    )
+
+
+def to_json(diagnoses: Sequence[Diagnosis], figures: Mapping[int, str] | None = None) -> str:
+    figures = figures or {}
+    verdict = worst(d.verdict for d in diagnoses)
+    document = {
+        "schema": SCHEMA,
+        "verdict": verdict,
+        "exit_code": EXIT_CODES[verdict],
+        "runs": [run_dict(d, figures.get(i)) for i, d in enumerate(diagnoses)],
+    }
+    return json.dumps(document, indent=2, allow_nan=False)
