@@ -19,7 +19,7 @@ from typing import Any
 
 from align_kit.doctor.advice import Advice, Setup, advise
 from align_kit.doctor.history import RunHistory
-from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RunContext, RuleCoverage
+from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
 # The rules whose thresholds are shares of the reward range (reward_max - reward_min).

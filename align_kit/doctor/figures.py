@@ -102,5 +102,7 @@ def write_figures(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = Fa
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise DoctorInputError(f"--figures {folder}: cannot be created ({error.strerror}); expected a writable folder")
+        raise DoctorInputError(
+            f"--figures {folder}: cannot be created ({error.strerror}); expected a writable folder"
+        ) from None
     return [write_sheet(diagnosis, path) for diagnosis, path in zip(diagnoses, paths, strict=True)]
