@@ -1,0 +1,117 @@
+"""The replay: verdicts, the timeline, the reward scale and the run's context, on histories built by hand."""
+
+from __future__ import annotations
+
+import math
+
+from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, run_context, worst
+from tests.doctor.histories import history, series
+
+
+def test_a_nan_loss_fails_on_a_single_row():
+    diagnosis = diagnose(history([{"loss": math.nan, "grad_norm": 0.5}]))
+    assert diagnosis.verdict == "failing" and diagnosis.exit_code == 3
+    assert [(a.rule, a.step, a.severity) for a in diagnosis.alerts] == [("non_finite", 1, "failing")]
+    # non_finite's fixes (lower_lr, fix_reward) in 18.3.8 order: fix_reward is data (1), lower_lr is KL/lr (3).
+    assert [a.fix for a in diagnosis.advice] == ["fix_reward", "lower_lr"]
+
+
+def test_no_rule_could_judge_is_a_warning_never_healthy():
+    diagnosis = diagnose(history([{"learning_rate": 1e-6}] * 5))
+    assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1
+    assert "no rule could judge" in diagnosis.summary
+    assert not any(item.judged for item in diagnosis.coverage)
+    assert diagnosis.alerts == [] and diagnosis.advice == []
+
+
+def test_healthy_says_how_many_rules_judged():
+    # 30 rows: reward rising 0.30 -> 0.59 in steps of 0.01 (never below its best), entropy flat at 1.0, finite loss.
+    rows = [{"reward": 0.30 + 0.01 * i, "entropy": 1.0, "loss": 0.1, "grad_norm": 0.5} for i in range(30)]
+    diagnosis = diagnose(history(rows))
+    judged = sum(item.judged for item in diagnosis.coverage)
+    assert diagnosis.verdict == "healthy" and diagnosis.exit_code == 0
+    assert judged >= 4  # non_finite, entropy_collapse, entropy_drop, entropy_decline, reward_decline at least
+    assert diagnosis.summary == f"healthy: {judged} of {len(diagnosis.coverage)} rules judged, none fired"
+
+
+def test_a_log_action_alert_is_a_note():
+    # Entropy 1.0 x 10 then 0.55 x 10: the 10-point mean after j low rows is 1 - 0.045 j, below
+    # (1 - 0.4) x 1.0 = 0.6 first at j = 9 (step 19): entropy_decline (action log) fires there; the collapse
+    # threshold 0.5 and the drop threshold 0.5 x 1.0 are never crossed (lowest mean 0.55).
+    diagnosis = diagnose(history(series("entropy", [1.0] * 10 + [0.55] * 10, loss=0.1)))
+    assert [(a.rule, a.step, a.action) for a in diagnosis.alerts] == [("entropy_decline", 19, "log")]
+    assert diagnosis.verdict == "healthy" and diagnosis.counted == [] and diagnosis.advice == []
+
+
+def test_clip_higher_already_on_advises_a_higher_eps_high_in_trl_terms():
+    # Entropy 1.0 x 10 then 0.3 x 10. Smoothed (10 points) after j low rows: 1 - 0.07 j.
+    # entropy_drop: below 0.5 x 1.0 first at j = 8 (step 18); entropy_collapse judges from 20 points: recent 0.3 <
+    # 0.5 x early 1.0 at step 20; entropy_decline (log): below 0.6 at j = 6 (step 16).
+    rows = series("entropy", [1.0] * 10 + [0.3] * 10, loss=0.1)
+    diagnosis = diagnose(history(rows, context={"epsilon": 0.2, "epsilon_high": 0.28, "learning_rate": 1e-6}))
+    assert [(a.rule, a.step) for a in diagnosis.alerts] == [
+        ("entropy_decline", 16),
+        ("entropy_drop", 18),
+        ("entropy_collapse", 20),
+    ]
+    assert diagnosis.verdict == "failing"  # entropy_collapse is failing
+    # clip_higher is on (0.28 > 0.2): raise eps_high to max(0.3, 0.28 + 0.05) = 0.33; lr 1e-6 halved = 5e-07.
+    assert [(a.fix, a.text, a.rules) for a in diagnosis.advice] == [
+        ("raise_eps_high", "epsilon_high=0.33 (now 0.28)", ("entropy_drop", "entropy_collapse")),
+        ("lower_lr", "learning_rate=5e-07 (now 1e-06)", ("entropy_drop", "entropy_collapse")),
+    ]
+
+
+def test_the_same_run_in_verl_terms():
+    rows = series("entropy", [1.0] * 10 + [0.3] * 10, loss=0.1)
+    diagnosis = diagnose(history(rows, framework="verl"))
+    assert diagnosis.advice[0].text.startswith("actor_rollout_ref.actor.clip_ratio_low=0.2 ")
+    assert diagnosis.advice[0].text.endswith("actor_rollout_ref.actor.clip_ratio_high=0.28")
+
+
+def _falling(high: float, low: float) -> list[dict[str, float]]:
+    return series("reward", [high] * 20 + [low] * 20, loss=0.1)
+
+
+def test_rewards_in_0_1_assume_that_scale_and_say_so():
+    # 0.8 x 20 then 0.2 x 20: the 20-point mean after j low rows is 0.8 - 0.03 j, below best 0.8 - 0.1 x 1 = 0.7
+    # first at j = 4 (step 24).
+    diagnosis = diagnose(history(_falling(0.8, 0.2)))
+    assert [(a.rule, a.step) for a in diagnosis.alerts] == [("reward_decline", 24)]
+    assert any("[0, 1] is assumed" in note for note in diagnosis.notes)
+
+
+def test_rewards_outside_0_1_without_a_scale_cannot_be_judged():
+    diagnosis = diagnose(history(_falling(4.0, 1.0)))
+    assert [a.rule for a in diagnosis.alerts] == []
+    decline = next(item for item in diagnosis.coverage if item.rule == "reward_decline")
+    assert not decline.judged and decline.reason == SCALE_UNKNOWN
+    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+
+
+def test_a_stated_scale_judges_them():
+    # reward_max 5: threshold best 4.0 - 0.1 x 5 = 3.5; 20-point mean 4 - 0.15 j < 3.5 first at j = 4 (step 24).
+    diagnosis = diagnose(history(_falling(4.0, 1.0)), reward_max=5.0)
+    assert [(a.rule, a.step) for a in diagnosis.alerts] == [("reward_decline", 24)]
+    assert diagnosis.verdict == "failing"
+    same = diagnose(history(_falling(4.0, 1.0), context={"reward_max": 5.0}))
+    assert [(a.rule, a.step) for a in same.alerts] == [("reward_decline", 24)]
+    assert not any(SCALE_UNKNOWN in note for note in same.notes)
+
+
+def test_run_context_from_what_the_log_states():
+    context = run_context({"epsilon": 0.2, "epsilon_high": 0.28, "beta": 0.04, "max_completion_length": 512})
+    assert context.clip_higher and not context.sequence_clip and context.eps_high == 0.28
+    assert context.kl_on and context.max_completion_length == 512
+    gspo = run_context({"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4, "beta": 0.0})
+    assert gspo.sequence_clip and not gspo.clip_higher and not gspo.kl_on
+    nodes = run_context({"choices": {"clip": "clip_higher", "sampling": "dynamic", "kl": "none", "advantage": "ngrpo"}})
+    assert nodes.clip_higher and nodes.dynamic_sampling and not nodes.kl_on and nodes.advantage == "ngrpo"
+    # The caller's value wins over the log's.
+    assert run_context({"max_completion_length": 512}, max_completion_length=256).max_completion_length == 256
+
+
+def test_the_worst_verdict_decides():
+    assert worst(["healthy", "failing", "warning"]) == "failing"
+    assert worst(["healthy", "warning"]) == "warning"
+    assert worst(["healthy"]) == "healthy"
