@@ -71,6 +71,11 @@ class Alert:
     message: str
     advice: str
     metric: str = ""  # the logged metric the rule read
+    severity: str = "warning"  # failing (the run is broken) | warning (a sign to look at): Rule.severity
+    first_step: int | None = None  # the step of the first logged point the decision read
+    points: int = 0  # how many logged points of `metric` it read (windows count logged points, not steps)
+    fixes: tuple[str, ...] = ()  # FIX ids that fit, best first (Rule.fixes_for the finding's words)
+    words: dict[str, str] = field(default_factory=dict)  # the finding's non-numeric fields (e.g. difficulty)
 
     def to_json(self) -> str:
         """One line of alerts.jsonl."""
@@ -94,6 +99,7 @@ class Series:
 
     def __init__(self, head: int = 0, tail: int = 0, best_spans: frozenset[int] = frozenset()):
         self.count = 0
+        self.start: int | None = None  # the step of the first value
         self.head_size = head
         self.first: list[float] = []
         self.steps: deque[int] = deque(maxlen=tail)
@@ -103,6 +109,8 @@ class Series:
 
     def append(self, step: int, value: float) -> None:
         self.count += 1
+        if self.start is None:
+            self.start = step
         if len(self.first) < self.head_size:
             self.first.append(value)
         self.steps.append(step)
@@ -116,9 +124,16 @@ class Series:
         """The last `n` values (all that are kept, if fewer)."""
         return list(islice(self.values, max(len(self.values) - n, 0), None))
 
+    def step_of_last(self, n: int) -> int | None:
+        """The step of the first of the last `n` values (the oldest kept, if fewer are kept)."""
+        if not self.steps:
+            return None
+        return self.steps[max(len(self.steps) - n, 0)]
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "count": self.count,
+            "start": self.start,
             "first": self.first,
             "steps": list(self.steps),
             "values": list(self.values),
@@ -127,6 +142,7 @@ class Series:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.count, self.first = state["count"], list(state["first"])
+        self.start = state.get("start", state["steps"][0] if state["steps"] else None)  # older states lack it
         self.steps.extend(state["steps"])
         self.values.extend(state["values"])
         self.best = {int(span): value for span, value in state["best"].items()}
@@ -157,15 +173,51 @@ class TrainEvalPairs:
         self.total, self.points = state["total"], state["points"]
 
 
+class GradNormZeros:
+    """Counts of rows whose grad_norm is exactly 0.0, and of those whose loss and reward spread (`reward_std`) are
+    both non-zero. A batch with a reward spread has non-zero advantages, so an update that really moved nothing is
+    implausible there: some logging set-ups report grad_norm as 0.0 throughout (e.g. where the norm is not gathered
+    from the sharded optimizer). Most rows so: an artefact, and grad_norm says nothing about the gradients."""
+
+    def __init__(self) -> None:
+        self.rows = self.zeros = self.zeros_with_signal = 0
+
+    def add(self, metrics: Mapping[str, Any]) -> None:
+        grad_norm = _finite(metrics.get("grad_norm"))
+        if grad_norm is None:
+            return
+        self.rows += 1
+        if grad_norm == 0.0:
+            self.zeros += 1
+            loss, spread = _finite(metrics.get("loss")), _finite(metrics.get("reward_std"))
+            self.zeros_with_signal += bool(loss and spread)  # None or 0.0: no signal seen
+
+    def artefact(self) -> bool:
+        # "Most rows": more than half of the rows exactly 0.0, and more than half of those with a signal.
+        return 2 * self.zeros > self.rows and 2 * self.zeros_with_signal > self.zeros
+
+    def state_dict(self) -> dict[str, int]:
+        return {"rows": self.rows, "zeros": self.zeros, "zeros_with_signal": self.zeros_with_signal}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self.rows, self.zeros, self.zeros_with_signal = state["rows"], state["zeros"], state["zeros_with_signal"]
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
 class History(dict):
     """Metric name -> Series of its finite values (bounded by what the rules read); `latest` holds the current
-    call's raw metrics, `train_eval` the pairs the train/eval divergence rule compares."""
+    call's raw metrics and `step` its step, `train_eval` the pairs the train/eval divergence rule compares."""
 
     latest: Mapping[str, Any] = {}
+    step: int = 0
 
     def __init__(self, train_eval_window: int = 0):
         super().__init__()
         self.train_eval = TrainEvalPairs(train_eval_window)
+        self.grad_norm_zeros = GradNormZeros()
 
     def __missing__(self, name: str) -> Series:
         return Series()
@@ -177,6 +229,7 @@ class RunContext:
 
     max_completion_length: int | None = None
     reward_max: float = 1.0
+    reward_min: float = 0.0  # the lowest total reward attainable: reward rules judge shares of max - min
     advantage: str = "grpo"
     clip_higher: bool = False  # token-level clip with eps_high > eps_low
     sequence_clip: bool = False  # GSPO
@@ -216,6 +269,20 @@ class Finding:
     values: dict[str, float]
     metric: str  # the metric read (one of the rule's alternatives)
     words: dict[str, str] = field(default_factory=dict)  # non-numeric message fields
+    # What the decision read of `metric`, when not its last `Rule.needs` points (e.g. the first and the last span).
+    points: int | None = None
+    first_step: int | None = None
+
+
+@dataclass(frozen=True)
+class RuleCoverage:
+    """Whether a rule could judge the history it was given, and if not, why."""
+
+    rule: str
+    judged: bool  # its check reached a decision at least once
+    fired: bool  # it raised an alert
+    reason: str  # when not judged: "lacks entropy", "needs 20 logged points of entropy, the run has 7", ...
+    missing: tuple[str, ...] = ()  # the metrics it reads that the run never logged (alternatives joined by " or ")
 
 
 # A check returns None when it cannot evaluate yet, else a Finding.
@@ -244,9 +311,10 @@ def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None
         return None
     broken = [(name, float(value)) for name, value in present if not math.isfinite(float(value))]
     if not broken:
-        return Finding(False, {}, present[0][0])
+        return Finding(False, {}, present[0][0], points=1, first_step=history.step)
     name, value = broken[0]  # metrics are listed in the order a step computes them
-    return Finding(True, {}, name, {"value": str(value), "checked": ", ".join(s.metrics)})
+    words = {"value": str(value), "checked": ", ".join(s.metrics)}
+    return Finding(True, {}, name, words, points=1, first_step=history.step)
 
 
 def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Finding | None:
@@ -255,7 +323,8 @@ def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Fi
         return None
     early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = (1 - s.fall) * early
-    return Finding(recent < threshold, {"early_mean": early, "recent_mean": recent, "threshold": threshold}, "entropy")
+    values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+    return Finding(recent < threshold, values, "entropy", points=2 * s.span, first_step=series.start)
 
 
 def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | None:
@@ -267,7 +336,11 @@ def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | 
     smoothed = _smoothed(values, s.span, first)
     latest, window_max = smoothed[-1], max(smoothed)
     threshold = (1 - s.fall) * window_max
-    return Finding(latest < threshold, {"latest": latest, "window_max": window_max, "threshold": threshold}, "entropy")
+    read_from = max(first, s.span - 1) - s.span + 1  # the first point of the first smoothed value
+    values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
+    return Finding(
+        latest < threshold, values_out, "entropy", points=len(values) - read_from, first_step=steps[read_from]
+    )
 
 
 def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Finding | None:
@@ -276,7 +349,9 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
         return None
     initial, latest = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = (1 - s.fall) * initial
-    return Finding(latest < threshold, {"initial": initial, "latest": latest, "threshold": threshold}, "entropy")
+    values = {"initial": initial, "latest": latest, "threshold": threshold}
+    points = min(series.count, 2 * s.span)  # the first and the last span overlap on a short history
+    return Finding(latest < threshold, values, "entropy", points=points, first_step=series.start)
 
 
 def _above_threshold(names: tuple[str, ...]) -> Check:
@@ -291,14 +366,48 @@ def _above_threshold(names: tuple[str, ...]) -> Check:
     return check
 
 
+def _difficulty(history: History, context: RunContext, flat: float, span: int) -> str:
+    """Whether flat groups are mostly solved or mostly failed prompts (18.3.2: "the model has either mastered most
+    training prompts or cannot solve them at all"). With a share `flat` of groups flat, a batch whose flat groups
+    all score the maximum has its reward at least `flat` of the way up the range, one whose flat groups all score
+    the minimum at most 1 - `flat`: the reward's level over the same points says which, "" when both or neither."""
+    rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
+    if not rewards.count or scale <= 0:
+        return ""
+    level = (fmean(rewards.last(span)) - context.reward_min) / scale
+    easy, hard = level >= flat, level <= 1 - flat
+    return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
+
+
+def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Finding | None:
+    metric = _first_logged(history, FLAT_FRACTION)
+    series = history[metric]
+    if series.count < s.span:
+        return None
+    recent = fmean(series.last(s.span))
+    difficulty = _difficulty(history, context, recent, s.span)
+    values = {"recent_mean": recent, "threshold": s.threshold}
+    return Finding(recent > s.threshold, values, metric, {"difficulty": difficulty, "why": _WHY[difficulty]})
+
+
+# What a flat group is, by difficulty (the alert message's tail).
+_WHY = {
+    "too easy": " (reward near its maximum: the data is too easy)",
+    "too hard": " (reward near its minimum: the data is too hard)",
+    "": "",
+}
+
+
 def _rising_share(metric: str) -> Check:
-    def check(s: RisingShare, history: History, _: RunContext) -> Finding | None:
+    def check(s: RisingShare, history: History, context: RunContext) -> Finding | None:
         series = history[metric]
         if series.count < max(s.span, s.window):
             return None
         recent, change = fmean(series.last(s.span)), _half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
-        return Finding(recent > s.threshold and change > s.rise, values_out, metric)
+        difficulty = _difficulty(history, context, recent, s.span)
+        words = {"difficulty": difficulty, "why": _WHY[difficulty]}
+        return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
 
     return check
 
@@ -313,6 +422,8 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
         recent > threshold,
         {"early_mean": early, "recent_mean": recent, "threshold": threshold},
         "completions/mean_length",
+        points=2 * s.span,
+        first_step=series.start,
     )
 
 
@@ -331,6 +442,7 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
             "threshold": threshold,
         },
         "completions/mean_length",
+        {"from_start": "yes" if series.first[0] >= threshold else "no"},
     )
 
 
@@ -387,6 +499,8 @@ def _grad_norm_vanishing(s: GradNormVanishing, history: History, _: RunContext) 
     if series.count < s.window:
         return None
     window_max = max(series.last(s.window))
+    if window_max == 0.0 and history.grad_norm_zeros.artefact():
+        return None  # a logging artefact (GradNormZeros), not vanished gradients: the rule cannot judge
     return Finding(window_max < s.floor, {"window_max": window_max, "floor": s.floor}, "grad_norm")
 
 
@@ -559,6 +673,11 @@ _FEWER_UPDATES_ADVICE = _fixed(
 )
 
 
+# FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on
+# what it found gives a function of the finding's words instead (`Rule.fixes_for`).
+Fixes = tuple[str, ...] | Callable[[Mapping[str, str]], tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str  # also the rule's key in HealthMonitorConfig and monitor/*.yaml
@@ -568,9 +687,62 @@ class Rule:
     advice: Callable[[RunContext, Mapping[str, float]], str]
     reads: tuple[str, ...] = ()  # further metrics the check reads
     memory: Callable[[Any], Memory] = lambda _settings: Memory()  # what the check reads of each of its metrics
+    severity: str = "warning"  # failing: the run is broken or trains on garbage; warning: a sign to look at
+    fixes: Fixes = ()
+    # The logged points of its metrics the check needs before it decides (`needs`).
+    points: Callable[[Any], int] = lambda _settings: 1
+    # The metrics it cannot judge without: groups of alternatives, one of each group logged. None: its triggers
+    # (alternatives of one another), then each of `reads`.
+    inputs: Callable[[Any], tuple[tuple[str, ...], ...]] | None = None
+    context: tuple[str, ...] = ()  # RunContext fields it cannot judge without (None there: unknown)
+    # A level rule (a mean over `span` points against a threshold): `HealthMonitor.finish` judges it once on the
+    # points there are when the run ended before `span` of them.
+    level: bool = False
 
     def triggers(self, settings: Any) -> tuple[str, ...]:
         return self.trigger(settings) if callable(self.trigger) else self.trigger
+
+    def needs(self, settings: Any) -> int:
+        """How many logged points of each metric it reads the rule needs before it can decide."""
+        return self.points(settings)
+
+    def fixes_for(self, words: Mapping[str, str]) -> tuple[str, ...]:
+        """The FIX ids that fit what the rule found (its finding's words), best first."""
+        return self.fixes(words) if callable(self.fixes) else self.fixes
+
+    def metric_groups(self, settings: Any) -> tuple[tuple[str, ...], ...]:
+        if self.inputs is not None:
+            return self.inputs(settings)
+        return (self.triggers(settings), *((name,) for name in self.reads))
+
+
+def _span_points(settings: Any) -> int:
+    return settings.span
+
+
+def _window_points(settings: Any) -> int:
+    return settings.window
+
+
+ENTROPY_FIXES = ("clip_higher", "raise_eps_high", "lower_lr")
+SAMPLER_FIXES = ("match_sampler_precision", "is_correction", "routing_replay")
+
+
+def _flat_group_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    """Flat groups of solved prompts call for harder data, of failed ones for easier data or a virtual full-score
+    sample (18.3.2: the data no longer matches the model, one way or the other)."""
+    difficulty = words.get("difficulty", "")
+    if difficulty == "too easy":
+        return ("harder_data", "dynamic_sampling")
+    if difficulty == "too hard":
+        return ("easier_data", "dynamic_sampling", "ngrpo")
+    return ("dynamic_sampling", "ngrpo", "fix_reward")
+
+
+def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    if words.get("from_start") == "yes":  # at the budget from the first step: the budget is too short
+        return ("raise_max_length", "overlong_filter", "overlong_shaping")
+    return ("overlong_shaping", "overlong_filter", "raise_max_length")
 
 
 def _last_span(settings: Any) -> Memory:
@@ -588,6 +760,8 @@ RULES: tuple[Rule, ...] = (
         _non_finite,
         "{metric} is {value}: the first non-finite value among {checked}",
         _fixed("lower trainer.learning_rate or check the rewards and the data for NaN/inf values"),
+        severity="failing",
+        fixes=("lower_lr", "fix_reward"),
     ),
     Rule(
         "entropy_collapse",
@@ -596,6 +770,9 @@ RULES: tuple[Rule, ...] = (
         "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g})",
         _entropy_advice,
         memory=lambda s: Memory(head=s.span, tail=s.span),
+        severity="failing",
+        fixes=ENTROPY_FIXES,
+        points=lambda s: 2 * s.span,
     ),
     Rule(
         "entropy_drop",
@@ -605,6 +782,8 @@ RULES: tuple[Rule, ...] = (
         _entropy_advice,
         # A metric is logged at most once per training step: the window holds at most window_steps + 1 points.
         memory=lambda s: Memory(tail=s.window_steps + s.span),
+        fixes=ENTROPY_FIXES,
+        points=_span_points,
     ),
     Rule(
         "entropy_decline",
@@ -613,22 +792,33 @@ RULES: tuple[Rule, ...] = (
         "smoothed entropy {latest:.4g} < {threshold:.4g} (initial mean {initial:.4g})",
         _entropy_decline_advice,
         memory=lambda s: Memory(head=s.span, tail=s.span),
+        fixes=ENTROPY_FIXES,
+        points=_span_points,
     ),
     Rule(
         "zero_std_groups",
         FLAT_FRACTION,
-        _above_threshold(FLAT_FRACTION),
-        "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal",
+        _flat_groups,
+        "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal{why}",
         _flat_groups_advice,
+        reads=(TRAIN_REWARD,),  # the reward's level says whether flat groups are solved or failed prompts
         memory=_last_span,
+        fixes=_flat_group_fixes,
+        inputs=lambda _s: (FLAT_FRACTION,),
+        points=_span_points,
+        level=True,
     ),
     Rule(
         "zero_advantage",
         ("adv/zero_std_fraction",),
         _rising_share("adv/zero_std_fraction"),
-        "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window)",
+        "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window){why}",
         _zero_advantage_advice,
+        reads=(TRAIN_REWARD,),
         memory=lambda s: Memory(tail=max(s.span, s.window)),
+        fixes=_flat_group_fixes,
+        inputs=lambda _s: (("adv/zero_std_fraction",),),
+        points=lambda s: max(s.span, s.window),
     ),
     Rule(
         "reward_collapse",
@@ -638,6 +828,10 @@ RULES: tuple[Rule, ...] = (
         "the policy may be learning the format without the content",
         _reward_collapse_advice,
         memory=_last_window,
+        severity="failing",
+        fixes=("gdpo", "lower_format_weight"),
+        points=_window_points,
+        inputs=lambda s: ((f"rewards/{s.format_reward}/mean",), (f"rewards/{s.correctness_reward}/mean",)),
     ),
     Rule(
         "reward_decline",
@@ -646,6 +840,9 @@ RULES: tuple[Rule, ...] = (
         "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
         _reward_decline_advice,
         memory=lambda s: Memory(tail=s.span, best_span=s.span),
+        severity="failing",
+        fixes=("lower_lr", "fewer_updates", "routing_replay"),
+        points=_span_points,
     ),
     Rule(
         "length_growth",
@@ -654,6 +851,8 @@ RULES: tuple[Rule, ...] = (
         "mean length {recent_mean:.1f} > {threshold:.1f} (early mean {early_mean:.1f})",
         _length_growth_advice,
         memory=lambda s: Memory(head=s.span, tail=s.span),
+        fixes=("overlong_shaping", "overlong_filter"),
+        points=lambda s: 2 * s.span,
     ),
     Rule(
         "length_near_max",
@@ -663,6 +862,10 @@ RULES: tuple[Rule, ...] = (
         "completions are cut at the budget",
         _length_near_max_advice,
         memory=lambda s: Memory(head=1, tail=s.span),
+        fixes=_length_near_max_fixes,
+        points=_span_points,
+        context=("max_completion_length",),
+        level=True,
     ),
     Rule(
         "reward_plateau",
@@ -671,6 +874,8 @@ RULES: tuple[Rule, ...] = (
         "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
         _reward_plateau_advice,
         memory=_last_window,
+        fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
+        points=_window_points,
     ),
     Rule(
         "grad_norm_vanishing",
@@ -679,6 +884,8 @@ RULES: tuple[Rule, ...] = (
         "grad_norm stayed below {floor:g} (window max {window_max:.3g})",
         _grad_norm_advice,
         memory=_last_window,
+        fixes=("ngrpo", "dynamic_sampling", "fix_reward"),
+        points=_window_points,
     ),
     Rule(
         "kl_rising",
@@ -687,6 +894,8 @@ RULES: tuple[Rule, ...] = (
         "kl rose monotonically from {window_first:.4g} to {latest:.4g}",
         _fixed("raise the KL coefficient (kl.beta) or check the reward is reliable"),
         memory=_last_window,
+        fixes=("raise_kl", "add_kl", "fix_reward"),
+        points=_window_points,
     ),
     Rule(
         "policy_ratio_drift",
@@ -695,6 +904,9 @@ RULES: tuple[Rule, ...] = (
         "policy ratio mean {recent_mean:.3f} is more than {deviation} away from 1.0",
         _FEWER_UPDATES_ADVICE,
         memory=_last_span,
+        fixes=("fewer_updates", "lower_lr"),
+        points=_span_points,
+        level=True,
     ),
     Rule(
         "policy_ratio_noise",
@@ -703,6 +915,9 @@ RULES: tuple[Rule, ...] = (
         "mean |policy ratio - 1| {recent_mean:.3f} > {threshold:g}: each update moves the policy far",
         _FEWER_UPDATES_ADVICE,
         memory=_last_span,
+        fixes=("fewer_updates", "lower_lr"),
+        points=_span_points,
+        level=True,
     ),
     Rule(
         "clip_ratio_rising",
@@ -711,6 +926,8 @@ RULES: tuple[Rule, ...] = (
         "clip ratio rose monotonically from {window_first:.4g} to {latest:.4g}",
         _FEWER_UPDATES_ADVICE,
         memory=_last_window,
+        fixes=("fewer_updates", "lower_lr"),
+        points=_window_points,
     ),
     Rule(
         "clip_ratio_zero",
@@ -719,6 +936,8 @@ RULES: tuple[Rule, ...] = (
         "clip ratio dropped to zero (it averaged {earlier_mean:.4g} over the window before)",
         _fixed("the policy has nearly stopped updating: check grad_norm and adv/zero_std_fraction"),
         memory=lambda s: Memory(tail=2 * s.window),
+        fixes=("dynamic_sampling", "ngrpo"),
+        points=lambda s: 2 * s.window,
     ),
     Rule(
         "logp_mismatch",
@@ -730,6 +949,9 @@ RULES: tuple[Rule, ...] = (
             "tokenization round-trips; for MoE models use routing replay"
         ),
         memory=_last_span,
+        fixes=SAMPLER_FIXES,
+        points=_span_points,
+        level=True,
     ),
     Rule(
         "train_eval_divergence",
@@ -738,6 +960,9 @@ RULES: tuple[Rule, ...] = (
         "train reward gained {train_gain:+.3f} while eval reward gained {eval_gain:+.3f}",
         _divergence_advice,
         reads=(TRAIN_REWARD,),
+        fixes=("more_data", "add_kl", "raise_kl"),
+        memory=_last_window,
+        points=_window_points,
     ),
 )
 
@@ -746,7 +971,9 @@ class HealthMonitor:
     """Evaluates the rules on each logging step; the caller acts on the returned alerts.
 
     Its state is bounded by what the rules read (`Rule.memory`), whatever the run's length; `state_dict` /
-    `load_state_dict` carry it over a resume without replaying the history."""
+    `load_state_dict` carry it over a resume without replaying the history. At the end of a history, `finish`
+    lets the level rules judge a run shorter than their span, `coverage` says which rules could judge and why
+    the others could not, and `artefacts` names the metrics logged in a way the rules must not read."""
 
     def __init__(
         self,
@@ -762,6 +989,9 @@ class HealthMonitor:
         self._memory = _memory_per_metric(config, self._triggers)
         self.history = History(config.train_eval_divergence.window)
         self._in_episode: set[str] = set()
+        self._judged: set[str] = set()  # rules whose check reached a decision
+        self._fired: set[str] = set()
+        self._seen: set[str] = set()  # watched metrics logged at least once (a NaN counts: non_finite reads it)
 
     @classmethod
     def from_plan(cls, plan) -> HealthMonitor:
@@ -775,6 +1005,7 @@ class HealthMonitor:
             for name, value in metrics.items()
             if name in self._watched and isinstance(value, int | float) and math.isfinite(value)
         }
+        self._seen.update(name for name in self._watched.intersection(metrics) if metrics[name] is not None)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
@@ -788,7 +1019,8 @@ class HealthMonitor:
             self.history.train_eval.add_train(present[TRAIN_REWARD])
         if EVAL_REWARD in present:
             self.history.train_eval.add_eval(present[EVAL_REWARD])
-        self.history.latest = metrics
+        self.history.grad_norm_zeros.add(metrics)
+        self.history.latest, self.history.step = metrics, step
         alerts = []
         for rule in RULES:
             if not any(metrics.get(name) is not None for name in self._triggers[rule.name]):
@@ -799,22 +1031,117 @@ class HealthMonitor:
             finding = rule.check(settings, self.history, self.context)
             if finding is None:
                 continue
+            self._judged.add(rule.name)
             if not finding.holds:
                 self._in_episode.discard(rule.name)
             elif rule.name not in self._in_episode:
                 self._in_episode.add(rule.name)
-                alerts.append(
-                    Alert(
-                        step=step,
-                        rule=rule.name,
-                        action=settings.action,
-                        values=finding.values,
-                        message=rule.message.format(metric=finding.metric, **finding.words, **finding.values),
-                        advice=rule.advice(self.context, {**finding.values, **finding.words}),
-                        metric=finding.metric,
-                    )
-                )
+                alerts.append(self._alert(rule, settings, finding, step))
         return alerts
+
+    def finish(self) -> list[Alert]:
+        """The end of the history: each level rule (`Rule.level`) that never judged because the run logged fewer
+        than `span` points judges once on the points there are (at least one); its message says so."""
+        if not self.config.enabled:
+            return []
+        alerts = []
+        for rule in RULES:
+            if not rule.level or rule.name in self._judged:
+                continue
+            settings = getattr(self.config, rule.name)
+            points = self._points(rule, settings)[0]
+            if not 1 <= points < settings.span:
+                continue
+            finding = rule.check(replace(settings, span=points), self.history, self.context)
+            if finding is None:
+                continue
+            self._judged.add(rule.name)
+            if finding.holds and rule.name not in self._in_episode:
+                self._in_episode.add(rule.name)
+                note = f" (over {points} logged points, fewer than the span {settings.span})"
+                alerts.append(self._alert(rule, settings, finding, self.history.step, note, points))
+        return alerts
+
+    def coverage(self) -> list[RuleCoverage]:
+        """Per rule, in RULES order: whether it judged, whether it fired, and when it did not judge, why."""
+        covered = []
+        for rule in RULES:
+            settings = getattr(self.config, rule.name)
+            groups = rule.metric_groups(settings)
+            missing = tuple(" or ".join(group) for group in groups if not self._seen.intersection(group))
+            judged = rule.name in self._judged and self.config.enabled
+            covered.append(
+                RuleCoverage(
+                    rule.name,
+                    judged,
+                    rule.name in self._fired,
+                    "" if judged else self._reason(rule, settings, missing),
+                    missing,
+                )
+            )
+        return covered
+
+    def artefacts(self) -> list[str]:
+        """One line per metric the run logs in a way no rule should read as what it names."""
+        zeros = self.history.grad_norm_zeros
+        if not zeros.artefact():
+            return []
+        return [
+            f"grad_norm is exactly 0.0 on {zeros.zeros} of {zeros.rows} logged rows while the loss and the reward "
+            f"spread (reward_std) are non-zero on {zeros.zeros_with_signal} of them: a logging artefact, not "
+            "vanishing gradients (grad_norm_vanishing does not judge it)"
+        ]
+
+    def _reason(self, rule: Rule, settings: Any, missing: tuple[str, ...]) -> str:
+        if not self.config.enabled:
+            return "the monitor is off"
+        if missing:
+            return "lacks " + " and ".join(missing)
+        unknown = [name for name in rule.context if getattr(self.context, name) is None]
+        if unknown:
+            return "needs " + " and ".join(f"{name} (unknown)" for name in unknown)
+        if rule.name == "grad_norm_vanishing" and self.history.grad_norm_zeros.artefact():
+            return "grad_norm is a logging artefact (exactly 0.0 while the loss and reward_std are not)"
+        points, metric = self._points(rule, settings)
+        needed = rule.needs(settings)
+        if rule.name == "train_eval_divergence":
+            points, needed = len(self.history.train_eval.pairs), settings.window
+            return f"needs {needed} evaluations paired with train rewards, the run has {points}"
+        if points < needed:
+            return f"needs {needed} logged points of {metric}, the run has {points}"
+        return "its check never reached a decision on the points logged"
+
+    def _points(self, rule: Rule, settings: Any) -> tuple[int, str]:
+        """The fewest finite logged points among the metrics the rule needs (each group's best alternative)."""
+        counts = []
+        for group in rule.metric_groups(settings):
+            name = max(group, key=lambda n: self.history[n].count)
+            counts.append((self.history[name].count, name))
+        return min(counts)
+
+    def _alert(
+        self, rule: Rule, settings: Any, finding: Finding, step: int, note: str = "", points: int | None = None
+    ) -> Alert:
+        self._fired.add(rule.name)
+        series = self.history[finding.metric]
+        read = finding.points if finding.points is not None else points or rule.needs(settings)
+        read = min(read, series.count) if finding.points is None else read
+        first_step = finding.first_step if finding.first_step is not None else series.step_of_last(read)
+        words = dict(finding.words)
+        return Alert(
+            step=step,
+            rule=rule.name,
+            action=settings.action,
+            values=finding.values,
+            message=rule.message.format(metric=finding.metric, **words, **finding.values) + note,
+            advice=rule.advice(self.context, {**finding.values, **words}),
+            metric=finding.metric,
+            severity=rule.severity,
+            first_step=first_step,
+            points=read,
+            fixes=rule.fixes_for(words),
+            words=words,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a later `update` depends on, JSON-safe; `memory` says what it was kept for."""
@@ -824,6 +1151,11 @@ class HealthMonitor:
             "in_episode": sorted(self._in_episode),
             "series": {name: series.state_dict() for name, series in self.history.items()},
             "train_eval": self.history.train_eval.state_dict(),
+            "grad_norm_zeros": self.history.grad_norm_zeros.state_dict(),
+            "judged": sorted(self._judged),
+            "fired": sorted(self._fired),
+            "seen": sorted(self._seen),
+            "step": self.history.step,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> bool:
@@ -838,6 +1170,12 @@ class HealthMonitor:
             self.history[name] = Series(head, tail, best_spans)
             self.history[name].load_state_dict(saved)
         self.history.train_eval.load_state_dict(state["train_eval"])
+        # Saved before these were kept: what the series say.
+        if "grad_norm_zeros" in state:
+            self.history.grad_norm_zeros.load_state_dict(state["grad_norm_zeros"])
+        self._judged, self._fired = set(state.get("judged", ())), set(state.get("fired", ()))
+        self._seen = set(state.get("seen", state["series"]))
+        self.history.step = state.get("step", 0)
         return True
 
     def _memory_json(self) -> dict[str, Any]:

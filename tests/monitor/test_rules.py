@@ -108,6 +108,12 @@ def test_fires_once_per_episode_and_rearms_after_recovery():
         "message": "frac_reward_zero_std mean 0.600 > 0.500: the batch lost its learning signal",
         "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, sampling=dynamic",
         "metric": "frac_reward_zero_std",  # new field: the metric the rule read
+        # Newer fields: the decision read one point (span 1), at step 2; no reward logged, so no difficulty.
+        "severity": "warning",
+        "first_step": 2,
+        "points": 1,
+        "fixes": ["dynamic_sampling", "ngrpo", "fix_reward"],
+        "words": {"difficulty": "", "why": ""},
     }
 
 
