@@ -1,0 +1,240 @@
+"""Each framework's logged metric names -> the concepts the monitor's rules read (its own metric names, TRL's where
+TRL has one), which framework a set of keys comes from, and the one conversion of a logged value to a float.
+
+A user's `--map concept=column` wins over every built-in name. Each concept is read from one source key: when a
+log holds two keys for the same concept (verl's `actor/entropy` and older `actor/entropy_loss`, several val-core
+datasets) the first in the built-in order wins and the others are listed as unmapped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# The names the rules read (align_kit/monitor/rules.py). A key map may point only at these.
+CONCEPTS = (
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "reward",
+    "reward_std",
+    "eval_reward",
+    "frac_reward_zero_std",
+    "groups/flat_fraction",
+    "entropy",
+    "completions/mean_length",
+    "completions/max_length",
+    "completions/min_length",
+    "completions/clipped_ratio",
+    "kl",
+    "clip_ratio/region_mean",
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "policy_ratio/mean",
+    "policy_ratio/abs_dev",
+    "sampling/sampling_logp_difference/mean",
+    "sampling/importance_sampling_ratio/mean",
+    "mismatch/logp_abs_diff/mean",
+    "mismatch/kl",
+    "adv/zero_std_fraction",
+    "reward/max_attainable",
+)
+# One reward function's mean: `rewards/<name>/mean` (older TRL logs `rewards/<name>` without `/mean`).
+PER_REWARD = re.compile(r"^rewards/([^/]+)(?:/mean)?$")
+
+# TRL's GRPOTrainer, current names and the older ones (TRL <= 0.15 logged completion_length and rewards/<f>;
+# 0.16-0.17 a single clip_ratio).
+TRL = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "eval_reward": "eval_reward",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "entropy": "entropy",
+    "completions/mean_length": "completions/mean_length",
+    "completion_length": "completions/mean_length",
+    "completions/max_length": "completions/max_length",
+    "completions/min_length": "completions/min_length",
+    "completions/clipped_ratio": "completions/clipped_ratio",
+    "kl": "kl",
+    "clip_ratio/region_mean": "clip_ratio/region_mean",
+    "clip_ratio": "clip_ratio/region_mean",
+    "clip_ratio/low_mean": "clip_ratio/low_mean",
+    "clip_ratio/high_mean": "clip_ratio/high_mean",
+    "sampling/sampling_logp_difference/mean": "sampling/sampling_logp_difference/mean",
+    "sampling/importance_sampling_ratio/mean": "sampling/importance_sampling_ratio/mean",
+}
+
+# verl (verl/trainer/ppo/metric_utils.py and the actor's metrics). critic/score is the reward function's score;
+# critic/rewards has the in-reward KL penalty folded in, so it is not the reward. actor/ppo_kl is old-vs-new
+# policy, not the KL to the reference (that is actor/kl_loss); critic/grad_norm is the critic's.
+VERL = {
+    "critic/score/mean": "reward",
+    "actor/entropy": "entropy",
+    "actor/entropy_loss": "entropy",  # older verl's name for the same mean token entropy
+    "actor/pg_clipfrac": "clip_ratio/region_mean",
+    "response_length/mean": "completions/mean_length",
+    "response_length/max": "completions/max_length",
+    "response_length/min": "completions/min_length",
+    "response_length/clip_ratio": "completions/clipped_ratio",
+    "actor/kl_loss": "kl",
+    "actor/grad_norm": "grad_norm",
+    "actor/pg_loss": "loss",
+    "actor/lr": "learning_rate",
+    # Rollout correction (docs/algo/rollout_corr.md): the mean IS weight trainer/sampler and the mean absolute
+    # log-perplexity gap; older verl logged the mean absolute token-probability gap as training/rollout_probs_diff.
+    "rollout_corr/rollout_is_mean": "sampling/importance_sampling_ratio/mean",
+    "rollout_corr/log_ppl_abs_diff": "sampling/sampling_logp_difference/mean",
+    "training/rollout_probs_diff_mean": "sampling/sampling_logp_difference/mean",
+}
+# The validation reward: val-core/<dataset>/<acc|reward|score>/mean@N (newer), val/test_score/<dataset> (older).
+VERL_EVAL = re.compile(r"^val-core/.+/(?:acc|reward|score)/mean@\d+$|^val/test_score/.+$")
+
+# OpenRLHF's PPO/GRPO status (openrlhf/trainer/ray/ppo_actor.py, logged under train/ to W&B): entropy_loss is the
+# masked mean token entropy; ppo_kl is old-vs-new policy; vllm_kl is the sampler-vs-trainer KL.
+OPENRLHF = {
+    "policy_loss": "loss",
+    "actor_lr": "learning_rate",
+    "reward": "reward",
+    "kl": "kl",
+    "response_length": "completions/mean_length",
+    "entropy_loss": "entropy",
+    "ppo_clip_ratio": "clip_ratio/region_mean",
+    "vllm_kl": "mismatch/kl",
+    "grad_norm": "grad_norm",
+}
+
+# align_kit logs TRL's names and its own, which are the concepts themselves.
+ALIGN_KIT = {**TRL, **{concept: concept for concept in CONCEPTS}}
+
+BUILT_IN = {"trl": TRL, "verl": VERL, "openrlhf": OPENRLHF, "align_kit": ALIGN_KIT, "generic": ALIGN_KIT}
+
+# Bookkeeping every logger writes beside the metrics: not metrics, never listed as unmapped.
+NOT_METRICS = frozenset(
+    {
+        "step",
+        "global_step",
+        "epoch",
+        "_step",
+        "_runtime",
+        "_timestamp",
+        "train/global_step",
+        "train/epoch",
+        "training/global_step",
+        "training/epoch",
+        "Step",
+        "iteration",
+        "num_tokens",
+        "train/num_tokens",
+    }
+)
+
+_VERL_MARKS = ("actor/", "critic/", "response_length/", "val-core/", "val-aux/", "timing_s/", "global_seqlen/")
+_OPENRLHF_ONLY = frozenset({"policy_loss", "actor_lr", "ppo_clip_ratio", "response_length", "ppo_kl", "vllm_kl"})
+_ALIGN_KIT_ONLY = frozenset(set(CONCEPTS) - set(TRL.values()) - {"eval_reward"})
+
+
+def _bare(key: str) -> str:
+    """A W&B key without HF's `train/` prefix, and `eval/x` as the Trainer names it, `eval_x`."""
+    if key.startswith("train/"):
+        return key[6:]
+    if key.startswith("eval/"):
+        return "eval_" + key[5:]
+    return key
+
+
+def detect_framework(keys: Iterable[str]) -> str:
+    """Whose names these are: verl (actor/, critic/, response_length/ ...), openrlhf (policy_loss, actor_lr ...),
+    align_kit (its own metrics beside TRL's), trl, or generic when none of them."""
+    keys = list(keys)
+    if any(key.startswith(_VERL_MARKS) for key in keys):
+        return "verl"
+    bare = {_bare(key) for key in keys}
+    if bare & _OPENRLHF_ONLY:
+        return "openrlhf"
+    if bare & _ALIGN_KIT_ONLY:
+        return "align_kit"
+    if any(key in TRL or PER_REWARD.match(key) for key in bare):
+        return "trl"
+    return "generic"
+
+
+def builtin_concept(key: str, framework: str) -> str | None:
+    """The concept a framework's key names, or None."""
+    table = BUILT_IN.get(framework, ALIGN_KIT)
+    if key in table:
+        return table[key]
+    if framework == "verl":
+        return "eval_reward" if VERL_EVAL.match(key) else None
+    bare = _bare(key)
+    if bare in table:
+        return table[bare]
+    if framework in ("trl", "align_kit", "generic") and (match := PER_REWARD.match(bare)):
+        return f"rewards/{match.group(1)}/mean"
+    return None
+
+
+def _priority(key: str, framework: str) -> int:
+    """Which of two keys for one concept wins: the earlier in the built-in table (current names before older)."""
+    table = BUILT_IN.get(framework, ALIGN_KIT)
+    bare = _bare(key)
+    for rank, name in enumerate(table):
+        if name in (key, bare):
+            return rank
+    return len(table)
+
+
+def unknown_concepts(key_map: Mapping[str, str]) -> list[str]:
+    """The concepts of a user's key map that no rule reads (a typo such as `rewrad`)."""
+    return [concept for concept in key_map if concept not in CONCEPTS and not PER_REWARD.match(concept)]
+
+
+def resolve(
+    keys: Iterable[str], framework: str, key_map: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """(source key -> concept for each key read, notes on keys that lost to another key for the same concept).
+    `keys` in the order first seen; a user's key map ({concept: column}) comes first."""
+    chosen: dict[str, str] = {}  # concept -> key
+    notes: list[str] = []
+    user = {column: concept for concept, column in (key_map or {}).items()}
+    keys = list(keys)
+    candidates: dict[str, list[str]] = {}
+    for key in keys:
+        concept = user.get(key) or builtin_concept(key, framework)
+        if concept is not None:
+            candidates.setdefault(concept, []).append(key)
+    for concept, found in candidates.items():
+        by_user = [key for key in found if user.get(key) == concept]
+        ranked = by_user or sorted(found, key=lambda key: _priority(key, framework))  # stable: first seen on ties
+        chosen[concept] = ranked[0]
+        if len(found) > 1:
+            others = ", ".join(key for key in found if key != ranked[0])
+            notes.append(f"{concept} read from {ranked[0]}; also logged as {others} (left unmapped)")
+    return {key: concept for concept, key in chosen.items()}, notes
+
+
+def to_float(value: Any) -> float | None:
+    """A logged value as a float (NaN and inf kept; "nan", "inf", "1e-3" as text parsed), None when it is no number
+    (a bool, a phase name, a list, null)."""
+    kind = type(value)
+    if kind is float:
+        return value
+    if kind is int:
+        return float(value)
+    if kind is str:
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    if kind is bool or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def is_finite_number(value: Any) -> bool:
+    number = to_float(value)
+    return number is not None and math.isfinite(number)

@@ -1,0 +1,142 @@
+"""An align_kit run folder (`metrics.jsonl`, the resolved `config.yaml`, `summary.json`, Hydra's `.hydra/`), and a
+sweep folder: one history per job folder, named by the job's overrides from the sweep's manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE
+from align_kit.doctor.history import RunHistory
+from align_kit.doctor.readers.common import as_step, history_from_rows, is_summary
+from align_kit.doctor.readers.context import from_align_kit_config
+from align_kit.tracking.metrics_file import read_metrics_file
+
+MANIFEST_FILE = "sweep_manifest.json"  # align_kit.runs.sweep_manifest's file: the sweep's jobs and their outcomes
+
+
+def is_run_folder(folder: Path) -> bool:
+    return (folder / METRICS_FILE).is_file()
+
+
+def _yaml(path: Path, notes: list[str]) -> dict:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        notes.append(f"{path} is not valid YAML; the run's setup is unknown")
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _summary(folder: Path, notes: list[str]) -> dict:
+    path = folder / SUMMARY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        summary = json.loads(path.read_text(errors="replace"))
+    except json.JSONDecodeError:
+        notes.append(f"{path} is not valid JSON; node choices taken from .hydra/ instead")
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def _hydra_choices(folder: Path, notes: list[str]) -> dict[str, str]:
+    """The node choices Hydra recorded (its own groups, the trainer's fields and the monitor's aside)."""
+    path = folder / HYDRA_RECORD / "hydra.yaml"
+    if not path.is_file():
+        return {}
+    runtime = ((_yaml(path, notes).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    return {
+        group: str(node)
+        for group, node in runtime.items()
+        if node not in (None, "null", "None") and "/" not in group and group not in ("trainer", "monitor")
+    }
+
+
+def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name: str = "") -> RunHistory:
+    notes: list[str] = []
+    path = folder / METRICS_FILE
+    pairs, skipped = read_metrics_file(path)
+    if skipped:
+        notes.append(f"skipped {skipped} malformed line(s) of {METRICS_FILE}")
+    raw = [(as_step(step), row) for step, row in pairs if not is_summary(row)]
+    config_path = next(
+        (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if candidate.is_file()),
+        None,
+    )
+    config = _yaml(config_path, notes) if config_path else {}
+    if config_path is None:
+        notes.append(f"no {CONFIG_FILE} or {HYDRA_RECORD}/{CONFIG_FILE}: the run's setup is unknown")
+    summary = _summary(folder, notes)
+    context: dict[str, Any] = from_align_kit_config(config, summary)
+    choices = summary.get("choices")
+    choices = (
+        {group: str(node) for group, node in choices.items() if str(node) != "None"}
+        if isinstance(choices, dict)
+        else _hydra_choices(folder, notes)
+    )
+    if choices:
+        context["choices"] = choices
+    return history_from_rows(
+        path,
+        "align_kit",
+        [(step, row) for step, row in raw if step is not None],
+        key_map=key_map,
+        notes=notes,
+        context=context,
+        name=name or folder.name,
+        null_is_nan=True,  # metrics.jsonl writes NaN and inf as null
+        framework="align_kit",
+    )
+
+
+def _natural(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def find_run_folders(root: Path) -> list[Path]:
+    """The run folders below `root` (not inside one another), job 2 before job 10."""
+    found = []
+    for current, subfolders, _ in os.walk(root):
+        if is_run_folder(Path(current)):
+            found.append(Path(current))
+            subfolders.clear()
+        else:
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+    return sorted(found, key=_natural)
+
+
+def _jobs(sweep: Path) -> dict[str, dict]:
+    """Job folder name -> its manifest entry (job number, overrides, status), when the sweep has a readable
+    manifest. Only sweep_manifest.json is read: a launch still running has later updates in its job log."""
+    path = sweep / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    jobs = manifest.get("jobs") if isinstance(manifest, dict) else None
+    return {
+        Path(job["folder"]).name: job
+        for job in jobs or []
+        if isinstance(job, dict) and isinstance(job.get("folder"), str)
+    }
+
+
+def read_sweep(root: Path, folders: list[Path], key_map: Mapping[str, str] | None = None) -> list[RunHistory]:
+    """One history per job folder of a sweep."""
+    histories = []
+    for folder in folders:
+        job = _jobs(folder.parent).get(folder.name, {})
+        overrides = " ".join(map(str, job.get("overrides") or []))
+        name = f"job {job['job']} ({overrides})" if "job" in job else str(folder.relative_to(root))
+        history = read_run_folder(folder, key_map, name=name)
+        if job.get("status") not in (None, "done"):
+            history.notes.append(f"the sweep's manifest says this job is {job['status']}")
+        histories.append(history)
+    return histories

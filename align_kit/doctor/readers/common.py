@@ -1,0 +1,125 @@
+"""What every reader shares: raw logged rows (step, {key: value}) in file order -> a RunHistory keyed by concept,
+and the one-line input errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from align_kit.doctor.history import DoctorInputError, RunHistory
+from align_kit.doctor.keymaps import NOT_METRICS, detect_framework, resolve, to_float, unknown_concepts
+
+RawRows = list[tuple[int, dict[str, Any]]]
+
+UNKNOWN_FORMAT = (
+    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run "
+    "or a CSV/JSONL with --map"
+)
+# HF's end-of-training row (train_runtime, train_loss, ...) summarises the run: it is not a step.
+SUMMARY_KEYS = ("train_runtime", "train_loss")
+
+
+def input_error(source: str | Path, what: str) -> DoctorInputError:
+    return DoctorInputError(f"{source}: {what}")
+
+
+def is_summary(row: Mapping[str, Any]) -> bool:
+    return any(key in row for key in SUMMARY_KEYS)
+
+
+def history_from_rows(
+    source: str | Path,
+    format: str,
+    raw: RawRows,
+    *,
+    framework: str | None = None,
+    key_map: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+    context: dict[str, Any] | None = None,
+    name: str = "",
+    null_is_nan: bool = False,
+    advice_framework: str | None = None,
+) -> RunHistory:
+    """The history of raw rows: each key mapped once to its concept, values as floats, rows of one step merged (a
+    resumed run redoes steps: the later value wins), in step order. `framework` names the keys' family (detected
+    from the keys when None); `advice_framework` whose terms the advice uses, when that differs (an align_kit run
+    logs TRL's names). Raises the input errors: no rows, or no key that maps to a concept."""
+    notes = list(notes or [])
+    if not raw:
+        raise input_error(source, f"the {format} input holds no logged rows; expected at least one logged step")
+    seen: dict[str, None] = {}
+    for _, row in raw:
+        if not row.keys() <= seen.keys():  # a set comparison in C: the common row adds no key
+            seen.update(dict.fromkeys(row))
+    keys = [key for key in seen if key not in NOT_METRICS]
+    family = framework or detect_framework(keys)
+    if key_map:
+        unknown = unknown_concepts(key_map)
+        if unknown:
+            notes.append(f"--map names {', '.join(unknown)}, which no rule reads")
+        missing = [column for column in key_map.values() if column not in seen]
+        if missing:
+            notes.append(f"--map columns not in the log: {', '.join(missing)}")
+    mapping, conflict_notes = resolve(keys, family, key_map)
+    notes += conflict_notes
+    if not mapping:
+        shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} keys)" if len(keys) > 8 else "")
+        raise input_error(
+            source,
+            f"{len(raw)} rows found but no key maps to a metric the rules read (keys: {shown or 'none'}); "
+            "pass --map concept=column, e.g. --map reward=<column>",
+        )
+    items = list(mapping.items())
+    by_step: dict[int, dict[str, float]] = {}
+    nulls = 0
+    for step, row in raw:
+        values = by_step.get(step)
+        if values is None:
+            values = by_step[step] = {}
+        for key, concept in items:
+            if key in row:
+                value = row[key]
+                number = to_float(value)
+                if number is None:
+                    if value is None and null_is_nan:
+                        number = float("nan")
+                        nulls += 1
+                    else:
+                        continue
+                values[concept] = number
+    if nulls:
+        notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
+    rows = [(step, values) for step, values in sorted(by_step.items()) if values]
+    if not rows:
+        raise input_error(source, f"the {format} input holds no numeric value of {', '.join(mapping)}")
+    unmapped = [key for key in keys if key not in mapping and _numeric_somewhere(raw, key)]
+    return RunHistory(
+        source=str(source),
+        format=format,
+        framework=advice_framework or family,
+        rows=rows,
+        mapping=mapping,
+        unmapped=unmapped,
+        notes=notes,
+        context=context or {},
+        name=name,
+    )
+
+
+def _numeric_somewhere(raw: RawRows, key: str) -> bool:
+    """Whether a key holds a number in some row (stops at the first: a metric's first row is almost always one)."""
+    for _, row in raw:
+        if key in row and to_float(row[key]) is not None:
+            return True
+    return False
+
+
+def as_step(value: Any) -> int | None:
+    """A logged step as an int: 12, 12.0, "12", or ms-swift's "12/400" (step/max_steps)."""
+    if isinstance(value, str) and "/" in value:
+        value = value.split("/", 1)[0]
+    number = to_float(value)
+    if number is None or number != number or number in (float("inf"), float("-inf")):
+        return None
+    return int(number)

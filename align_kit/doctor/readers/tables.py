@@ -1,0 +1,181 @@
+"""Tables of logged points: the Trainer's notebook progress table as people copy it (`Step | Training Loss | reward |
+completions / mean_length | ...`) as CSV, TSV, a markdown pipe table or whitespace-aligned text; a CSV exported from
+the W&B UI (`Step`, `<run> - train/reward`, with `__MIN`/`__MAX` columns, one run per column prefix); and any CSV with
+a step column (`step`, `global_step`, `_step`, `Step`, `iteration`) or none (the row index, noted).
+
+The header is the first line that names a step column, a mapped column or a known metric; its delimiter (`|`, tab,
+comma, else runs of spaces) splits the rows after it until the first line that does not fit.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from align_kit.doctor.keymaps import builtin_concept
+from align_kit.doctor.readers.common import RawRows, as_step
+
+STEP_COLUMNS = ("step", "global_step", "_step", "Step", "iteration", "train/global_step", "trainer/global_step")
+# How HF's notebook table titles what the Trainer logs.
+HF_TITLES = {"Training Loss": "loss", "Validation Loss": "eval_loss", "Epoch": "epoch"}
+# W&B's UI export: its time columns are no metrics.
+WANDB_TIME_COLUMNS = frozenset({"Wall Time", "Relative Time (Process)", "Relative Time (Wall)"})
+_SLASH = re.compile(r"\s*/\s*")
+_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}")
+_MULTIWORD = re.compile(r"Training Loss|Validation Loss")
+
+
+def column_key(name: str, key_map_columns: frozenset[str]) -> str:
+    """A column title as the logged key: `completions / mean_length` -> completions/mean_length, `Training Loss` ->
+    loss, a title-cased `Reward Std` -> reward_std when that is a known name; a column a --map names stays."""
+    name = name.strip().strip('"')
+    if name in key_map_columns:
+        return name
+    key = _SLASH.sub("/", name)
+    key = HF_TITLES.get(key, key)
+    if key in STEP_COLUMNS:
+        return key
+    lowered = key.lower().replace(" ", "_")
+    if lowered != key and any(builtin_concept(lowered, family) for family in ("trl", "verl", "openrlhf")):
+        return lowered
+    return key
+
+
+def _delimiter(line: str) -> str:
+    if line.count("|") >= 2:
+        return "|"
+    if "\t" in line:
+        return "\t"
+    if "," in line:
+        return ","
+    return " "
+
+
+def _cells(line: str, delimiter: str) -> list[str]:
+    if delimiter == "|":
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    if delimiter == ",":
+        return [cell.strip() for cell in next(csv.reader([line]))]
+    if delimiter == "\t":
+        return [cell.strip() for cell in line.split("\t")]
+    return line.split()
+
+
+def _header_cells(line: str, delimiter: str) -> list[str]:
+    if delimiter != " ":
+        return _cells(line, delimiter)
+    # Aligned text: keep the two-word titles and `a / b` whole before splitting on whitespace.
+    joined = _SLASH.sub("/", _MULTIWORD.sub(lambda match: match.group(0).replace(" ", "\0"), line))
+    return [cell.replace("\0", " ") for cell in joined.split()]
+
+
+def _is_header(cells: list[str], key_map_columns: frozenset[str]) -> bool:
+    if len(cells) < 2:
+        return False
+    keys = [column_key(cell, key_map_columns) for cell in cells]
+    if any(key in STEP_COLUMNS for key in keys) or any(cell in key_map_columns for cell in cells):
+        return True
+    known = sum(1 for key in keys if _known(key))
+    return known >= 1 and all(cell and not _looks_numeric(cell) for cell in cells)
+
+
+def _known(key: str) -> bool:
+    metric = key.rpartition(" - ")[2]
+    return any(builtin_concept(metric, family) for family in ("trl", "verl", "openrlhf"))
+
+
+def _looks_numeric(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+class Table:
+    """The first table found in a text: its header keys and rows of cells."""
+
+    def __init__(self, keys: list[str], titles: list[str], rows: list[list[str]], delimiter: str):
+        self.keys, self.titles, self.rows, self.delimiter = keys, titles, rows, delimiter
+
+    @property
+    def is_progress_table(self) -> bool:
+        return "Training Loss" in self.titles or any(" / " in title for title in self.titles)
+
+    @property
+    def is_wandb_export(self) -> bool:
+        return any(" - " in key for key in self.keys) or any(key.endswith(("__MIN", "__MAX")) for key in self.keys)
+
+
+def find_table(text: str, key_map: Mapping[str, str] | None = None) -> Table | None:
+    columns = frozenset((key_map or {}).values())
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if not line.strip() or _SEPARATOR.match(line.strip()):
+            continue
+        delimiter = _delimiter(line)
+        try:
+            titles = _header_cells(line, delimiter)
+        except csv.Error:
+            continue
+        if not _is_header(titles, columns):
+            continue
+        body = lines[number + 1 :]
+        if delimiter == ",":
+            rows = _csv_rows(body, len(titles))
+        else:
+            rows = []
+            for row_line in body:
+                stripped = row_line.strip()
+                if not stripped or _SEPARATOR.match(stripped):
+                    if rows and not stripped:
+                        break
+                    continue
+                cells = _cells(row_line, delimiter)
+                if len(cells) != len(titles):
+                    break
+                rows.append(cells)
+        if rows:
+            return Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
+    return None
+
+
+def _csv_rows(body: list[str], width: int) -> list[list[str]]:
+    rows = []
+    for cells in csv.reader(body):
+        if not cells:
+            if rows:
+                break
+            continue
+        if len(cells) != width:
+            break
+        rows.append([cell.strip() for cell in cells])
+    return rows
+
+
+def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
+    """{run name: raw rows} ("" for a single run) and notes. A W&B export gives one run per column prefix."""
+    notes: list[str] = []
+    step_index = next((index for index, key in enumerate(table.keys) if key in STEP_COLUMNS), None)
+    if step_index is None:
+        notes.append("no step column (step, global_step, _step, Step, iteration): steps are the row numbers 1, 2, ...")
+    runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
+    for index, key in enumerate(table.keys):
+        if index == step_index or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")) or key == "":
+            continue
+        run, sep, metric = key.rpartition(" - ") if table.is_wandb_export else ("", "", key)
+        runs.setdefault(run.strip(), []).append((index, metric.strip() if sep else key))
+    result: dict[str, RawRows] = {}
+    for run, columns in runs.items():
+        raw: RawRows = []
+        for number, cells in enumerate(table.rows, start=1):
+            step = as_step(cells[step_index]) if step_index is not None else number
+            if step is None:
+                continue
+            row: dict[str, Any] = {metric: cells[index] for index, metric in columns if cells[index] != ""}
+            if row:
+                raw.append((step, row))
+        result[run] = raw
+    return result, notes

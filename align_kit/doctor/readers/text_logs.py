@@ -1,0 +1,182 @@
+"""Metric rows printed into text: TRL's log dicts (`{'loss': 0.01, 'reward': 0.5, ...}`, Python repr, `nan` and
+`inf` bare) and verl's console lines (`step:12 - actor/entropy:0.41 - critic/score/mean:0.5 - ...`, behind Ray's
+`(TaskRunner pid=...)` prefix and colour codes), anywhere in a console log, a SLURM .out, a markdown excerpt or the
+text a notebook's cells printed (`notebook_text`).
+
+One pass over the lines; each line is tested with `in` before any regex, the regexes are compiled once and anchored
+on literal text, so the cost is linear in the file. Dicts are parsed as JSON after quoting (a C parser); only a line
+JSON refuses (a quote inside a value, True/None) goes through `ast.literal_eval`, never eval.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from align_kit.doctor.readers.common import RawRows, as_step, is_summary
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# verl: `step:N - ` after the start of the line or a non-key character (Ray's prefix ends with ') ').
+VERL_STEP = re.compile(r"(?:^|[\s)\]|>])step:\s*(\d+)\s+-\s+")
+# A bare nan / inf value in a printed dict (after ': ', before ',' or '}').
+_BARE = re.compile(r"(:\s*)(-?)(nan|inf)(?=\s*[,}])")
+# numpy / torch scalars as newer libraries print them: np.float64(0.5), tensor(0.5, device='cuda:0').
+_SCALAR = re.compile(r"(?:np|numpy)\.(?:float|int)\d*\(\s*([^()]*?)\s*\)|tensor\(\s*([^,()]+?)\s*(?:,[^()]*)?\)")
+_JSON_SPELLING = {"nan": "NaN", "inf": "Infinity"}
+STEP_KEYS = ("step", "global_step", "global_step/max_steps")
+
+
+def _json_non_finite(match: re.Match) -> str:
+    return f"{match.group(1)}{match.group(2)}{_JSON_SPELLING[match.group(3)]}"
+
+
+def _quoted_non_finite(match: re.Match) -> str:
+    return f"{match.group(1)}'{match.group(2)}{match.group(3)}'"
+
+
+def _scalar(match: re.Match) -> str:
+    return match.group(1) if match.group(1) is not None else match.group(2)
+
+
+def parse_log_dict(text: str) -> dict[str, Any] | None:
+    """One printed dict, or None when it is none."""
+    if "(" in text:
+        text = _SCALAR.sub(_scalar, text)
+    try:
+        parsed = json.loads(_BARE.sub(_json_non_finite, text).replace("'", '"'))
+    except ValueError:
+        try:
+            parsed = ast.literal_eval(_BARE.sub(_quoted_non_finite, text))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _dict_in(line: str) -> dict[str, Any] | None:
+    start = line.find("{'")
+    if start < 0:
+        start = line.find('{"')
+    end = line.rfind("}")
+    if start < 0 or end < start:
+        return None
+    return parse_log_dict(line[start : end + 1])
+
+
+def _verl_items(rest: str) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for item in rest.split(" - "):
+        key, colon, value = item.rpartition(":")
+        if not colon:
+            continue
+        value = value.strip()
+        if value.endswith(")") and "(" in value:
+            value = value[value.find("(") + 1 : -1].split(",")[0]
+        row[key.strip()] = value
+    return row
+
+
+class LogLines:
+    """Rows found in a text: TRL dicts (with the step each line states, if any) and verl step lines."""
+
+    def __init__(self) -> None:
+        self.trl: list[tuple[int | None, dict[str, Any]]] = []
+        self.verl: RawRows = []
+        self.summaries = 0
+        self.unparsed = 0
+
+    def scan(self, text: str) -> LogLines:
+        for line in text.splitlines():
+            if "step:" in line:
+                if "\x1b" in line:
+                    line = ANSI.sub("", line)
+                match = VERL_STEP.search(line)
+                if match:
+                    self.verl.append((int(match.group(1)), _verl_items(line[match.end() :])))
+                    continue
+            if "{" in line and ("':" in line or '":' in line):
+                if "\x1b" in line:
+                    line = ANSI.sub("", line)
+                row = _dict_in(line)
+                if row is None:
+                    self.unparsed += 1
+                elif is_summary(row):
+                    self.summaries += 1
+                elif any(isinstance(value, int | float | str) for value in row.values()):
+                    step = next((as_step(row[key]) for key in STEP_KEYS if key in row), None)
+                    self.trl.append((step, row))
+        return self
+
+
+def _is_eval_only(row: dict[str, Any]) -> bool:
+    return all(key.startswith("eval_") or key in ("epoch", "step") for key in row)
+
+
+def trl_rows(found: list[tuple[int | None, dict[str, Any]]], logging_steps: int | None) -> tuple[RawRows, list[str]]:
+    """Steps for TRL's printed dicts: the line's own step where it states one; else i * logging_steps; else the
+    logged-point index. An eval dict (eval_* keys only) belongs to the training point before it."""
+    notes: list[str] = []
+    stated = any(step is not None for step, _ in found)
+    raw: RawRows = []
+    index = 0
+    for step, row in found:
+        if _is_eval_only(row) and raw and step is None:
+            raw.append((raw[-1][0], row))
+            continue
+        index += 1
+        if step is None:
+            step = index * logging_steps if logging_steps else index
+        raw.append((step, row))
+    if not stated:
+        if logging_steps:
+            notes.append(f"steps from --logging-steps {logging_steps}: step = logged point x {logging_steps}")
+        else:
+            notes.append(
+                "the log lines carry no step: steps are logged-point indices (1, 2, 3, ...); "
+                "pass --logging-steps N for the trainer's steps"
+            )
+    return raw, notes
+
+
+def notebook_text(notebook: dict[str, Any]) -> str:
+    """Everything a notebook's cells printed (stream text, text/plain results, HTML tables as pipe rows) and its
+    markdown cells (pasted excerpts), as one text."""
+    parts: list[str] = []
+    for cell in notebook.get("cells") or []:
+        if not isinstance(cell, dict):
+            continue
+        if cell.get("cell_type") == "markdown":
+            parts.append(_joined(cell.get("source")))
+        for output in cell.get("outputs") or []:
+            if not isinstance(output, dict):
+                continue
+            if "text" in output:
+                parts.append(_joined(output["text"]))
+            data = output.get("data") or {}
+            if "text/html" in data and "<tr" in _joined(data["text/html"]):
+                parts.append(html_table_text(_joined(data["text/html"])))
+            elif "text/plain" in data:
+                parts.append(_joined(data["text/plain"]))
+    return "\n".join(parts)
+
+
+def _joined(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return value if isinstance(value, str) else ""
+
+
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL | re.IGNORECASE)
+_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]*>")
+
+
+def html_table_text(html: str) -> str:
+    """The Trainer's notebook progress table (an HTML table) as pipe-separated rows."""
+    rows = []
+    for row in _ROW.findall(html):
+        cells = [_TAG.sub("", cell).strip() for cell in _CELL.findall(row)]
+        if cells:
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
