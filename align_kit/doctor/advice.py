@@ -123,6 +123,8 @@ def resolve(fix: str, setup: Setup) -> str | None:
     (clip_higher with Clip-Higher on -> raise_eps_high; add_kl with KL on -> raise_kl)."""
     if fix == "clip_higher" and (setup.clip_higher or setup.sequence_clip):
         return "raise_eps_high"
+    if fix == "raise_eps_high" and not (setup.clip_higher or setup.sequence_clip):
+        return "clip_higher"  # the first step: a bound above eps_low at all
     if fix == "add_kl" and setup.kl_on:
         return "raise_kl"
     if fix == "gspo" and setup.sequence_clip:

@@ -209,6 +209,10 @@ def _conclude(
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
     setup = Setup.from_context(context, history.context)
+    if setup.learning_rate is None:  # the learning rate the run logged last, when the log states none
+        last = next((row["learning_rate"] for _, row in reversed(history.rows) if "learning_rate" in row), None)
+        if last is not None and math.isfinite(last) and last > 0:
+            setup = replace(setup, learning_rate=last)
     advice = advise(((alert.rule, tuple(alert.fixes)) for alert in counted), history.framework, setup)
     return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context)
 

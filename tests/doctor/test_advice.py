@@ -84,3 +84,9 @@ def test_the_length_budget_is_doubled_in_the_runs_terms():
 
 def test_nothing_fired_no_advice():
     assert advise([], "trl", Setup()) == []
+
+
+def test_raise_eps_high_without_clip_higher_is_clip_higher_first():
+    # ENTROPY_FIXES name both; with symmetric clipping the first step is Clip-Higher itself, once.
+    advice = advise([("entropy_collapse", ("clip_higher", "raise_eps_high", "lower_lr"))], "trl", Setup())
+    assert [a.fix for a in advice] == ["clip_higher", "lower_lr"]
