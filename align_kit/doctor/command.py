@@ -41,13 +41,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive(kind: type):
+    noun = "a whole number" if kind is int else "a number"
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             value = None
         if value is None or not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a {kind.__name__} > 0")
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {noun} > 0")
         return value
 
     return parse
