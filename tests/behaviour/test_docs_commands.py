@@ -325,6 +325,21 @@ def test_compare_commands_run_on_a_fixture_sweep(command, places, monkeypatch, c
     assert (places["work"] / out_folder / "report.md").is_file()
 
 
+DOCTOR = of_kind("doctor")
+
+
+@pytest.mark.parametrize("command", DOCTOR, ids=ids(DOCTOR))
+def test_doctor_commands_run_on_the_shown_examples(command, tmp_path, monkeypatch, capsys):
+    """Each runs on the example files under docs/examples (seen from a fresh folder, so --figures writes there) and
+    exits as its comment says (`# exits N`; 0 when none)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "examples").symlink_to(ROOT / "docs" / "examples")
+    monkeypatch.chdir(tmp_path)
+    status, out, err, _ = run_cli(list(command.argv[1:]), monkeypatch, capsys)
+    assert status == command.expected_exit, err[-3000:]
+    assert "verdict:" in out or '"verdict"' in out
+
+
 def test_make_commands_are_targets_of_the_makefile():
     targets = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
     shown = {arg for command in COMMANDS if command.kind == "make" for arg in command.argv[1:] if "=" not in arg}
@@ -333,7 +348,7 @@ def test_make_commands_are_targets_of_the_makefile():
 
 def test_every_shown_line_is_checked_here():
     """A shown line is a command this file checks (or lists in SHOWN_ONLY), and no other block holds one."""
-    known = {"train", "sweep", "compare", "module", "make"}
+    known = {"train", "sweep", "compare", "doctor", "module", "make"}
     assert [command.text for command in COMMANDS if command.kind not in known] == []
     assert set(SHOWN_ONLY) <= {command.key for command in COMMANDS}  # no stale entry
     assert len(SHOWN_ONLY) <= 3
