@@ -104,7 +104,7 @@ def read_text(
 ) -> list[RunHistory]:
     """Log lines first (TRL dicts, verl step lines: whichever gives more rows), then a table."""
     found = text_logs.LogLines().scan(text)
-    notes = [f"read from a notebook's cell outputs"] if notebook else []
+    notes = ["read from a notebook's cell outputs"] if notebook else []
     if found.trl or found.verl:
         use_verl = len(found.verl) >= len(found.trl)
         other = len(found.trl) if use_verl else len(found.verl)
