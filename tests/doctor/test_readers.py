@@ -125,6 +125,8 @@ def test_sweep_folder_gives_one_history_per_job_named_by_its_overrides(tmp_path)
 
 
 def test_trainer_state_json():
+    # HF's trainer_state.json layout (keys sorted, log_history entries with step, the end summary last) as in
+    # NukumizuKazuhiko/ab-verifier-qwen2.5-0.5b's trainer_state.json; the GRPO keys as TRL 1.x logs them.
     history = only(DATA / "trainer_state.json")
 
     assert (history.format, history.framework) == ("trl_state", "trl")
@@ -342,6 +344,7 @@ def test_older_verl_names():
 
 
 def test_verl_file_logger_jsonl():
+    # verl's file logger (trainer.logger=[file], VERL_FILE_LOGGER_PATH) writes {"step": N, "data": {...}} per line.
     history = only(DATA / "verl_file_logger.jsonl")
     assert (history.format, history.framework) == ("verl_jsonl", "verl")
     assert series(history, "entropy") == [(1, 0.5), (2, 0.25)]
@@ -352,6 +355,8 @@ def test_verl_file_logger_jsonl():
 
 
 def test_openrlhf_jsonl():
+    # The status keys of openrlhf/trainer/ray/ppo_actor.py (policy_loss, actor_lr, entropy_loss, ppo_clip_ratio, kl,
+    # ppo_kl, ...) under train/, as its W&B logger and JSON lines carry them.
     history = only(DATA / "openrlhf_train.jsonl")
     assert history.framework == "openrlhf"
     assert history.rows[0] == (
@@ -481,6 +486,11 @@ BAD_INPUTS = [
         '{"global_step": 3,\n "log_history": [{"step": 1, "loss": 0.5},\n',
         r"state\.json: corrupt JSON \(Expecting .* at line 3, column 1\); expected HF's trainer_state\.json whole",
     ),
+    (
+        "metrics.jsonl",
+        '{"step": 1, "reward": 0.5',
+        r"metrics\.jsonl: corrupt JSON \(Expecting .* at line 1, column \d+\); expected a JSON or JSON-lines file",
+    ),
     ("train.ipynb", "this is not json", r"train\.ipynb: not JSON; expected a Jupyter notebook"),
     (
         "broken.ipynb",
@@ -510,6 +520,14 @@ def test_bad_folder_and_wandb_path(tmp_path):
         read_runs("wandb:team/grpo/missing", api=FakeApi())
     with pytest.raises(DoctorInputError, match=r"--logging-steps 0: expected"):
         read_runs(str(DATA / "trl_console_old_names.log"), logging_steps=0)
+
+
+def test_a_torn_last_line_of_json_lines_is_skipped_and_noted(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"step": 1, "reward": 0.25}\n{"step": 2, "reward": 0.5}\n{"step": 3, "rew')
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
+    assert history.notes[0].startswith("skipped 1 line(s) that are not JSON (first: line 3")
 
 
 def test_a_copied_folder_reads_the_same(tmp_path):
