@@ -8,8 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import align_kit.doctor.readers.align_kit_run as align_kit_run
+import align_kit.doctor.readers.jsonl as jsonl
+import align_kit.doctor.readers.tables as tables
+import align_kit.doctor.readers.text_logs as text_logs
+import align_kit.doctor.readers.trl_state as trl_state
+import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers import align_kit_run, jsonl, tables, text_logs, trl_state, wandb_runs
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
 
 KeyMap = Mapping[str, str] | None
