@@ -101,6 +101,13 @@ def test_align_kit_reward_max_from_the_weights_and_choices_from_hydra(tmp_path):
     assert history.context["choices"] == {"clip": "gspo"}
 
 
+def test_a_run_folders_own_metrics_file_reads_with_its_folder(tmp_path):
+    folder = write_run(tmp_path / "run", ALIGN_KIT_ROWS)
+    history = only(folder / "metrics.jsonl")
+    assert history.format == "align_kit"
+    assert history.context["max_completion_length"] == 32
+
+
 def test_sweep_folder_gives_one_history_per_job_named_by_its_overrides(tmp_path):
     sweep = tmp_path / "sweep"
     for job, reward in ((0, 0.25), (1, 0.75), (10, 0.5)):
@@ -262,6 +269,19 @@ def test_notebook_progress_table_as_html(tmp_path):
         (10, {"loss": 0.01, "reward": 0.25, "completions/mean_length": 100.5}),
         (20, {"loss": 0.02, "reward": 0.5, "completions/mean_length": 90.0}),
     ]
+
+
+def test_notebook_with_verl_lines_and_numpy_scalars(tmp_path):
+    # Newer numpy prints scalars as np.float64(...): the value inside is read.
+    lines = [
+        "(TaskRunner pid=7) step:1 - actor/entropy:np.float64(0.5) - critic/score/mean:np.float64(0.25)\n",
+        "(TaskRunner pid=7) step:2 - actor/entropy:np.float64(0.25) - critic/score/mean:np.float64(0.5)\n",
+    ]
+    notebook = {"nbformat": 4, "cells": [{"cell_type": "code", "outputs": [{"output_type": "stream", "text": lines}]}]}
+    path = tmp_path / "verl.ipynb"
+    path.write_text(json.dumps(notebook))
+    history = only(path)
+    assert history.rows == [(1, {"entropy": 0.5, "reward": 0.25}), (2, {"entropy": 0.25, "reward": 0.5})]
 
 
 def test_markdown_with_pasted_verl_excerpt(tmp_path):
@@ -487,9 +507,9 @@ BAD_INPUTS = [
         r"state\.json: corrupt JSON \(Expecting .* at line 3, column 1\); expected HF's trainer_state\.json whole",
     ),
     (
-        "metrics.jsonl",
+        "log.jsonl",
         '{"step": 1, "reward": 0.5',
-        r"metrics\.jsonl: corrupt JSON \(Expecting .* at line 1, column \d+\); expected a JSON or JSON-lines file",
+        r"log\.jsonl: corrupt JSON \(Expecting .* at line 1, column \d+\); expected a JSON or JSON-lines file",
     ),
     ("train.ipynb", "this is not json", r"train\.ipynb: not JSON; expected a Jupyter notebook"),
     (
@@ -520,6 +540,13 @@ def test_bad_folder_and_wandb_path(tmp_path):
         read_runs("wandb:team/grpo/missing", api=FakeApi())
     with pytest.raises(DoctorInputError, match=r"--logging-steps 0: expected"):
         read_runs(str(DATA / "trl_console_old_names.log"), logging_steps=0)
+
+
+def test_an_align_kit_metrics_file_with_no_row(tmp_path):
+    write_run(tmp_path / "run", [])
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1, "rew\n')
+    with pytest.raises(DoctorInputError, match=r"metrics\.jsonl: none of its 1 line\(s\) is a JSON row with a step"):
+        read_runs(str(tmp_path / "run"))
 
 
 def test_a_torn_last_line_of_json_lines_is_skipped_and_noted(tmp_path):
@@ -558,7 +585,12 @@ def test_ten_thousand_lines_of_each_text_format_read_fast(tmp_path):
             for step in range(1, 10_001)
         )
     )
-    for path in (trl, verl):
+    # Prose lines that look like table headers (a known metric name, no number) before the one real table.
+    prose = tmp_path / "notes.txt"
+    prose.write_text(
+        "reward went down again\n" * 10_000 + "step,reward\n" + "".join(f"{s},0.5\n" for s in range(1, 10_001))
+    )
+    for path in (trl, verl, prose):
         started = time.process_time()  # CPU time: other jobs on a shared machine do not count
         history = only(path)
         elapsed = time.process_time() - started

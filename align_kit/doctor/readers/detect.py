@@ -14,6 +14,7 @@ import align_kit.doctor.readers.tables as tables
 import align_kit.doctor.readers.text_logs as text_logs
 import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
+from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
 
@@ -41,6 +42,9 @@ def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
 def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[RunHistory]:
     if path.name.endswith(".wandb"):
         return [wandb_runs.read_offline(path.parent, key_map)]
+    if path.name == METRICS_FILE and align_kit_run.is_run_folder(path.parent):
+        # A run folder's own metrics.jsonl: read with the folder, for what its config states.
+        return [align_kit_run.read_run_folder(path.parent, key_map)]
     text = path.read_text(errors="replace")
     head = text.lstrip()[:1]
     if head in ("{", "["):
