@@ -356,6 +356,34 @@ def test_verl_console_lines_behind_ray_prefix_and_colours():
     assert {"actor/ppo_kl", "critic/grad_norm", "critic/rewards/mean", "timing_s/gen"} <= set(history.unmapped)
 
 
+def test_the_setup_a_console_log_states(tmp_path):
+    # `set -x` echoes the launch command with its Hydra overrides before verl's lines.
+    command = (
+        "+ python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.max_response_length=1024 "
+        "actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28 "
+        "actor_rollout_ref.actor.use_kl_loss=False actor_rollout_ref.actor.kl_loss_coef=0.001 "
+        "actor_rollout_ref.rollout.n=8\n"
+    )
+    path = tmp_path / "verl.out"
+    path.write_text(command + (DATA / "verl_console.log").read_text())
+    history = only(path)
+    # use_kl_loss=False: no KL term, whatever kl_loss_coef says.
+    assert history.context == {
+        "max_completion_length": 1024,
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "num_generations": 8,
+        "beta": 0.0,
+    }
+    # A TRL script's command line (TrlParser / ms-swift flags) before the printed dicts.
+    path = tmp_path / "trl.out"
+    path.write_text(
+        "python grpo.py --max_completion_length 256 --beta=0.04 --loss_type dr_grpo\n"
+        + (DATA / "trl_slurm_current.out").read_text()
+    )
+    assert only(path).context == {"max_completion_length": 256, "beta": 0.04, "loss_type": "dr_grpo"}
+
+
 def test_older_verl_names():
     history = only(DATA / "verl_old_main_task.log")
     assert series(history, "entropy") == [(5, 5.683), (6, 6.5)]

@@ -17,6 +17,7 @@ import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
+from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
 
@@ -123,15 +124,16 @@ def read_text(
         if found.summaries:
             notes.append(f"left out {found.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
         if use_verl:
-            return [
-                history_from_rows(
-                    path, "verl_console", found.verl, key_map=key_map, notes=notes, framework=None, name=path.stem
-                )
-            ]
-        raw, step_notes = text_logs.trl_rows(found.trl, logging_steps)
-        return [
-            history_from_rows(path, "trl_log_lines", raw, key_map=key_map, notes=notes + step_notes, name=path.stem)
-        ]
+            history = history_from_rows(path, "verl_console", found.verl, key_map=key_map, notes=notes, name=path.stem)
+        else:
+            raw, step_notes = text_logs.trl_rows(found.trl, logging_steps)
+            history = history_from_rows(
+                path, "trl_log_lines", raw, key_map=key_map, notes=notes + step_notes, name=path.stem
+            )
+        context, stated_notes = stated_context(text, history.framework)
+        history.context.update(context)
+        history.notes += stated_notes
+        return [history]
     table = tables.find_table(text, key_map)
     if table is not None:
         runs, table_notes = tables.table_rows(table)
