@@ -14,9 +14,8 @@ import yaml
 
 from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import as_step, history_from_rows, is_summary
+from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary
 from align_kit.doctor.readers.context import from_align_kit_config
-from align_kit.tracking.metrics_file import read_metrics_file
 
 MANIFEST_FILE = "sweep_manifest.json"  # align_kit.runs.sweep_manifest's file: the sweep's jobs and their outcomes
 
@@ -60,11 +59,18 @@ def _hydra_choices(folder: Path, notes: list[str]) -> dict[str, str]:
 
 
 def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name: str = "") -> RunHistory:
+    # The file's one reader; imported here, as its module imports transformers (seconds) for its callback.
+    from align_kit.tracking.metrics_file import read_metrics_file
+
     notes: list[str] = []
     path = folder / METRICS_FILE
     pairs, skipped = read_metrics_file(path)
     if skipped:
         notes.append(f"skipped {skipped} malformed line(s) of {METRICS_FILE}")
+    if skipped and not pairs:
+        raise input_error(
+            path, f"none of its {skipped} line(s) is a JSON row with a step; expected one JSON object per logged step"
+        )
     raw = [(as_step(step), row) for step, row in pairs if not is_summary(row)]
     config_path = next(
         (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if candidate.is_file()),

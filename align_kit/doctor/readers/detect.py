@@ -8,9 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import align_kit.doctor.readers.align_kit_run as align_kit_run
+import align_kit.doctor.readers.jsonl as jsonl
+import align_kit.doctor.readers.tables as tables
+import align_kit.doctor.readers.text_logs as text_logs
+import align_kit.doctor.readers.trl_state as trl_state
+import align_kit.doctor.readers.wandb_runs as wandb_runs
+from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers import align_kit_run, jsonl, tables, text_logs, trl_state, wandb_runs
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
+from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
 
@@ -36,6 +43,9 @@ def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
 def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[RunHistory]:
     if path.name.endswith(".wandb"):
         return [wandb_runs.read_offline(path.parent, key_map)]
+    if path.name == METRICS_FILE and align_kit_run.is_run_folder(path.parent):
+        # A run folder's own metrics.jsonl: read with the folder, for what its config states.
+        return [align_kit_run.read_run_folder(path.parent, key_map)]
     text = path.read_text(errors="replace")
     head = text.lstrip()[:1]
     if head in ("{", "["):
@@ -104,7 +114,7 @@ def read_text(
 ) -> list[RunHistory]:
     """Log lines first (TRL dicts, verl step lines: whichever gives more rows), then a table."""
     found = text_logs.LogLines().scan(text)
-    notes = [f"read from a notebook's cell outputs"] if notebook else []
+    notes = ["read from a notebook's cell outputs"] if notebook else []
     if found.trl or found.verl:
         use_verl = len(found.verl) >= len(found.trl)
         other = len(found.trl) if use_verl else len(found.verl)
@@ -114,15 +124,16 @@ def read_text(
         if found.summaries:
             notes.append(f"left out {found.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
         if use_verl:
-            return [
-                history_from_rows(
-                    path, "verl_console", found.verl, key_map=key_map, notes=notes, framework=None, name=path.stem
-                )
-            ]
-        raw, step_notes = text_logs.trl_rows(found.trl, logging_steps)
-        return [
-            history_from_rows(path, "trl_log_lines", raw, key_map=key_map, notes=notes + step_notes, name=path.stem)
-        ]
+            history = history_from_rows(path, "verl_console", found.verl, key_map=key_map, notes=notes, name=path.stem)
+        else:
+            raw, step_notes = text_logs.trl_rows(found.trl, logging_steps)
+            history = history_from_rows(
+                path, "trl_log_lines", raw, key_map=key_map, notes=notes + step_notes, name=path.stem
+            )
+        context, stated_notes = stated_context(text, history.framework)
+        history.context.update(context)
+        history.notes += stated_notes
+        return [history]
     table = tables.find_table(text, key_map)
     if table is not None:
         runs, table_notes = tables.table_rows(table)

@@ -10,9 +10,12 @@ from typing import Any
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
 from align_kit.doctor.readers.tables import STEP_COLUMNS
 
+# ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766".
+STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps")
+
 
 def _step_of(row: dict[str, Any]) -> int | None:
-    for key in STEP_COLUMNS:
+    for key in STEP_KEYS:
         if key in row:
             return as_step(row[key])
     return None
@@ -43,6 +46,9 @@ def object_rows(objects: list[Any]) -> tuple[RawRows, bool, list[str]]:
     return raw, verl, notes
 
 
+GIVE_UP = 20  # lines that fail before any parses
+
+
 def parse_lines(text: str) -> tuple[list[Any], int, tuple[int, str] | None]:
     """(objects, lines skipped, (line, error) of the first bad line)."""
     objects: list[Any] = []
@@ -56,4 +62,6 @@ def parse_lines(text: str) -> tuple[list[Any], int, tuple[int, str] | None]:
             skipped += 1
             if first_bad is None:
                 first_bad = (number, str(error).split(":")[0])
+            if not objects and skipped >= GIVE_UP:
+                break  # not JSON lines (printed Python dicts, say): the text readers take it
     return objects, skipped, first_bad

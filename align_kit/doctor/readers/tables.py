@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import Any
 
 from align_kit.doctor.keymaps import builtin_concept
@@ -122,7 +123,7 @@ def find_table(text: str, key_map: Mapping[str, str] | None = None) -> Table | N
             continue
         if not _is_header(titles, columns):
             continue
-        body = lines[number + 1 :]
+        body = islice(lines, number + 1, None)  # no copy: a text may hold many header-like lines
         if delimiter == ",":
             rows = _csv_rows(body, len(titles))
         else:
@@ -134,22 +135,22 @@ def find_table(text: str, key_map: Mapping[str, str] | None = None) -> Table | N
                         break
                     continue
                 cells = _cells(row_line, delimiter)
-                if len(cells) != len(titles):
-                    break
+                if len(cells) != len(titles) or not any(map(_looks_numeric, cells)):
+                    break  # a row holds numbers: a line of words ends the table
                 rows.append(cells)
         if rows:
             return Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
     return None
 
 
-def _csv_rows(body: list[str], width: int) -> list[list[str]]:
+def _csv_rows(body: Iterable[str], width: int) -> list[list[str]]:
     rows = []
     for cells in csv.reader(body):
         if not cells:
             if rows:
                 break
             continue
-        if len(cells) != width:
+        if len(cells) != width or not any(map(_looks_numeric, cells)):
             break
         rows.append([cell.strip() for cell in cells])
     return rows
