@@ -214,10 +214,12 @@ def test_reward_plateau_flat_below_the_maximum():
     # 0.025 < 0.04 with mean 0.4875 <= 0.95 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
     # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.95.
     assert fired(monitor_for(config), series("reward", rewards)) == [(8, "reward_plateau")]
-    # A composition whose best total is 2.0: ceiling 1.95, so the flat 1.0 at step 14 is a plateau.
+    # A composition whose best total is 2.0: tolerance and gap are shares of the range 2.0 - 0, so the tolerance is
+    # 0.08 and the ceiling 2.0 - 0.1 = 1.9. Step 7's change 0.075 < 0.08 fires; step 10 (0.2) re-arms; step 13:
+    # [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.9 fires again.
     assert fired(monitor_for(config, reward_max=2.0), series("reward", rewards)) == [
-        (8, "reward_plateau"),
-        (14, "reward_plateau"),
+        (7, "reward_plateau"),
+        (13, "reward_plateau"),
     ]
 
 
