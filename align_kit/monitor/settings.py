@@ -246,7 +246,7 @@ class EntropyExploding:
         3.0,
         gt=1,
         help="The growth of the smoothed entropy over its start that alerts, > 1 (figure 18-8 rises about 8x, from "
-        "0.5 to above 4.0; the healthy calibration runs rose at most 1.3x).",
+        "0.5 to above 4.0; the healthy calibration runs rose at most 1.2x).",
         source="18.3.7, figure 18-8",
     )
 
