@@ -76,7 +76,7 @@ FAILING = (
     Case(
         "overlong_budget_12",
         ("trainer.max_completion_length=12", "trainer.max_steps=60"),
-        fits=("length_near_max",),
+        fits=("length_near_max", "length_pinned", "no_signal"),
     ),
     # Only the format reward counts (correctness is still scored, with weight 0). A 10-step warm start
     # leaves the format unlearnt (format reward 0.05 at step 1), so the format can rise while
@@ -126,6 +126,8 @@ def replay(case: Case, folder: Path) -> list[dict]:
     for row in read_metrics(folder / "metrics.jsonl"):
         metrics = {key: value for key, value in row.items() if key != "step"}
         alerts += [json.loads(alert.to_json()) for alert in monitor.update(row["step"], metrics)]
+    # The end of the run: level rules that never had `span` points judge on the points there are.
+    alerts += [json.loads(alert.to_json()) for alert in monitor.finish()]
     return alerts
 
 

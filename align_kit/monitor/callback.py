@@ -111,6 +111,28 @@ class HealthMonitorCallback(TrainerCallback):
             _echo(text)
         self._act(alerts, state, control)
 
+    def on_train_end(self, args, state, control, **kwargs):
+        # The end of the run: level rules that never had `span` points judge on the points there are (their alerts
+        # are recorded and shown; nothing is left to halt), then one line names the rules that could not judge.
+        if not self.monitor.config.enabled:
+            return
+        alerts = self.monitor.finish()
+        if not state.is_world_process_zero:
+            return
+        for alert in alerts:
+            with (self.run_dir / ALERTS_FILE).open("a") as handle:
+                handle.write(alert.to_json() + "\n")
+        lines = [alert_line(alert) for alert in alerts]
+        unjudged = [entry.rule for entry in self.monitor.coverage() if not entry.judged]
+        if unjudged:
+            lines.append(
+                f"align-kit monitor: {len(unjudged)} of {len(self.monitor.coverage())} rules could not judge this "
+                f"run (a metric not logged, or fewer points than their window): {', '.join(unjudged)}"
+            )
+        lines += [f"align-kit monitor: {line}" for line in self.monitor.artefacts()]
+        if lines:
+            _echo("\n".join(lines))
+
     def _act(self, alerts: list[Alert], state, control) -> None:
         writes = state.is_world_process_zero
         for alert in alerts:

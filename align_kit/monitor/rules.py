@@ -36,17 +36,22 @@ from align_kit.monitor.settings import (
     EntropyCollapse,
     EntropyDecline,
     EntropyDrop,
+    EntropyExploding,
     GradNormVanishing,
     HealthMonitorConfig,
+    KlRisingFlatReward,
     LengthGrowth,
     LengthNearMax,
+    LengthPinned,
     NonFinite,
+    NoSignal,
     PolicyRatioDrift,
     RewardCollapse,
     RewardDecline,
     RewardPlateau,
     Rising,
     RisingShare,
+    SamplerGapDrift,
     TrainEvalDivergence,
 )
 
@@ -60,6 +65,10 @@ TRAIN_REWARD, EVAL_REWARD = "reward", "eval_reward"
 # Mean |logp_train - logp_sampler|: align_kit's measure (rollout=hf with a sampler copy), or TRL's
 # when rollouts come from vLLM.
 LOGP_MISMATCH = ("mismatch/logp_abs_diff/mean", "sampling/sampling_logp_difference/mean")
+# Mean importance-sampling ratio trainer/sampler (TRL with vLLM's IS correction).
+IS_RATIO = "sampling/importance_sampling_ratio/mean"
+CLIPPED = "completions/clipped_ratio"  # the share of completions cut at the length budget
+MEAN_LENGTH = "completions/mean_length"
 
 
 @dataclass(frozen=True)
@@ -452,13 +461,14 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         return None
     window = series.last(s.window)
     change, mean = _half_change(window), fmean(window)
-    ceiling = context.reward_max - s.gap
+    scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
+    ceiling, tolerance = context.reward_max - s.gap * scale, s.tolerance * scale
     return Finding(
-        abs(change) < s.tolerance and mean <= ceiling,
+        abs(change) < tolerance and mean <= ceiling,
         {
             "window_mean": mean,
             "change": change,
-            "tolerance": s.tolerance,
+            "tolerance": tolerance,
             "reward_max": context.reward_max,
             "ceiling": ceiling,
         },
@@ -490,7 +500,7 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     if series.count < s.span:
         return None
     latest, best = fmean(series.last(s.span)), series.best[s.span]
-    threshold = best - s.drop * context.reward_max
+    threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
     return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
 
 
@@ -552,6 +562,87 @@ def _train_eval_divergence(s: TrainEvalDivergence, history: History, _: RunConte
         {"train_gain": train_gain, "eval_gain": eval_gain},
         "eval_reward",
     )
+
+
+def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> Finding | None:
+    series = history["entropy"]
+    if series.count < 2 * s.span:  # the start and the recent span must not overlap
+        return None
+    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    threshold = s.factor * early
+    values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+    return Finding(recent > threshold, values, "entropy", points=2 * s.span, first_step=series.start)
+
+
+def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Finding | None:
+    clipped = history[CLIPPED]
+    if clipped.count < s.span:
+        return None
+    share = fmean(clipped.last(s.span))
+    values = {"clipped_mean": share, "clipped": s.clipped}
+    holds = share >= s.clipped
+    lengths, budget = history[MEAN_LENGTH], context.max_completion_length
+    if budget is not None and lengths.count:
+        length, threshold = fmean(lengths.last(s.span)), (1 - s.margin) * budget
+        values.update(recent_length=length, length_threshold=threshold, max_completion_length=budget)
+        holds = holds and length >= threshold
+        also = f"; mean length {length:.1f} >= {threshold:.1f} of max_completion_length {budget}"
+    else:  # the truncated share alone says it
+        also = "" if budget is not None else " (max_completion_length unknown: judged on the truncated share)"
+    return Finding(holds, values, CLIPPED, {"also": also})
+
+
+def _sampler_gap_drift(s: SamplerGapDrift, history: History, _: RunContext) -> Finding | None:
+    ratio = history[IS_RATIO]
+    gap_metric = _first_logged(history, LOGP_MISMATCH)
+    gap = history[gap_metric]
+    judged = None
+    if ratio.count >= s.span:
+        recent = fmean(ratio.last(s.span))
+        values = {"recent_mean": recent, "ratio_deviation": s.ratio_deviation}
+        if abs(recent - 1.0) > s.ratio_deviation:
+            words = {
+                "what": f"the IS ratio trainer/sampler averages {recent:.4g}, more than {s.ratio_deviation:g} from 1"
+            }
+            return Finding(True, values, IS_RATIO, words)
+        judged = Finding(False, values, IS_RATIO, {"what": ""})
+    if gap.count >= s.window:
+        window = gap.last(s.window)
+        half = len(window) // 2
+        first, second = fmean(window[:half]), fmean(window[-half:])
+        # Relative to the first half (0 when it was exactly 0: any rise then is infinite growth).
+        growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+        values = {"first_half": first, "second_half": second, "rise": s.rise, "min_gap": s.min_gap}
+        what = f"{gap_metric} rose from {first:.4g} to {second:.4g} between the halves of the window"
+        return Finding(growth > s.rise and second > s.min_gap, values, gap_metric, {"what": what}, points=s.window)
+    return judged
+
+
+def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: RunContext) -> Finding | None:
+    kl, reward = history["kl"], history[TRAIN_REWARD]
+    if min(kl.count, reward.count) < s.window:
+        return None
+    window = kl.last(s.window)
+    half = len(window) // 2
+    first, second = fmean(window[:half]), fmean(window[-half:])
+    growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+    reward_change = _half_change(reward.last(s.window))
+    flat = s.tolerance * (context.reward_max - context.reward_min)
+    values = {"kl_first_half": first, "kl_second_half": second, "reward_change": reward_change, "flat": flat}
+    return Finding(growth > s.rise and abs(reward_change) <= flat, values, "kl", points=s.window)
+
+
+def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    rewards = history[TRAIN_REWARD]
+    flat_metric = _first_logged(history, FLAT_FRACTION)
+    flats = history[flat_metric]
+    if min(rewards.count, flats.count) < s.span:
+        return None
+    highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+    floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
+    values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
+    words = {"flat_metric": flat_metric, "points_read": str(s.span)}
+    return Finding(highest <= floor and flat >= s.flat, values, TRAIN_REWARD, words)
 
 
 # --- advice: each function writes the intervention for the run's own composition ---------------
@@ -662,6 +753,46 @@ def _reward_decline_advice(context: RunContext, _: Mapping[str, float]) -> str:
 def _divergence_advice(context: RunContext, _: Mapping[str, float]) -> str:
     constraint = "raise kl.beta" if context.kl_on else "a KL constraint (kl=constant)"
     return f"possible reward hacking or overfitting: add training data or {constraint}"
+
+
+def _overlong_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    if context.overlong_shaping:
+        return (
+            "overlong reward shaping is already on: also mask truncated completions out of the loss "
+            "(overlong=filter_and_punish) or lower trainer.learning_rate"
+        )
+    return "mask truncated completions out of the loss (overlong=filter) or shape their reward (overlong=soft_punish)"
+
+
+def _entropy_exploding_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    # Figure 18-8: without overlong filtering, truncated samples' noisy rewards make entropy explode.
+    return f"{_overlong_advice(context, values)}; or lower trainer.learning_rate"
+
+
+def _length_pinned_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    budget = context.max_completion_length
+    raise_it = f"raise trainer.max_completion_length (now {budget})" if budget else "raise the length budget"
+    return f"the answers are cut before they end: {raise_it}; {_overlong_advice(context, values)}"
+
+
+def _sampler_gap_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    advice = (
+        "the sampler and the trainer disagree more and more: run the sampler in the trainer's precision (bf16 on "
+        "both), correct with importance sampling (rollout.is_correction)"
+    )
+    return advice if context.routing_replay else advice + ", and on an MoE model use routing_replay=r2"
+
+
+def _kl_flat_reward_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    constraint = "raise kl.beta" if context.kl_on else "add a KL constraint (kl=constant)"
+    return f"the policy moves away from the reference without earning reward: {constraint}, or check the reward"
+
+
+def _no_signal_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    return (
+        "no completion earns reward, so every advantage is zero: check the reward function scores these "
+        "completions (format, parsing), or use easier prompts"
+    )
 
 
 def _fixed(text: str) -> Callable[[RunContext, Mapping[str, float]], str]:
@@ -951,6 +1082,69 @@ RULES: tuple[Rule, ...] = (
         memory=_last_span,
         fixes=SAMPLER_FIXES,
         points=_span_points,
+        level=True,
+    ),
+    Rule(
+        "entropy_exploding",
+        ("entropy",),
+        _entropy_exploding,
+        "entropy: recent mean {recent_mean:.4g} > {threshold:.4g} (early mean {early_mean:.4g}): entropy is exploding",
+        _entropy_exploding_advice,
+        memory=lambda s: Memory(head=s.span, tail=s.span),
+        severity="failing",
+        fixes=("overlong_filter", "overlong_shaping", "lower_lr", "clip_higher"),
+        points=lambda s: 2 * s.span,
+    ),
+    Rule(
+        "length_pinned",
+        (CLIPPED,),
+        _length_pinned,
+        "truncated share ({metric}) mean {clipped_mean:.3f} >= {clipped:g}{also}: completions are pinned at the "
+        "length budget",
+        _length_pinned_advice,
+        reads=(MEAN_LENGTH,),
+        memory=_last_span,
+        severity="failing",
+        fixes=("raise_max_length", "overlong_filter", "overlong_shaping"),
+        points=_span_points,
+        inputs=lambda _s: ((CLIPPED,),),  # the mean length only sharpens it
+        level=True,
+    ),
+    Rule(
+        "sampler_gap_drift",
+        (IS_RATIO, *LOGP_MISMATCH),
+        _sampler_gap_drift,
+        "{what}: the sampler drifts away from the trainer",
+        _sampler_gap_advice,
+        memory=lambda s: Memory(tail=max(s.span, s.window)),
+        fixes=SAMPLER_FIXES,
+        points=lambda s: min(s.span, s.window),
+    ),
+    Rule(
+        "kl_rising_flat_reward",
+        ("kl",),
+        _kl_rising_flat_reward,
+        "kl rose from {kl_first_half:.4g} to {kl_second_half:.4g} between the window's halves while the reward "
+        "moved {reward_change:+.3f} (flat within {flat:.3g})",
+        _kl_flat_reward_advice,
+        reads=(TRAIN_REWARD,),
+        memory=_last_window,
+        fixes=("raise_kl", "add_kl", "fix_reward"),
+        points=_window_points,
+    ),
+    Rule(
+        "no_signal",
+        (TRAIN_REWARD,),
+        _no_signal,
+        "every reward of the last {points_read} logged points <= {floor:.3g} (at most {reward_max_seen:.3g}) and "
+        "{flat_metric} mean {flat_mean:.3f} >= {flat:g}: no completion earns anything, nothing is learnt",
+        _no_signal_advice,
+        reads=FLAT_FRACTION,
+        memory=_last_span,
+        severity="failing",
+        fixes=("fix_reward", "easier_data"),
+        points=_span_points,
+        inputs=lambda _s: ((TRAIN_REWARD,), FLAT_FRACTION),
         level=True,
     ),
     Rule(

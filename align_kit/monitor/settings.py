@@ -234,6 +234,110 @@ class RewardCollapse:
 
 
 @dataclass
+class EntropyExploding:
+    """The smoothed entropy (mean of the last `span` points) above `factor` x the mean of the first `span`: entropy
+    that "oscillates violently and shoots above 4.0" before the run falls apart (the policy-optimization chapter,
+    18.3.7, figure 18-8: truncated samples' noisy rewards without overlong filtering). Relative to the run's own
+    start, so it reads the same for a 150k vocabulary and a tiny model."""
+
+    action: Action = _action("warn")
+    span: int = _span(10)
+    factor: float = knob(
+        3.0,
+        gt=1,
+        help="The growth of the smoothed entropy over its start that alerts, > 1 (figure 18-8 rises about 8x, from "
+        "0.5 to above 4.0; the healthy calibration runs rose at most 1.2x).",
+        source="18.3.7, figure 18-8",
+    )
+
+
+@dataclass
+class LengthPinned:
+    """Completions pinned at the length budget: the truncated share (`completions/clipped_ratio`) averages at least
+    `clipped` over the last `span` points, and, when max_completion_length is known and the mean length is logged,
+    the mean length is within `margin` of it. A run whose answers are all cut trains on truncated samples' noisy
+    rewards (the policy-optimization chapter, 18.3.7, figure 18-8; the training-stability chapter, table 16-6). A
+    level rule: a run shorter than `span` is judged at its end on the points there are."""
+
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    clipped: float = knob(
+        0.9, help="The mean truncated share that counts as pinned, strictly between 0 and 1.", source="18.3.7"
+    )
+    margin: float = knob(
+        0.05,
+        help="How close to max_completion_length the mean length must be (a share of it), strictly between 0 and 1.",
+        source="16.6.5, table 16-6",
+    )
+
+
+@dataclass
+class SamplerGapDrift:
+    """The sampler and the trainer drifting apart (the training-stability chapter, 16.6.1: precision and routing
+    differences between the inference engine and the trainer): the mean importance-sampling ratio trainer/sampler
+    (`sampling/importance_sampling_ratio/mean`) over the last `span` points further than `ratio_deviation` from 1,
+    or the mean |logp gap| (`mismatch/logp_abs_diff/mean`, `sampling/sampling_logp_difference/mean`) rising: over
+    the last `window` points, its second half's mean above its first half's by more than `rise` x the first
+    half's, and above `min_gap`."""
+
+    action: Action = _action("warn")
+    span: int = _span(10)
+    ratio_deviation: float = knob(
+        0.05,
+        gt=0,
+        help="How far the smoothed IS ratio may move from 1.0; 16.6.1's 0.01 logp gap is a ratio of about 1 +- 0.01.",
+        source="16.6.1",
+    )
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="16.6.1")
+    rise: float = knob(
+        1.0, gt=0, help="The relative growth of the logp gap between the halves that alerts (1.0: it doubled)."
+    )
+    min_gap: float = knob(
+        0.005,
+        ge=0,
+        help="The gap's second-half mean must also exceed this: half 16.6.1's 0.01 alarm, so a gap doubling from "
+        "rounding noise is not a drift.",
+        source="16.6.1",
+    )
+
+
+@dataclass
+class KlRisingFlatReward:
+    """The KL to the reference rising while the reward stays flat (the policy-optimization chapter, 18.3.7's row
+    "KL keeps rising", and 18.3.5: the policy moves away from the reference without earning reward). Over the last
+    `window` points: KL's second-half mean above its first half's by more than `rise` x the first half's, and the
+    reward's halves within `tolerance` x (reward_max - reward_min) of each other."""
+
+    action: Action = _action("warn")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.7")
+    rise: float = knob(0.5, gt=0, help="The relative growth of KL between the halves that alerts (0.5: +50 %).")
+    tolerance: float = knob(
+        0.02,
+        ge=0,
+        help="The largest change of the reward between the halves, as a share of its range, that counts as flat "
+        "(reward_plateau's tolerance).",
+        source="16.6.5, table 16-6",
+    )
+
+
+@dataclass
+class NoSignal:
+    """No learning signal at all: every reward of the last `span` points within `floor` x (reward_max - reward_min)
+    of reward_min, with the flat-group share averaging at least `flat` (every group equally wrong: zero advantages,
+    zero gradient; the training-stability chapter, 16.6.5). A level rule: judged at the end of a run shorter than
+    `span`, even a single row."""
+
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    floor: float = knob(
+        0.01, ge=0, help="How close to reward_min each reward must be, as a share of the reward range.", source="16.6.5"
+    )
+    flat: float = knob(
+        0.99, help="The flat-group share that counts as every group, strictly between 0 and 1.", source="16.6.5"
+    )
+
+
+@dataclass
 class NonFinite:
     """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
     them, so the alert names the first to go). `halt` stops without saving the broken weights."""
@@ -319,6 +423,28 @@ class HealthMonitorConfig:
         "The mean |logp_train - logp_inference| (mismatch/logp_abs_diff/mean, or TRL's with vLLM) above 0.01.",
         "16.6.1",
     )
+    entropy_exploding: EntropyExploding = _rule(
+        EntropyExploding,
+        "Entropy above `factor` x its start: it oscillates and shoots up before the run falls apart.",
+        "18.3.7, figure 18-8",
+    )
+    length_pinned: LengthPinned = _rule(
+        LengthPinned,
+        "Completions pinned at the length budget: the truncated share near 1 (and the mean length at the budget, "
+        "when it is known).",
+        "18.3.7, figure 18-8",
+    )
+    sampler_gap_drift: SamplerGapDrift = _rule(
+        SamplerGapDrift,
+        "The IS ratio trainer/sampler drifts from 1, or the sampler's logp gap rises.",
+        "16.6.1",
+    )
+    kl_rising_flat_reward: KlRisingFlatReward = _rule(
+        KlRisingFlatReward, "The KL to the reference rises while the reward stays flat.", "18.3.7"
+    )
+    no_signal: NoSignal = _rule(
+        NoSignal, "Every reward at its minimum and every group flat: nothing to learn from.", "16.6.5"
+    )
     train_eval_divergence: TrainEvalDivergence = _rule(
         TrainEvalDivergence,
         "Train reward gains while eval reward does not: overfitting the training prompts.",
@@ -352,14 +478,13 @@ def _validate(rule: str, settings: Any) -> None:
         if name in own and not (isinstance(own[name], int) and own[name] >= 1):
             raise ConfigError(f"monitor.{rule}.{name}={own[name]!r} must be a whole number >= 1")
     # A trend needs two points: a one-point "rising" window would always fire.
-    if isinstance(settings, Rising | RewardPlateau | TrainEvalDivergence | RisingShare | RewardCollapse) and (
-        settings.window < 2
-    ):
+    trends = Rising | RewardPlateau | TrainEvalDivergence | RisingShare | RewardCollapse | SamplerGapDrift
+    if isinstance(settings, trends | KlRisingFlatReward) and (settings.window < 2):
         raise ConfigError(f"monitor.{rule}.window={settings.window} must be >= 2: the rule follows a trend")
     if isinstance(settings, NonFinite) and not (
         isinstance(settings.metrics, list) and settings.metrics and all(isinstance(m, str) for m in settings.metrics)
     ):
         raise ConfigError(f"monitor.{rule}.metrics={settings.metrics!r} must be a non-empty list of metric names")
-    for name in ("fall", "margin", "drop"):
+    for name in ("fall", "margin", "drop", "clipped", "flat"):
         if name in own and not 0 < own[name] < 1:
             raise ConfigError(f"monitor.{rule}.{name}={own[name]} must lie strictly between 0 and 1")

@@ -163,3 +163,20 @@ def test_a_resume_loads_the_monitor_state_of_its_checkpoint_not_the_history(tmp_
     # The collapse episode opened before the checkpoint stays open: step 31 raises nothing again.
     assert resumed.monitor.update(31, {"entropy": 0.25}) == []
     assert "entropy_collapse" in resumed.monitor.state_dict()["in_episode"]
+
+
+def test_the_end_of_training_judges_short_runs_and_names_the_rules_that_could_not(tmp_path, capsys):
+    from transformers import TrainerState
+
+    from align_kit.monitor import HealthMonitor, HealthMonitorConfig
+    from align_kit.monitor.callback import ALERTS_FILE, HealthMonitorCallback
+
+    callback = HealthMonitorCallback(HealthMonitor(HealthMonitorConfig()), tmp_path, tmp_path / "metrics.jsonl")
+    # Two logged rows, every reward 0 and every group flat: fewer than no_signal's span of 10, judged at the end.
+    for step in (1, 2):
+        callback.monitor.update(step, {"reward": 0.0, "frac_reward_zero_std": 1.0})
+    callback.on_train_end(None, TrainerState(global_step=2), None)
+    written = [json.loads(line)["rule"] for line in (tmp_path / ALERTS_FILE).read_text().splitlines()]
+    assert written == ["zero_std_groups", "no_signal"]
+    out = capsys.readouterr()
+    assert "rules could not judge this run" in out.out + out.err

@@ -214,10 +214,12 @@ def test_reward_plateau_flat_below_the_maximum():
     # 0.025 < 0.04 with mean 0.4875 <= 0.95 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
     # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.95.
     assert fired(monitor_for(config), series("reward", rewards)) == [(8, "reward_plateau")]
-    # A composition whose best total is 2.0: ceiling 1.95, so the flat 1.0 at step 14 is a plateau.
+    # A composition whose best total is 2.0: tolerance and gap are shares of the range 2.0 - 0, so the tolerance is
+    # 0.08 and the ceiling 2.0 - 0.1 = 1.9. Step 7's change 0.075 < 0.08 fires; step 10 (0.2) re-arms; step 13:
+    # [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.9 fires again.
     assert fired(monitor_for(config, reward_max=2.0), series("reward", rewards)) == [
-        (8, "reward_plateau"),
-        (14, "reward_plateau"),
+        (7, "reward_plateau"),
+        (13, "reward_plateau"),
     ]
 
 
@@ -585,3 +587,229 @@ def test_a_state_kept_for_other_windows_is_not_loaded(configs):
     other = monitor_for(HealthMonitorConfig(reward_plateau=RewardPlateau(window=300)))
     assert not other.load_state_dict(json.loads(json.dumps(monitor.state_dict())))
     assert other.history == {}
+
+
+# --- severity, fixes, short histories, coverage, artefacts and the rules real logs need ---------------------
+
+
+def only(rule: str, hits: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    return [hit for hit in hits if hit[1] == rule]
+
+
+def rule_named(name: str):
+    return next(rule for rule in RULES if rule.name == name)
+
+
+def test_every_rule_has_a_severity_and_fixes_from_the_vocabulary():
+    vocabulary = {
+        "dynamic_sampling", "harder_data", "easier_data", "fix_reward", "lower_format_weight", "gdpo", "ngrpo",
+        "overlong_filter", "overlong_shaping", "more_data", "clip_higher", "raise_eps_high", "gspo", "lower_lr",
+        "fewer_updates", "add_kl", "raise_kl", "raise_max_length", "match_sampler_precision", "is_correction",
+        "routing_replay", "group_size", "temperature",
+    }  # fmt: skip
+    for rule in RULES:
+        assert rule.severity in ("failing", "warning"), rule.name
+        for words in ({}, {"difficulty": "too easy"}, {"difficulty": "too hard"}, {"from_start": "yes"}):
+            fixes = rule.fixes_for(words)
+            assert fixes and set(fixes) <= vocabulary, (rule.name, fixes)
+    assert rule_named("entropy_collapse").fixes_for({}) == ("clip_higher", "raise_eps_high", "lower_lr")
+    failing = {rule.name for rule in RULES if rule.severity == "failing"}
+    assert {"non_finite", "entropy_collapse", "entropy_exploding", "no_signal", "length_pinned"} <= failing
+
+
+def test_alerts_state_the_points_read_and_their_first_step(configs):
+    # Logged every 10 steps: zero_std_groups' span of 10 reads the points at steps 10..100 and fires at 100.
+    stream = series("frac_reward_zero_std", [1.0] * 10, first_step=10, every=10)
+    monitor = monitor_for(configs["default"])
+    alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
+    assert [(a.step, a.rule, a.first_step, a.points) for a in alerts] == [(100, "zero_std_groups", 10, 10)]
+    # entropy_collapse reads the first 10 and the last 10 (ENTROPY above: fires at step 26, from step 1).
+    monitor = monitor_for(configs["default"])
+    collapse = [a for step, m in ENTROPY for a in monitor.update(step, m) if a.rule == "entropy_collapse"]
+    assert [(a.step, a.first_step, a.points, a.severity) for a in collapse] == [(26, 1, 20, "failing")]
+    # Old alerts.jsonl readers see the same keys as before, plus new ones.
+    assert {"step", "rule", "action", "values", "message", "advice", "metric"} < set(json.loads(collapse[0].to_json()))
+
+
+def test_flat_groups_say_too_easy_or_too_hard_and_the_fixes_differ():
+    config = HealthMonitorConfig(zero_std_groups=AboveThreshold(span=1, threshold=0.5))
+
+    def alert(reward: float):
+        monitor = monitor_for(config)
+        return monitor.update(1, {"reward": reward, "frac_reward_zero_std": 0.8})[0]
+
+    # Flat share 0.8: flat groups all solved put the reward at >= 0.8 of its range, all failed at <= 0.2.
+    easy, hard, mixed = alert(0.9), alert(0.1), alert(0.5)
+    assert (easy.words["difficulty"], easy.fixes) == ("too easy", ("harder_data", "dynamic_sampling"))
+    assert (hard.words["difficulty"], hard.fixes) == ("too hard", ("easier_data", "dynamic_sampling", "ngrpo"))
+    assert (mixed.words["difficulty"], mixed.fixes) == ("", ("dynamic_sampling", "ngrpo", "fix_reward"))
+    assert easy.message.endswith("(reward near its maximum: the data is too easy)")
+    # On a reward range of -1..1, the reward 0.5 is 0.75 of the way up: neither >= 0.8 nor <= 0.2.
+    monitor = HealthMonitor(config, context=RunContext(reward_min=-1.0, reward_max=1.0))
+    assert monitor.update(1, {"reward": 0.5, "frac_reward_zero_std": 0.8})[0].words["difficulty"] == ""
+
+
+def test_entropy_exploding_relative_to_the_run_s_own_start(configs):
+    # Span 10, factor 3: 20 points at 0.5 (early mean 0.5, threshold 1.5), then 2.0. The last 10 at step 20 + j
+    # average 0.5 + 0.15 j > 1.5 first at j = 7 (1.55; j = 6 gives 1.4) -> step 27.
+    stream = series("entropy", [0.5] * 20 + [2.0] * 10)
+    monitor = monitor_for(configs["default"])
+    alerts = [a for step, m in stream for a in monitor.update(step, m) if a.rule == "entropy_exploding"]
+    assert [(a.step, a.severity, a.first_step, a.points) for a in alerts] == [(27, "failing", 1, 20)]
+    assert alerts[0].values["threshold"] == 1.5
+    assert alerts[0].fixes[:2] == ("overlong_filter", "overlong_shaping")
+    # The same shape on a large vocabulary's scale (x 10) fires at the same step; a doubling never does.
+    assert only(
+        "entropy_exploding", fired(monitor_for(configs["default"]), series("entropy", [5.0] * 20 + [20.0] * 10))
+    ) == [(27, "entropy_exploding")]
+    assert (
+        only("entropy_exploding", fired(monitor_for(configs["default"]), series("entropy", [0.5] * 20 + [1.0] * 20)))
+        == []
+    )
+
+
+def test_length_pinned_from_the_truncated_share_alone_and_with_the_budget(configs):
+    # Budget unknown: 10 points at a truncated share of 1.0 -> mean 1.0 >= 0.9 at step 10.
+    pinned = series("completions/clipped_ratio", [1.0] * 12)
+    monitor = monitor_for(configs["default"], max_completion_length=None)
+    alerts = [a for step, m in pinned for a in monitor.update(step, m) if a.rule == "length_pinned"]
+    assert [(a.step, a.severity, a.first_step, a.points) for a in alerts] == [(10, "failing", 1, 10)]
+    assert "max_completion_length unknown" in alerts[0].message
+    assert alerts[0].fixes[0] == "raise_max_length"
+    # 0.875 is below 0.9: nothing.
+    assert (
+        only(
+            "length_pinned",
+            fired(monitor_for(configs["default"], None), series("completions/clipped_ratio", [0.875] * 12)),
+        )
+        == []
+    )
+
+    # Budget 32 known: pinned needs the mean length >= 0.95 x 32 = 30.4 too. 31 fires at step 10, 20 does not.
+    def run(length: float):
+        stream = [(s, {"completions/clipped_ratio": 1.0, "completions/mean_length": length}) for s in range(1, 11)]
+        return only("length_pinned", fired(monitor_for(configs["default"], max_completion_length=32), stream))
+
+    assert run(31.0) == [(10, "length_pinned")]
+    assert run(20.0) == []
+
+
+def test_a_short_history_is_judged_at_its_end(configs):
+    # Three rows: fewer than length_pinned's span of 10, so update() never judges; finish() does, on the 3 there
+    # are: mean (1 + 1 + 0.875) / 3 = 0.958 >= 0.9.
+    monitor = monitor_for(configs["default"], max_completion_length=None)
+    for step, value in ((10, 1.0), (20, 1.0), (30, 0.875)):
+        assert monitor.update(step, {"completions/clipped_ratio": value}) == []
+    alerts = monitor.finish()
+    assert [(a.step, a.rule, a.first_step, a.points) for a in alerts] == [(30, "length_pinned", 10, 3)]
+    assert alerts[0].message.endswith("(over 3 logged points, fewer than the span 10)")
+    assert monitor.finish() == []  # it judged: the end does not repeat it
+
+
+def test_no_signal_at_any_length_even_one_row(configs):
+    # One row: every reward 0.0 <= 0 + 0.01 x (1 - 0) and the flat share 1.0 >= 0.99.
+    monitor = monitor_for(configs["default"])
+    assert monitor.update(1, {"reward": 0.0, "frac_reward_zero_std": 1.0}) == []
+    ends = {alert.rule: alert for alert in monitor.finish()}
+    assert ends["no_signal"].severity == "failing"
+    assert ends["no_signal"].fixes == ("fix_reward", "easier_data")
+    assert ends["zero_std_groups"].words["difficulty"] == "too hard"  # reward 0 <= 1 - 1.0
+    # Live, over 10 points: fires at step 10. One reward of 0.02 (> 0.01) among them: not every row at the minimum.
+    rows = [(s, {"reward": 0.0, "frac_reward_zero_std": 1.0}) for s in range(1, 11)]
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == [(10, "no_signal")]
+    rows[4] = (5, {"reward": 0.02, "frac_reward_zero_std": 1.0})
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == []
+
+    # A reward range of -1..1: the floor is -1 + 0.01 x 2 = -0.98, so 0.0 is no minimum and -1.0 is.
+    def one_row(reward: float) -> list[str]:
+        monitor = HealthMonitor(configs["default"], context=RunContext(reward_min=-1.0, reward_max=1.0))
+        monitor.update(1, {"reward": reward, "frac_reward_zero_std": 1.0})
+        return [alert.rule for alert in monitor.finish() if alert.rule == "no_signal"]
+
+    assert one_row(0.0) == [] and one_row(-1.0) == ["no_signal"]
+
+
+def test_sampler_gap_drift(configs):
+    # The IS ratio's 10-point mean 0.9 is 0.1 > 0.05 from 1: fires at step 10; 0.98 (0.02 away) never.
+    assert only(
+        "sampler_gap_drift",
+        fired(monitor_for(configs["default"]), series("sampling/importance_sampling_ratio/mean", [0.9] * 12)),
+    ) == [(10, "sampler_gap_drift")]
+    assert (
+        only(
+            "sampler_gap_drift",
+            fired(monitor_for(configs["default"]), series("sampling/importance_sampling_ratio/mean", [0.98] * 12)),
+        )
+        == []
+    )
+    # The logp gap over a window of 20: first half 0.004, second 0.012: growth (0.012 - 0.004) / 0.004 = 2 > 1 and
+    # 0.012 > 0.005 -> fires at step 20, its first evaluable point. 0.001 -> 0.003 grows as much, but stays < 0.005.
+    rising = series("sampling/sampling_logp_difference/mean", [0.004] * 10 + [0.012] * 10)
+    monitor = monitor_for(configs["default"])
+    alerts = [a for step, m in rising for a in monitor.update(step, m) if a.rule == "sampler_gap_drift"]
+    assert [(a.step, a.first_step, a.points, a.fixes[0]) for a in alerts] == [(20, 1, 20, "match_sampler_precision")]
+    small = series("sampling/sampling_logp_difference/mean", [0.001] * 10 + [0.003] * 10)
+    assert only("sampler_gap_drift", fired(monitor_for(configs["default"]), small)) == []
+
+
+def test_kl_rising_while_the_reward_stays_flat(configs):
+    # Window 20: KL 0.01 for 10 points then 0.02 (growth 1.0 > 0.5); reward flat at 0.5 (change 0 <= 0.02 x 1).
+    def run(reward_after: float, reward_max: float = 1.0):
+        rows = [
+            (s, {"kl": 0.01 if s <= 10 else 0.02, "reward": 0.5 if s <= 10 else reward_after}) for s in range(1, 21)
+        ]
+        return only("kl_rising_flat_reward", fired(monitor_for(configs["default"], reward_max=reward_max), rows))
+
+    assert run(0.5) == [(20, "kl_rising_flat_reward")]
+    # The reward gains 0.1 > 0.02: the KL buys reward, nothing fires. On a range of 10 the same 0.1 is flat (<= 0.2).
+    assert run(0.6) == []
+    assert run(0.6, reward_max=10.0) == [(20, "kl_rising_flat_reward")]
+
+
+def test_grad_norm_logged_as_zero_with_a_reward_spread_is_an_artefact(configs):
+    # 10 rows of grad_norm exactly 0.0 while the loss and reward_std are non-zero: no vanishing-gradient alarm.
+    rows = [(s, {"grad_norm": 0.0, "loss": 0.125, "reward_std": 0.25}) for s in range(1, 13)]
+    monitor = monitor_for(configs["default"])
+    assert only("grad_norm_vanishing", fired(monitor, rows)) == []
+    assert len(monitor.artefacts()) == 1 and "0.0 on 12 of 12 logged rows" in monitor.artefacts()[0]
+    coverage = {entry.rule: entry for entry in monitor.coverage()}
+    assert not coverage["grad_norm_vanishing"].judged and "artefact" in coverage["grad_norm_vanishing"].reason
+    # A batch without a reward spread has nothing to learn: exactly 0.0 is then a real stop (window 10).
+    flat = [(s, {"grad_norm": 0.0, "loss": 0.0, "reward_std": 0.0}) for s in range(1, 13)]
+    monitor = monitor_for(configs["default"])
+    assert only("grad_norm_vanishing", fired(monitor, flat)) == [(10, "grad_norm_vanishing")]
+    assert monitor.artefacts() == []
+
+
+def test_coverage_says_which_rules_judged_and_why_the_others_did_not(configs):
+    # 7 entropy points and 3 mean lengths, no budget known.
+    monitor = monitor_for(configs["default"], max_completion_length=None)
+    for step in range(1, 8):
+        monitor.update(step, {"entropy": 0.5, **({"completions/mean_length": 10.0} if step <= 3 else {})})
+    monitor.finish()
+    coverage = {entry.rule: entry for entry in monitor.coverage()}
+    assert [entry.rule for entry in monitor.coverage()] == [rule.name for rule in RULES]
+    # entropy_drop and entropy_decline need a span of 10: 7 points are not enough (not level rules).
+    assert coverage["entropy_collapse"].reason == "needs 20 logged points of entropy, the run has 7"
+    assert coverage["entropy_decline"].reason == "needs 10 logged points of entropy, the run has 7"
+    assert coverage["length_near_max"].reason == "needs max_completion_length (unknown)"
+    assert coverage["length_growth"].reason == "needs 20 logged points of completions/mean_length, the run has 3"
+    assert (coverage["kl_rising"].reason, coverage["kl_rising"].missing) == ("lacks kl", ("kl",))
+    assert coverage["no_signal"].missing == ("reward", "groups/flat_fraction or frac_reward_zero_std")
+    assert coverage["train_eval_divergence"].reason == "lacks eval_reward and reward"
+    assert not any(entry.judged for entry in coverage.values())
+    # Then 13 more entropy points: the entropy rules judge (none fires on a flat 0.5).
+    for step in range(8, 21):
+        monitor.update(step, {"entropy": 0.5})
+    coverage = {entry.rule: entry for entry in monitor.coverage()}
+    assert all(coverage[name].judged and not coverage[name].fired for name in ("entropy_collapse", "entropy_exploding"))
+    assert coverage["entropy_collapse"].reason == ""
+
+
+def test_the_new_bookkeeping_survives_a_resume(configs):
+    monitor = monitor_for(configs["default"])
+    fired(monitor, [(s, {"grad_norm": 0.0, "loss": 0.125, "reward_std": 0.25, "entropy": 0.5}) for s in range(1, 25)])
+    resumed = monitor_for(configs["default"])
+    assert resumed.load_state_dict(json.loads(json.dumps(monitor.state_dict())))
+    assert resumed.artefacts() == monitor.artefacts() != []
+    assert resumed.coverage() == monitor.coverage()

@@ -26,6 +26,9 @@ def test_every_rule_has_a_settings_block():
         ({"kl_rising": {"window": 1}}, "monitor.kl_rising.window"),
         ({"entropy_drop": {"fall": 1.5}}, "monitor.entropy_drop.fall"),
         ({"grad_norm_vanishing": {"windw": 5}}, "monitor.grad_norm_vanishing"),
+        ({"length_pinned": {"clipped": 1.0}}, "monitor.length_pinned.clipped"),
+        ({"kl_rising_flat_reward": {"window": 1}}, "monitor.kl_rising_flat_reward.window"),
+        ({"no_signal": {"span": 0}}, "monitor.no_signal.span"),
     ],
 )
 def test_bad_settings_name_their_key(overrides, key):
