@@ -115,3 +115,11 @@ def test_the_worst_verdict_decides():
     assert worst(["healthy", "failing", "warning"]) == "failing"
     assert worst(["healthy", "warning"]) == "warning"
     assert worst(["healthy"]) == "healthy"
+
+
+def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
+    # A pasted excerpt of one row: reward 0.0 (the minimum of [0, 1]) and every group flat (1.0).
+    diagnosis = diagnose(history([{"reward": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0}]))
+    assert diagnosis.verdict == "failing"
+    assert "no_signal" in {alert.rule for alert in diagnosis.counted}
+    assert diagnosis.advice[0].priority == 1  # a data fix first (18.3.8)
