@@ -249,7 +249,9 @@ def verl_lines(records: list[dict], pid: int = 4242) -> list[str]:
         step = int(record["step"])
         fields = [f"{TO_VERL[k]}:{record[k]!r}" for k in TO_VERL if k in record]
         if "reward" in record:  # verl logs the reward after KL-in-reward shaping beside the score
-            fields.insert(fields.index(f"critic/score/mean:{record['reward']!r}") + 1, f"critic/rewards/mean:{record['reward']!r}")
+            fields.insert(
+                fields.index(f"critic/score/mean:{record['reward']!r}") + 1, f"critic/rewards/mean:{record['reward']!r}"
+            )
         lines.append(f"(TaskRunner pid={pid}) step:{step} - training/global_step:{step} - " + " - ".join(fields))
     return lines
 
