@@ -1,0 +1,319 @@
+"""Doctor calibration: `align-kit doctor` and third-party run diagnosers over the labelled set.
+
+Reads benchmarks/doctor_runs/labels.csv (run, path, format, label, failure, fitting_rules, source,
+how_labelled), runs each diagnoser on every run's file and reports, per rule and overall: runs
+read, correct verdicts, false alarms on healthy runs, failures missed. A markdown table goes to
+stdout and to --out.
+
+Verdicts (healthy | warning | failing):
+
+- doctor: `align-kit doctor --json PATH`; its JSON has runs[] with `verdict` and `alerts` (each with
+  `rule`); several runs (a sweep folder) count as the worst of them. Exit 2 is a bad input: not read.
+- rldoctor 0.2.0: `rl-doctor diagnose RUN.jsonl -f json` on the history converted to JSONL
+  (doctor_runs/convert.py jsonl). worst_severity CRITICAL -> failing, WARNING -> warning, INFO or
+  none -> healthy; the detectors of findings at WARNING or above are its "rules".
+- rlprobe 0.1.0: `rlprobe doctor RUN_DIR --json` on a run directory written with rlprobe's own
+  writer (convert.py rlprobe). A critical finding -> failing, warn -> warning, none or info ->
+  healthy (rlprobe says nothing, rather than "cannot judge", on runs shorter than its 30 steps).
+- rlvr-audit 0.1.0: `rlvr-audit inspect --file RUN.jsonl --format json`. It audits per-prompt
+  group rewards (a `rewards` list per prompt); a history of batch means has none, so it reads a run
+  only where its CLI returns a report (then any verdict other than HEALTHY -> failing).
+
+Scoring (only runs labelled healthy or failing are scored; unlabelled ones count in "read"):
+
+- a healthy run is correct only when its verdict is healthy; warning or failing is a false alarm;
+- a failing run is correct, for the doctor, when its verdict is failing or warning AND an alert of a
+  rule in its fitting_rules fired (the advice fits the failure); flagged only by other rules counts
+  as "flagged, rule does not fit"; for a third-party tool, when its verdict is failing or warning
+  at all (its detectors have other names and advice);
+- a run the diagnoser cannot read is never correct: a failing one is a failure missed, a healthy
+  one counts as not read (neither a false alarm nor correct).
+
+Run: python benchmarks/doctor_calibration.py --align-kit-runs outputs/alert_calibration \
+       --out benchmarks/doctor_runs/RESULTS.md [--tools doctor rldoctor rlprobe rlvr-audit]
+Tests may pass --doctor-command (any command taking `--json PATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = ROOT / "benchmarks" / "doctor_runs" / "labels.csv"
+CONVERT = ROOT / "benchmarks" / "doctor_runs" / "convert.py"
+ALIGN_KIT_PREFIX = "outputs/alert_calibration/"
+TOOLS = ("doctor", "rldoctor", "rlprobe", "rlvr-audit")
+RANK = {"healthy": 0, "warning": 1, "failing": 2}
+
+
+@dataclass(frozen=True)
+class LabelledRun:
+    run: str
+    path: str
+    format: str
+    label: str  # healthy | failing | unlabelled...
+    fitting_rules: tuple[str, ...]
+
+
+@dataclass
+class Outcome:
+    """One diagnoser on one run: verdict None when it could not read the run."""
+
+    verdict: str | None
+    rules: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass
+class Score:
+    read: int = 0
+    not_read: int = 0
+    healthy: int = 0
+    failing: int = 0
+    correct: int = 0
+    false_alarms: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+    wrong_rule: list[str] = field(default_factory=list)
+
+
+def load_labels(path: Path) -> list[LabelledRun]:
+    runs = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            name = (row.get("run") or "").strip()
+            if not name or name.startswith("#"):
+                continue
+            rules = tuple(r.strip() for r in (row.get("fitting_rules") or "").split(";") if r.strip())
+            runs.append(LabelledRun(name, row["path"].strip(), row.get("format", ""), row["label"].strip(), rules))
+    return runs
+
+
+def resolve(run: LabelledRun, align_kit_runs: Path | None) -> Path:
+    if align_kit_runs is not None and run.path.startswith(ALIGN_KIT_PREFIX):
+        return align_kit_runs / run.path[len(ALIGN_KIT_PREFIX) :]
+    return ROOT / run.path
+
+
+def _run(command: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def doctor_outcome(command: list[str], path: Path) -> Outcome:
+    result = _run([*command, "--json", str(path)])
+    if result.returncode == 2:
+        return Outcome(None, note=(result.stderr.strip().splitlines() or ["bad input"])[-1])
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return Outcome(None, note=f"no JSON (exit {result.returncode})")
+    runs = report.get("runs", []) if isinstance(report, dict) else []
+    if not runs:
+        return Outcome(None, note="no runs in the JSON")
+    verdict = max((r.get("verdict", "warning") for r in runs), key=lambda v: RANK.get(v, 1))
+    rules = tuple(dict.fromkeys(a["rule"] for r in runs for a in r.get("alerts", []) if "rule" in a))
+    return Outcome(verdict, rules)
+
+
+def _convert(python: str, kind: str, path: Path, out: Path) -> str | None:
+    result = _run([python, str(CONVERT), kind, str(path), str(out), "--run-name", path.stem])
+    return None if result.returncode == 0 else (result.stderr.strip().splitlines() or ["conversion failed"])[-1]
+
+
+def rldoctor_outcome(venv: Path, path: Path, scratch: Path) -> Outcome:
+    jsonl = scratch / "run.jsonl"
+    error = _convert(str(venv / "bin" / "python"), "jsonl", path, jsonl)
+    if error:
+        return Outcome(None, note=error)
+    result = _run([str(venv / "bin" / "rl-doctor"), "diagnose", str(jsonl), "-f", "json", "--no-color"])
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return Outcome(None, note=(result.stderr.strip().splitlines() or ["no JSON"])[-1])
+    severity = (report.get("worst_severity") or "").upper()
+    verdict = {"CRITICAL": "failing", "WARNING": "warning"}.get(severity, "healthy")
+    rules = tuple(f["detector"] for f in report.get("findings", []) if f.get("severity") in ("WARNING", "CRITICAL"))
+    return Outcome(verdict, rules)
+
+
+def rlprobe_outcome(venv: Path, path: Path, scratch: Path) -> Outcome:
+    run_dir = scratch / "rlprobe_run"
+    error = _convert(str(venv / "bin" / "python"), "rlprobe", path, run_dir)
+    if error:
+        return Outcome(None, note=error)
+    result = _run([str(venv / "bin" / "rlprobe"), "doctor", str(run_dir), "--json"])
+    try:
+        findings = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return Outcome(None, note=(result.stderr.strip().splitlines() or ["no JSON"])[-1])
+    severities = {f.get("severity") for f in findings}
+    verdict = "failing" if "critical" in severities else "warning" if "warn" in severities else "healthy"
+    rules = tuple(f["signature_id"] for f in findings if f.get("severity") in ("warn", "critical"))
+    return Outcome(verdict, rules)
+
+
+def rlvr_audit_outcome(venv: Path, path: Path, scratch: Path) -> Outcome:
+    jsonl = scratch / "run.jsonl"
+    error = _convert(str(venv / "bin" / "python"), "jsonl", path, jsonl)
+    if error:
+        return Outcome(None, note=error)
+    result = _run([str(venv / "bin" / "rlvr-audit"), "inspect", "--file", str(jsonl), "--format", "json"])
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        last = (result.stderr.strip().splitlines() or ["no JSON"])[-1]
+        return Outcome(None, note=f"needs per-prompt group rewards ({last})")
+    if not isinstance(report, dict) or "error" in report:
+        return Outcome(None, note=str(report.get("error") if isinstance(report, dict) else report))
+    verdicts = {g.get("verdict") for g in report.get("groups", report.get("blocks", [])) if isinstance(g, dict)}
+    return Outcome("healthy" if verdicts <= {"HEALTHY"} else "failing", tuple(sorted(v for v in verdicts if v)))
+
+
+def score(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool) -> Score:
+    """`fitting`: a failing run needs a fitting rule among the fired ones (the doctor)."""
+    total = Score()
+    for run in runs:
+        outcome = outcomes.get(run.run)
+        if outcome is None:
+            continue
+        if outcome.verdict is None:
+            total.not_read += 1
+        else:
+            total.read += 1
+        if run.label == "healthy":
+            total.healthy += 1
+            if outcome.verdict == "healthy":
+                total.correct += 1
+            elif outcome.verdict in ("warning", "failing"):
+                total.false_alarms.append(run.run)
+        elif run.label == "failing":
+            total.failing += 1
+            flagged = outcome.verdict in ("warning", "failing")
+            fits = not fitting or any(rule in run.fitting_rules for rule in outcome.rules)
+            if flagged and fits:
+                total.correct += 1
+            elif flagged:
+                total.wrong_rule.append(run.run)
+                total.missed.append(run.run)
+            else:
+                total.missed.append(run.run)
+    return total
+
+
+def per_rule(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool = True) -> dict[str, dict[str, int]]:
+    """Per rule: false alarms (fired on a healthy run), caught (fired on a failing run it fits),
+    fired elsewhere (on a failing run it does not fit), missed (fits a failing run, did not fire).
+    Without `fitting` (a third-party tool, whose detectors are not the doctor's rules) every firing
+    on a failing run counts as caught and nothing as missed per rule."""
+    table: dict[str, dict[str, int]] = {}
+
+    def row(rule: str) -> dict[str, int]:
+        return table.setdefault(rule, {"false_alarms": 0, "caught": 0, "fired_not_fitting": 0, "missed": 0})
+
+    for run in runs:
+        outcome = outcomes.get(run.run)
+        if outcome is None:
+            continue
+        fired = set(outcome.rules)
+        if run.label == "healthy":
+            for rule in fired:
+                row(rule)["false_alarms"] += 1
+        elif run.label == "failing":
+            for rule in fired:
+                row(rule)["caught" if not fitting or rule in run.fitting_rules else "fired_not_fitting"] += 1
+            for rule in run.fitting_rules if fitting else ():
+                if rule not in fired:
+                    row(rule)["missed"] += 1
+    return dict(sorted(table.items()))
+
+
+def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+    labelled = [r for r in runs if r.label in ("healthy", "failing")]
+    lines = [
+        f"Labelled set: {len(runs)} runs ({sum(r.label == 'healthy' for r in runs)} healthy, "
+        f"{sum(r.label == 'failing' for r in runs)} failing, {len(runs) - len(labelled)} unlabelled).",
+        "",
+        "| diagnoser | runs read | not read | correct verdicts | false alarms (healthy) | failures missed "
+        "| flagged, rule does not fit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for tool, outcomes in results.items():
+        s = score(runs, outcomes, fitting=(tool == "doctor"))
+        scored = s.healthy + s.failing
+        lines.append(
+            f"| {tool} | {s.read} | {s.not_read} | {s.correct}/{scored} | {len(s.false_alarms)}/{s.healthy} "
+            f"| {len(s.missed)}/{s.failing} | {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
+        )
+    for tool, outcomes in results.items():
+        caught = "caught (fits)" if tool == "doctor" else "fired on failing runs"
+        lines += ["", f"### {tool}: per rule", "", f"| rule | false alarms | {caught} | fired, not fitting | missed |"]
+        lines.append("|---|---|---|---|---|")
+        for rule, counts in per_rule(runs, outcomes, fitting=(tool == "doctor")).items():
+            lines.append(
+                f"| {rule} | {counts['false_alarms']} | {counts['caught']} | {counts['fired_not_fitting']} "
+                f"| {counts['missed']} |"
+            )
+    lines += ["", "### per run", "", "| run | label | " + " | ".join(results) + " |"]
+    lines.append("|---|---|" + "---|" * len(results))
+    for run in runs:
+        cells = []
+        for outcomes in results.values():
+            outcome = outcomes.get(run.run)
+            if outcome is None:
+                cells.append("")
+            elif outcome.verdict is None:
+                cells.append(f"not read: {outcome.note}"[:80])
+            else:
+                cells.append(outcome.verdict + (f" ({', '.join(outcome.rules)})" if outcome.rules else ""))
+        lines.append(f"| {run.run} | {run.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument(
+        "--align-kit-runs", type=Path, help="folder holding the align_kit runs (outputs/alert_calibration)"
+    )
+    parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    parser.add_argument(
+        "--doctor-command", default="align-kit doctor", help="the doctor command (--json PATH appended)"
+    )
+    parser.add_argument("--tools-venv", type=Path, default=Path("/work/tools-venv"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    runs = load_labels(args.labels)
+    results: dict[str, dict[str, Outcome]] = {tool: {} for tool in args.tools}
+    for run in runs:
+        path = resolve(run, args.align_kit_runs)
+        for tool in args.tools:
+            if not path.exists():
+                results[tool][run.run] = Outcome(None, note=f"{run.path} not found")
+                continue
+            with tempfile.TemporaryDirectory() as scratch:
+                if tool == "doctor":
+                    outcome = doctor_outcome(shlex.split(args.doctor_command), path)
+                elif tool == "rldoctor":
+                    outcome = rldoctor_outcome(args.tools_venv, path, Path(scratch))
+                elif tool == "rlprobe":
+                    outcome = rlprobe_outcome(args.tools_venv, path, Path(scratch))
+                else:
+                    outcome = rlvr_audit_outcome(args.tools_venv, path, Path(scratch))
+            results[tool][run.run] = outcome
+    report = markdown(runs, results)
+    sys.stdout.write(report)
+    if args.out:
+        args.out.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""benchmarks/doctor_calibration.py's own logic: labels, the doctor's JSON, scoring, the table; and
+benchmarks/doctor_runs/convert.py's readers on the formats of the published files. The doctor is
+replaced by a stub command that answers with fixed JSON per file."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+from benchmarks import doctor_calibration as calibration
+from benchmarks.doctor_calibration import LabelledRun, Outcome, per_rule, score
+from benchmarks.doctor_runs import convert
+
+STUB = textwrap.dedent(
+    """
+    import json, sys
+    path = sys.argv[-1]
+    answers = json.load(open(sys.argv[1]))
+    if path.endswith("bad.log"):
+        print("bad.log: no history found; expected a metric history", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(answers[path.rsplit("/", 1)[-1]]))
+    """
+)
+
+
+def _runs() -> list[LabelledRun]:
+    return [
+        LabelledRun("h1", "h1.log", "trl", "healthy", ()),
+        LabelledRun("h2", "h2.log", "trl", "healthy", ()),
+        LabelledRun("f1", "f1.log", "trl", "failing", ("entropy_collapse",)),
+        LabelledRun("f2", "f2.log", "trl", "failing", ("length_pinned",)),
+        LabelledRun("f3", "f3.log", "trl", "failing", ("non_finite",)),
+        LabelledRun("u1", "u1.log", "trl", "unlabelled", ()),
+    ]
+
+
+def test_score_counts_fitting_rules_for_the_doctor_and_any_flag_for_tools():
+    outcomes = {
+        "h1": Outcome("healthy"),
+        "h2": Outcome("warning", ("reward_plateau",)),  # false alarm
+        "f1": Outcome("failing", ("entropy_collapse",)),  # caught by a fitting rule
+        "f2": Outcome("warning", ("reward_plateau",)),  # flagged, but the rule does not fit
+        "f3": Outcome(None, note="bad input"),  # not read: missed
+        "u1": Outcome("failing", ("non_finite",)),  # read, not scored
+    }
+    doctor = score(_runs(), outcomes, fitting=True)
+    # read: h1 h2 f1 f2 u1 = 5; not read: f3. correct: h1, f1 = 2 of 5 labelled.
+    assert (doctor.read, doctor.not_read, doctor.correct) == (5, 1, 2)
+    assert doctor.false_alarms == ["h2"]
+    assert doctor.missed == ["f2", "f3"] and doctor.wrong_rule == ["f2"]
+    tool = score(_runs(), outcomes, fitting=False)
+    # a tool is right on f2 too (flagged at all): correct h1, f1, f2 = 3; missed only f3.
+    assert tool.correct == 3 and tool.missed == ["f3"] and tool.wrong_rule == []
+
+
+def test_per_rule_counts():
+    outcomes = {
+        "h1": Outcome("healthy"),
+        "h2": Outcome("warning", ("reward_plateau",)),
+        "f1": Outcome("failing", ("entropy_collapse", "reward_plateau")),
+        "f2": Outcome("healthy"),
+        "f3": Outcome("failing", ("non_finite",)),
+    }
+    table = per_rule(_runs(), outcomes)
+    assert table["reward_plateau"] == {"false_alarms": 1, "caught": 0, "fired_not_fitting": 1, "missed": 0}
+    assert table["entropy_collapse"]["caught"] == 1
+    assert table["length_pinned"] == {"false_alarms": 0, "caught": 0, "fired_not_fitting": 0, "missed": 1}
+
+
+def test_labels_skip_comment_rows_and_split_rules(tmp_path: Path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text(
+        "run,path,format,label,failure,fitting_rules,source,how_labelled\n"
+        "# a block,,,,,,,\n"
+        "a,x.log,trl,failing,truncation,length_near_max; length_pinned,src,how\n"
+    )
+    (run,) = calibration.load_labels(labels)
+    assert run.fitting_rules == ("length_near_max", "length_pinned")
+    resolved = calibration.resolve(LabelledRun("b", "outputs/alert_calibration/grpo_s0", "", "healthy", ()), tmp_path)
+    assert resolved == tmp_path / "grpo_s0"
+
+
+def test_runner_on_a_stub_doctor(tmp_path: Path):
+    answers = {
+        "h1.log": {"runs": [{"verdict": "healthy", "alerts": []}]},
+        "f1.log": {
+            "runs": [
+                {"verdict": "warning", "alerts": []},
+                {"verdict": "failing", "alerts": [{"rule": "entropy_collapse"}]},
+            ]
+        },
+    }
+    (tmp_path / "answers.json").write_text(json.dumps(answers))
+    (tmp_path / "stub.py").write_text(STUB)
+    for name in ("h1.log", "f1.log", "bad.log"):
+        (tmp_path / name).write_text("{'loss': 0.1}\n")
+    labels = tmp_path / "labels.csv"
+    labels.write_text(
+        "run,path,format,label,failure,fitting_rules,source,how_labelled\n"
+        f"h1,{tmp_path}/h1.log,trl,healthy,,,s,h\n"
+        f"f1,{tmp_path}/f1.log,trl,failing,collapse,entropy_collapse,s,h\n"
+        f"bad,{tmp_path}/bad.log,trl,failing,x,non_finite,s,h\n"
+    )
+    out = tmp_path / "report.md"
+    command = f"{sys.executable} {tmp_path / 'stub.py'} {tmp_path / 'answers.json'}"
+    calibration.main(["--labels", str(labels), "--tools", "doctor", "--doctor-command", command, "--out", str(out)])
+    report = out.read_text()
+    # 2 of 3 read (bad.log exits 2); correct h1 and f1 (the worst of its two runs, fitting rule) = 2/3.
+    assert "| doctor | 2 | 1 | 2/3 | 0/1 | 1/2 | 0 |" in report
+    assert "not read: bad.log: no history found" in report
+
+
+def test_convert_reads_the_published_formats(tmp_path: Path):
+    trl = tmp_path / "trl.log"
+    trl.write_text(
+        "  5%| 1/20\n{'loss': 0.0, 'grad_norm': nan, 'reward': 0.5, 'epoch': 0.1}\n"
+        "noise\n{'loss': 1.0, 'reward': 0.25}\n"
+    )
+    rows = convert.read_records(trl)
+    assert len(rows) == 2 and math.isnan(rows[0]["grad_norm"]) and rows[1]["reward"] == 0.25
+    verl = tmp_path / "verl.log"
+    # Ray's prefix, and a copy-paste wrap inside a value (368.\n902 is 368.902).
+    verl.write_text(
+        "(TaskRunner pid=1) step:3 - actor/entropy:0.5 - response_length/mean:368.\n902 - actor/grad_norm:nan\n"
+    )
+    (row,) = convert.read_records(verl)
+    assert row["step"] == 3 and row["response_length/mean"] == 368.902 and math.isnan(row["actor/grad_norm"])
+    table = tmp_path / "table.txt"
+    table.write_text(
+        "Step | Training Loss | kl | entropy\n-- | -- | -- | --\n1 | -0.28 | nan | 0\n2 | -0.14 | nan | No Log\n"
+    )
+    rows = convert.read_records(table)
+    assert rows[1] == {"step": 2.0, "Training Loss": -0.14, "kl": rows[1]["kl"]} and "entropy" not in rows[1]
+    records = [{"step": 1.0, "reward": 0.5, "entropy": 0.25}, {"step": 2.0, "reward": 0.75}]
+    header, csv_rows = convert.wandb_csv_rows(records, "r")
+    assert header[:4] == ["Step", "r - train/reward", "r - train/reward__MIN", "r - train/reward__MAX"]
+    export = tmp_path / "export.csv"
+    export.write_text("\n".join(",".join(row) for row in [header, *csv_rows]) + "\n")
+    # the export names are kept as W&B shows them (train/...): each tool maps names itself
+    assert convert.read_records(export) == [
+        {"step": 1.0, "train/reward": 0.5, "train/entropy": 0.25},
+        {"step": 2.0, "train/reward": 0.75},
+    ]
+    back = tmp_path / "back.log"
+    back.write_text("\n".join(convert.verl_lines(records)) + "\n")
+    assert convert.read_records(back)[1]["critic/score/mean"] == 0.75
