@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
+from operator import itemgetter
 from statistics import fmean
 from typing import Any
 
@@ -115,6 +116,8 @@ class Series:
         self.values: deque[float] = deque(maxlen=tail)
         self.best: dict[int, float] = {}  # span -> the highest mean of `span` consecutive points so far
         self._best_spans = best_spans
+        # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
+        self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
 
     def append(self, step: int, value: float) -> None:
         self.count += 1
@@ -132,6 +135,21 @@ class Series:
     def last(self, n: int) -> list[float]:
         """The last `n` values (all that are kept, if fewer)."""
         return list(islice(self.values, max(len(self.values) - n, 0), None))
+
+    def smoothed(self, span: int) -> list[tuple[int, int, float]]:
+        """(first step, last step, mean) of every `span` consecutive kept values, oldest first. Each mean is computed
+        once, when its last value arrives, so a rule that reads a smoothed window costs the window per step, not the
+        window times the span; after a resume they are computed again from the kept values."""
+        if span not in self._smoothed:
+            self._smoothed[span] = (deque(maxlen=max((self.values.maxlen or 0) - span + 1, 0)), [0])
+        means, brought_to = self._smoothed[span]
+        new = min(self.count - brought_to[0], len(self.values))
+        if new:
+            values, steps = list(self.values), list(self.steps)
+            for end in range(max(len(values) - new, span - 1), len(values)):
+                means.append((steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
+            brought_to[0] = self.count
+        return list(means)
 
     def step_of_last(self, n: int) -> int | None:
         """The step of the first of the last `n` values (the oldest kept, if fewer are kept)."""
@@ -298,11 +316,6 @@ class RuleCoverage:
 Check = Callable[[Any, History, RunContext], Finding | None]
 
 
-def _smoothed(values: list[float], span: int, first: int = 0) -> list[float]:
-    """Means over `span` points ending at each index from `first` on (indices with a full span only)."""
-    return [fmean(values[i - span + 1 : i + 1]) for i in range(max(first, span - 1), len(values))]
-
-
 def _half_change(values: list[float]) -> float:
     """Mean of the second half minus mean of the first half (the middle point of an odd window is skipped)."""
     half = len(values) // 2
@@ -340,16 +353,14 @@ def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | 
     series = history["entropy"]
     if series.count < s.span:
         return None
-    steps, values = list(series.steps), list(series.values)  # the window and span - 1 points before it
-    first = bisect_left(steps, steps[-1] - s.window_steps)
-    smoothed = _smoothed(values, s.span, first)
-    latest, window_max = smoothed[-1], max(smoothed)
+    # The smoothed values whose last point lies in the window (the span - 1 points before it are read too).
+    means = series.smoothed(s.span)
+    since = series.steps[-1] - s.window_steps
+    window = means[bisect_left(means, since, key=itemgetter(1)) :]
+    latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
     threshold = (1 - s.fall) * window_max
-    read_from = max(first, s.span - 1) - s.span + 1  # the first point of the first smoothed value
     values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
-    return Finding(
-        latest < threshold, values_out, "entropy", points=len(values) - read_from, first_step=steps[read_from]
-    )
+    return Finding(latest < threshold, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
 
 
 def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Finding | None:
@@ -1181,6 +1192,7 @@ class HealthMonitor:
         self._triggers = {rule.name: rule.triggers(getattr(config, rule.name)) for rule in RULES}
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
+        self._rules = [(rule, getattr(config, rule.name), frozenset(self._triggers[rule.name])) for rule in RULES]
         self.history = History(config.train_eval_divergence.window)
         self._in_episode: set[str] = set()
         self._judged: set[str] = set()  # rules whose check reached a decision
@@ -1216,12 +1228,13 @@ class HealthMonitor:
         self.history.grad_norm_zeros.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
-        for rule in RULES:
-            if not any(metrics.get(name) is not None for name in self._triggers[rule.name]):
+        for rule, settings, triggers in self._rules:
+            # non_finite reads a NaN too; every other rule needs a finite value of one of its triggers.
+            if rule.name == "non_finite":
+                if not any(metrics.get(name) is not None for name in triggers):
+                    continue
+            elif triggers.isdisjoint(present):
                 continue
-            if rule.name != "non_finite" and not any(name in present for name in self._triggers[rule.name]):
-                continue
-            settings = getattr(self.config, rule.name)
             finding = rule.check(settings, self.history, self.context)
             if finding is None:
                 continue
