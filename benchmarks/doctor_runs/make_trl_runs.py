@@ -9,7 +9,8 @@ its checkpoints and at the end) and `<out>/<case>.log` (the console: the log dic
     python benchmarks/doctor_runs/make_trl_runs.py --out /work/outputs/doctor_trl_runs --copy benchmarks/doctor_runs/trl
 
 The cases train one at a time, each in its own process (its console is the log). `--copy` keeps what the doctor
-reads: the final trainer_state.json and the console log, per case under `<copy>/<case>/`.
+reads: the final trainer_state.json and the console log, per case under `<copy>/<case>/`, and writes
+their rows of `labels.csv` (one block; rows of other sources are kept).
 
 Why no bf16-sampler case: without vLLM, TRL samples with the training model itself (one set of weights, one
 precision), and its sampler-gap metrics (`sampling/sampling_logp_difference/*`,
@@ -70,6 +71,7 @@ class Case:
     config: dict = field(default_factory=dict)  # GRPOConfig fields beyond BASE
     warm_start_steps: int = 450  # the tiny model's SFT (450: the shipped default)
     how: str = ""  # the forced cause, in words (the engagement numbers are added from the run's metrics)
+    shows: tuple[str, ...] = ("reward", "rewards/correctness/mean", "entropy", "completions/clipped_ratio")
 
 
 # align_kit's shipped trainer defaults (conf/trainer/default.yaml), as plain GRPOConfig fields: 8 prompts x 8
@@ -112,6 +114,7 @@ CASES = (
         # sure in 150 steps.
         config=dict(max_steps=150, seed=0, learning_rate=3e-3, steps_per_generation=8),
         how="learning_rate=3e-3 (150x the default) with 8 mini-steps per generation",
+        shows=("reward", "entropy", "loss", "grad_norm", "completions/mean_length"),
     ),
     Case(
         "constant_reward",
@@ -121,6 +124,7 @@ CASES = (
         rewards=("constant",),
         config=dict(max_steps=100, seed=0),
         how="one reward function returning 0.0 for every completion",
+        shows=("reward", "reward_std", "frac_reward_zero_std", "loss", "grad_norm"),
     ),
     Case(
         "budget_too_short",
@@ -130,6 +134,7 @@ CASES = (
         # Completions need 20-22 tokens: a 12-token budget cuts every one of them.
         config=dict(max_steps=100, seed=0, max_completion_length=12),
         how="max_completion_length=12 where the answers need 20-22 tokens",
+        shows=("completions/clipped_ratio", "completions/mean_length", "reward", "frac_reward_zero_std"),
     ),
     Case(
         "format_only_reward",
@@ -142,6 +147,7 @@ CASES = (
         warm_start_steps=10,
         how="reward_weights=[0, 1]: only the format reward trains (correctness logged with weight 0); "
         "10-step warm start, learning_rate=2e-4",
+        shows=("rewards/format/mean", "rewards/correctness/mean", "frac_reward_zero_std", "entropy"),
     ),
 )
 
@@ -243,6 +249,68 @@ def engagement(out: Path, case: Case) -> dict[str, float]:
     return summary
 
 
+LABEL_COLUMNS = ("run", "path", "format", "label", "failure", "fitting_rules", "source", "how_labelled")
+SOURCE = "made here: benchmarks/doctor_runs/make_trl_runs.py (plain trl.GRPOTrainer)"
+# What the doctor reads of each case: the final trainer_state.json and the console log.
+FORMATS = (("trainer_state", "trainer_state.json", ""), ("trl_console_log", "{case}.log", "_console"))
+
+
+def label_rows(out: Path, into: Path) -> list[dict[str, str]]:
+    """Two rows per case (its trainer_state.json and its console log), labelled by the forced cause and the
+    metrics that show it: (first, last, max) of the means over the first and the last 5 logged values."""
+    rows = []
+    for case in CASES:
+        if not (out / case.name / "trainer_state.json").exists():
+            continue
+        numbers = engagement(out, case)
+        shown = "; ".join(
+            f"{key} {numbers[key][0]:g} -> {numbers[key][1]:g} (max {numbers[key][2]:g})"
+            for key in case.shows
+            if key in numbers
+        )
+        cause = "forced" if case.label == "failing" else "setup"
+        how = (
+            f"{cause}: {case.how}; {numbers['logged_rows']} logged rows to step {numbers['last_step']}; "
+            f"first 5 -> last 5 logged means: {shown}"
+        )
+        for kind, name, suffix in FORMATS:
+            path = into / case.name / name.format(case=case.name)
+            rows.append(
+                {
+                    "run": f"trl_{case.name}{suffix}",
+                    "path": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
+                    "format": kind,
+                    "label": case.label,
+                    "failure": case.failure,
+                    "fitting_rules": ";".join(case.fitting_rules),
+                    "source": SOURCE,
+                    "how_labelled": how,
+                }
+            )
+    return rows
+
+
+def write_labels(rows: list[dict[str, str]], labels: Path) -> None:
+    """This script's rows, as one block, in `labels` (created if absent); other sources' rows are kept as they are,
+    this block taking the place of the one written before."""
+    import csv
+
+    kept: list[dict[str, str]] = []
+    at = None
+    if labels.exists():
+        with labels.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("source") == SOURCE:
+                    at = len(kept) if at is None else at
+                    continue
+                kept.append(row)
+    at = len(kept) if at is None else at
+    with labels.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=LABEL_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(kept[:at] + rows + kept[at:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -250,6 +318,7 @@ def main() -> None:
     parser.add_argument("--train", help="train this one case in this process")
     parser.add_argument("--max-steps", type=int, help="shorten every case (a smoke test)")
     parser.add_argument("--copy", type=Path, help="copy what the doctor reads under this folder")
+    parser.add_argument("--labels", type=Path, default=ROOT / "benchmarks" / "doctor_runs" / "labels.csv")
     parser.add_argument("--engagement", action="store_true", help="print each case's (first, last, max) values")
     parsed = parser.parse_args()
     if parsed.train:
@@ -262,6 +331,7 @@ def main() -> None:
         return
     if parsed.copy:
         copy_for_doctor(parsed.out, parsed.copy)
+        write_labels(label_rows(parsed.out, parsed.copy.resolve()), parsed.labels)
         return
     run_all(parsed.out, parsed.cases.split(","), parsed.max_steps)
 
