@@ -192,30 +192,37 @@ def test_the_docs_show_two_snippets():
     assert all("callbacks=[HealthCallback(" in block for block in blocks)
 
 
-@pytest.mark.slow
 def test_plain_grpo_trainer_prints_the_dashboard(tmp_path, monkeypatch, capsys, tiny_model):
+    # A few seconds: a one-layer random model, 4 steps of 8 completions of 16 tokens.
     namespace = run_snippet(snippets()[0], tmp_path, monkeypatch, tiny_model)
     assert namespace["trainer"].state.global_step == 4  # max_steps: nothing halts with the shipped rules
     printed = capsys.readouterr().out
     # One dashboard block per logged step: reward_avg is the always-zero reward.
     assert re.search(r"\[Step 1/4\] loss=\S+ reward_avg=0\.000", printed)
     assert "[Step 4/4]" in printed
-    # Every group is flat, but zero_std_groups judges over 10 points and the run logs 4: no alert yet.
-    assert not (tmp_path / "grpo-run" / "alerts.jsonl").exists()
+    # The random-weight model rarely ends a completion within 16 tokens: length_near_max judges against the
+    # GRPOConfig's max_completion_length (16 x (1 - 0.05) = 15.2). Every group is flat too, but zero_std_groups
+    # judges over 10 points and the run logs 4: no alert from it yet.
+    rows = _alerts(tmp_path / "grpo-run")
+    # (a batch that ends early re-arms the rule, so a later step may fire again)
+    assert {a["rule"] for a in rows} == {"length_near_max"} and (rows[0]["step"], rows[0]["action"]) == (1, "warn")
+    assert rows[0]["values"]["max_completion_length"] == 16
+    assert rows[0]["values"]["threshold"] == pytest.approx(15.2)
+    assert rows[0]["values"]["recent_mean"] >= 15.2
+    assert "ALERT length_near_max (warn)" in printed
 
 
-@pytest.mark.slow
 def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_model):
     namespace = run_snippet(snippets()[1], tmp_path, monkeypatch, tiny_model)
     trainer, run = namespace["trainer"], tmp_path / "grpo-run"
     # Step 1 logs frac_reward_zero_std = 1.0 (a reward of 0 for every completion: every group flat); the mean of
     # the last 1 point, 1.0, exceeds 0.5, and the action is halt: training stops at step 1 of 4.
     assert trainer.state.global_step == 1
-    rows = _alerts(run)
-    assert [(a["rule"], a["step"], a["action"], a["metric"]) for a in rows] == [
-        ("zero_std_groups", 1, "halt", "frac_reward_zero_std")
-    ]
-    assert rows[0]["values"] == {"recent_mean": 1.0, "threshold": 0.5}
+    rows = {a["rule"]: a for a in _alerts(run)}
+    assert set(rows) == {"zero_std_groups", "length_near_max"}  # the budget's warning, as in the first snippet
+    flat = rows["zero_std_groups"]
+    assert (flat["step"], flat["action"], flat["metric"]) == (1, "halt", "frac_reward_zero_std")
+    assert flat["values"] == {"recent_mean": 1.0, "threshold": 0.5}
     assert json.loads((run / "halt.json").read_text())["rule"] == "zero_std_groups"
     # The halt saved a checkpoint of that step, with the monitor's state in it.
     assert (run / "checkpoint-1" / "trainer_state.json").is_file()
