@@ -1,0 +1,165 @@
+"""The live monitor inside a plain `trl.GRPOTrainer`: add `HealthCallback()` to its callbacks.
+
+The rules, the dashboard, `alerts.jsonl`, `halt.json` and the halt action are `HealthMonitorCallback`'s (the
+monitor inside align_kit's own trainer); this subclass only builds what that callback is given by align_kit's
+plan, from the trainer's own `GRPOConfig` at `on_train_begin`:
+
+- the `RunContext` (the length budget, the clip range, KL on or off, the reward weights), so alerts judge against
+  the run's limits and advise only what is off;
+- the folder (`args.output_dir` unless one is given);
+- the history on a resume: the monitor state saved in the checkpoint, else `trainer_state.json`'s `log_history`
+  (plain TRL writes no `metrics.jsonl`; one given as `metrics_file` is read as align_kit's own runs are).
+
+The reward functions' names come from the first logged step (TRL logs `rewards/<name>/mean` in the order of
+`reward_funcs`, the order of `reward_weights`): a callback sees the trainer's arguments, not the trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from align_kit.core.run_files import latest_checkpoint
+from align_kit.monitor.callback import HealthMonitorCallback
+from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
+from align_kit.monitor.settings import HealthMonitorConfig
+
+REWARD_PREFIX, REWARD_SUFFIX = "rewards/", "/mean"
+# trl.rewards.get_soft_overlong_punishment's function: DAPO's soft overlong punishment is on.
+OVERLONG_REWARD = "soft_overlong_punishment_reward"
+
+
+def reward_names(logs: Mapping[str, Any]) -> list[str]:
+    """The reward functions' names in one logged row, in logging order (`rewards/<name>/mean`)."""
+    return [
+        key[len(REWARD_PREFIX) : -len(REWARD_SUFFIX)]
+        for key in logs
+        if key.startswith(REWARD_PREFIX) and key.endswith(REWARD_SUFFIX)
+    ]
+
+
+def run_context(args: Any, names: list[str] | None = None, reward_max: float | None = None) -> RunContext:
+    """What a GRPOConfig (`args`) composes, as the monitor's RunContext.
+
+    `names`: the reward functions' names, when known; their weights are `args.reward_weights` (TRL's default:
+    1.0 each). `reward_max`: the best total reward a completion can score; by default the sum of the positive
+    weights, each reward function scoring at most 1.0 (as TRL's own reward functions do), and 1.0 while the
+    names are not known yet."""
+    epsilon = args.epsilon
+    epsilon_high = args.epsilon_high if args.epsilon_high is not None else epsilon
+    token_level = getattr(args, "importance_sampling_level", "token") == "token"
+    weights: dict[str, float] = {}
+    if names:
+        given = args.reward_weights if args.reward_weights is not None else [1.0] * len(names)
+        weights = {name: float(weight) for name, weight in zip(names, given, strict=False)}
+    if reward_max is None:
+        reward_max = sum(weight for weight in weights.values() if weight > 0) if weights else 1.0
+    stated = dict(
+        max_completion_length=args.max_completion_length,
+        reward_max=float(reward_max),
+        # TRL's multi_objective_aggregation=normalize_then_sum is GDPO (each reward normalised in its group).
+        advantage="gdpo" if getattr(args, "multi_objective_aggregation", "") == "normalize_then_sum" else "grpo",
+        clip_higher=token_level and epsilon_high > epsilon,
+        sequence_clip=not token_level,
+        eps_high=epsilon_high,
+        kl_on=(args.beta or 0.0) > 0,
+        reward_weights=weights,
+        overlong_shaping=OVERLONG_REWARD in weights,
+        # What a RunContext may also hold of the setup; kept only where it has the field.
+        epsilon=epsilon,
+        epsilon_high=args.epsilon_high,
+        beta=args.beta,
+        loss_type=getattr(args, "loss_type", None),
+        importance_sampling_level=getattr(args, "importance_sampling_level", None),
+        num_generations=getattr(args, "num_generations", None),
+        learning_rate=args.learning_rate,
+    )
+    known = {field.name for field in dataclasses.fields(RunContext)}
+    return RunContext(**{key: value for key, value in stated.items() if key in known})
+
+
+def without_halts(config: HealthMonitorConfig) -> HealthMonitorConfig:
+    """`config` with every `halt` action turned into `warn`: the alerts show, training never stops."""
+    return dataclasses.replace(
+        config,
+        **{
+            rule: dataclasses.replace(getattr(config, rule), action="warn")
+            for rule in config.rule_names()
+            if getattr(config, rule).action == "halt"
+        },
+    )
+
+
+class HealthCallback(HealthMonitorCallback):
+    """The monitor for `trl.GRPOTrainer(..., callbacks=[HealthCallback()])`.
+
+    config: the rules' settings (`HealthMonitorConfig()`: the shipped defaults, as `monitor=default`).
+    run_dir: where `alerts.jsonl` and `halt.json` go; `args.output_dir` by default.
+    halt: False turns every `halt` action into `warn` (the NaN/inf guard still never saves broken weights).
+    metrics_file: an align_kit `metrics.jsonl` to rebuild the history from on a resume; by default
+        `<run_dir>/metrics.jsonl` when present, else `trainer_state.json`'s log history.
+    reward_max: the best total reward (see `run_context`)."""
+
+    def __init__(
+        self,
+        config: HealthMonitorConfig | None = None,
+        run_dir: str | Path | None = None,
+        halt: bool = True,
+        metrics_file: str | Path | None = None,
+        reward_max: float | None = None,
+    ):
+        config = config if config is not None else HealthMonitorConfig()
+        self.config = config if halt else without_halts(config)
+        self._given_run_dir, self._given_metrics_file, self._reward_max = run_dir, metrics_file, reward_max
+        self._args: Any = None
+        self._rewards_known = False
+        self._output_dir = Path(".")
+        # The monitor and the folder are the trainer's, known at on_train_begin; until then, the defaults.
+        super().__init__(HealthMonitor(self.config), run_dir or ".", metrics_file or "metrics.jsonl")
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._args, self._output_dir = args, Path(args.output_dir)
+        self.run_dir = Path(self._given_run_dir or args.output_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_file = Path(self._given_metrics_file or self.run_dir / "metrics.jsonl")
+        self.monitor = HealthMonitor(self.config, context=run_context(args, reward_max=self._reward_max))
+        self._rewards_known = False
+        self.halted = None
+        logged = [row for row in state.log_history if row.get("step", 0) <= state.global_step]
+        for row in logged:
+            self._learn_rewards(row)
+        super().on_train_begin(args, state, control, **kwargs)  # the checkpoint's monitor state, or metrics_file
+        if state.global_step and not self.monitor.history:
+            # Plain TRL: the history is trainer_state.json's log history; alerts raised again here are not repeated.
+            for row in logged:
+                self.monitor.update(row["step"], row)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs:
+            self._learn_rewards(logs)
+        return super().on_log(args, state, control, logs=logs, **kwargs)
+
+    def _learn_rewards(self, logs: Mapping[str, Any]) -> None:
+        """The reward weights (and the default reward_max) once a row names the reward functions."""
+        names = reward_names(logs)
+        if self._rewards_known or not names or self._args is None:
+            return
+        self._rewards_known = True
+        learnt = run_context(self._args, names, self._reward_max)
+        self.monitor.context = dataclasses.replace(
+            self.monitor.context,
+            reward_weights=learnt.reward_weights,
+            reward_max=learnt.reward_max,
+            overlong_shaping=learnt.overlong_shaping,
+        )
+
+    def _with_last_checkpoint(self, alert: Alert) -> Alert:
+        found = latest_checkpoint(self._output_dir, complete=True) if self._output_dir.is_dir() else None
+        where = (
+            f"the last finite checkpoint is {found} (trainer.train(resume_from_checkpoint=True) continues from it)"
+            if found
+            else "no checkpoint was saved before this step (GRPOConfig.save_steps)"
+        )
+        return dataclasses.replace(alert, advice=f"{alert.advice}; {where}")

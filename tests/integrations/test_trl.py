@@ -1,0 +1,232 @@
+"""HealthCallback: the RunContext from a GRPOConfig, the resume without metrics.jsonl, and the monitor inside a plain
+`trl.GRPOTrainer` run (the docs' two snippets, run as written)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from transformers import TrainerControl, TrainerState
+from trl import GRPOConfig
+
+from align_kit.integrations.trl import HealthCallback, reward_names, run_context, without_halts
+from align_kit.monitor import HealthMonitorConfig
+from align_kit.monitor.callback import MONITOR_STATE_FILE
+from align_kit.monitor.settings import AboveThreshold
+from tests.conftest import ROOT
+
+DOCS = ROOT / "docs" / "monitor.md"
+
+
+def config(tmp_path, **fields) -> GRPOConfig:
+    return GRPOConfig(output_dir=str(tmp_path / "run"), use_cpu=True, report_to="none", **fields)
+
+
+def test_run_context_reads_the_grpo_config(tmp_path):
+    args = config(
+        tmp_path, max_completion_length=64, epsilon=0.2, epsilon_high=0.28, beta=0.04, reward_weights=[1.0, 0.5]
+    )
+    context = run_context(args, ["correctness", "format"])
+    assert context.max_completion_length == 64
+    assert context.clip_higher and not context.sequence_clip  # token level, 0.28 > 0.2
+    assert context.eps_high == 0.28
+    assert context.kl_on
+    assert context.advantage == "grpo"
+    assert context.reward_weights == {"correctness": 1.0, "format": 0.5}
+    assert context.reward_max == 1.5  # 1.0 x 1.0 + 0.5 x 1.0: each function scores at most 1.0
+    assert not context.overlong_shaping
+
+
+def test_run_context_defaults_and_other_settings(tmp_path):
+    # TRL's defaults: beta 0 (no KL), epsilon_high unset (symmetric clip at epsilon 0.2), weights 1.0 each.
+    plain = run_context(config(tmp_path), ["a", "b", "soft_overlong_punishment_reward"])
+    assert not plain.kl_on and not plain.clip_higher and plain.eps_high == 0.2
+    assert plain.reward_weights == {"a": 1.0, "b": 1.0, "soft_overlong_punishment_reward": 1.0}
+    assert plain.reward_max == 3.0
+    assert plain.overlong_shaping
+    assert run_context(config(tmp_path)).reward_max == 1.0  # names unknown yet: the monitor's default
+    gspo = run_context(config(tmp_path, importance_sampling_level="sequence", epsilon_high=0.28))
+    assert gspo.sequence_clip and not gspo.clip_higher  # the sequence-level clip is GSPO's, not Clip-Higher
+    gdpo = run_context(config(tmp_path, multi_objective_aggregation="normalize_then_sum"))
+    assert gdpo.advantage == "gdpo"
+    # A negative weight (a penalty) cannot raise the best total: 2.0 x 1.0 only.
+    penalised = run_context(config(tmp_path, reward_weights=[2.0, -1.0]), ["correctness", "length"], None)
+    assert penalised.reward_max == 2.0
+    assert run_context(config(tmp_path), ["a"], reward_max=5.0).reward_max == 5.0
+
+
+def test_reward_names_in_logging_order():
+    row = {"loss": 0.1, "rewards/correctness/mean": 0.5, "rewards/correctness/std": 0.1, "rewards/format/mean": 1.0}
+    assert reward_names(row) == ["correctness", "format"]
+
+
+def test_without_halts_turns_halts_into_warnings():
+    shipped = HealthMonitorConfig()
+    assert shipped.non_finite.action == "halt"
+    relaxed = without_halts(HealthMonitorConfig(zero_std_groups=AboveThreshold(action="halt", span=1)))
+    assert relaxed.non_finite.action == "warn" and relaxed.zero_std_groups.action == "warn"
+    assert relaxed.entropy_decline.action == "log"  # untouched
+
+
+# Two flat batches in a row: with span 2 the rule can judge only at the second one.
+FLAT_TWICE = HealthMonitorConfig(zero_std_groups=AboveThreshold(action="warn", span=2, threshold=0.5))
+
+
+def _begin(callback: HealthCallback, args: GRPOConfig, step: int, log_history: list[dict]) -> TrainerControl:
+    state = TrainerState(global_step=step, max_steps=10, log_history=log_history)
+    control = TrainerControl()
+    callback.on_train_begin(args, state, control)
+    return control
+
+
+def _log(callback: HealthCallback, args: GRPOConfig, step: int, row: dict) -> None:
+    callback.on_log(args, TrainerState(global_step=step, max_steps=10), TrainerControl(), logs=row)
+
+
+def _alerts(folder: Path) -> list[dict]:
+    path = folder / "alerts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_resume_rebuilds_the_history_from_trainer_state(tmp_path):
+    args = config(tmp_path)
+    flat = {"loss": 0.0, "reward": 0.0, "frac_reward_zero_std": 1.0}
+    resumed = HealthCallback(config=FLAT_TWICE)
+    _begin(resumed, args, 1, [{**flat, "step": 1}])
+    _log(resumed, args, 2, flat)
+    # mean of (1.0, 1.0) = 1.0 > 0.5 at step 2: only with step 1 rebuilt from log_history.
+    assert [(a["rule"], a["step"], a["values"]["recent_mean"]) for a in _alerts(tmp_path / "run")] == [
+        ("zero_std_groups", 2, 1.0)
+    ]
+
+
+def test_without_the_history_the_same_step_cannot_judge(tmp_path):
+    args = config(tmp_path)
+    fresh = HealthCallback(config=FLAT_TWICE)
+    _begin(fresh, args, 1, [])
+    _log(fresh, args, 2, {"loss": 0.0, "reward": 0.0, "frac_reward_zero_std": 1.0})
+    assert _alerts(tmp_path / "run") == []  # one point of a span of 2
+
+
+def test_resume_prefers_the_checkpoint_state_and_does_not_repeat_alerts(tmp_path):
+    args = config(tmp_path)
+    flat = {"loss": 0.0, "reward": 0.0, "frac_reward_zero_std": 1.0}
+    first = HealthCallback(config=FLAT_TWICE, run_dir=tmp_path / "monitor")
+    _begin(first, args, 0, [])
+    _log(first, args, 1, flat)
+    _log(first, args, 2, flat)  # fires: the episode is open
+    (tmp_path / "run" / "checkpoint-2").mkdir(parents=True)  # HF has written the checkpoint when on_save runs
+    first.on_save(args, TrainerState(global_step=2, is_world_process_zero=True), TrainerControl())
+    assert (tmp_path / "run" / "checkpoint-2" / MONITOR_STATE_FILE).is_file()
+    assert len(_alerts(tmp_path / "monitor")) == 1
+    # The log history says nothing flat: only the saved state knows the open episode.
+    second = HealthCallback(config=FLAT_TWICE, run_dir=tmp_path / "monitor")
+    _begin(second, args, 2, [{"loss": 0.0, "reward": 1.0, "frac_reward_zero_std": 0.0, "step": 2}])
+    _log(second, args, 3, flat)
+    assert len(_alerts(tmp_path / "monitor")) == 1  # still the same episode: no second alert
+
+
+def test_the_reward_weights_come_from_the_first_logged_step(tmp_path):
+    args = config(tmp_path, reward_weights=[1.0, 0.5])
+    callback = HealthCallback()
+    _begin(callback, args, 0, [])
+    assert callback.monitor.context.reward_max == 1.0
+    _log(callback, args, 1, {"loss": 0.1, "rewards/correctness/mean": 0.2, "rewards/format/mean": 0.9})
+    assert callback.monitor.context.reward_weights == {"correctness": 1.0, "format": 0.5}
+    assert callback.monitor.context.reward_max == 1.5
+
+
+# --- on a plain trl.GRPOTrainer run -------------------------------------------------------------------------------
+
+
+def snippets() -> list[str]:
+    """The python blocks of the docs' section on plain TRL, as written there."""
+    text = DOCS.read_text()
+    section = text.split("## The monitor inside plain TRL", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    """A random-weight tiny Qwen3 with the character tokenizer, saved as a plain Hugging Face folder."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from align_kit.models.char_tokenizer import build_char_tokenizer
+    from align_kit.models.tiny import TinyModel
+
+    folder = tmp_path_factory.mktemp("tiny_model")
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(0)
+    hf_config = TinyModel(num_layers=1).hf_config(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def always_zero(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def run_snippet(code: str, folder: Path, monkeypatch, tiny_model: str) -> dict:
+    from align_kit.tasks.arithmetic import ArithmeticTask
+
+    monkeypatch.chdir(folder)
+    namespace = {
+        "model_path": tiny_model,
+        "reward_funcs": [always_zero],
+        "dataset": ArithmeticTask(num_train=16).dataset("train"),
+    }
+    exec(compile(code, "docs/monitor.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_docs_show_two_snippets():
+    blocks = snippets()
+    assert len(blocks) == 2
+    assert all("callbacks=[HealthCallback(" in block for block in blocks)
+
+
+def test_plain_grpo_trainer_prints_the_dashboard(tmp_path, monkeypatch, capsys, tiny_model):
+    # A few seconds: a one-layer random model, 4 steps of 8 completions of 16 tokens.
+    namespace = run_snippet(snippets()[0], tmp_path, monkeypatch, tiny_model)
+    assert namespace["trainer"].state.global_step == 4  # max_steps: nothing halts with the shipped rules
+    printed = capsys.readouterr().out
+    # One dashboard block per logged step: reward_avg is the always-zero reward.
+    assert re.search(r"\[Step 1/4\] loss=\S+ reward_avg=0\.000", printed)
+    assert "[Step 4/4]" in printed
+    # The random-weight model rarely ends a completion within 16 tokens: length_near_max judges against the
+    # GRPOConfig's max_completion_length (16 x (1 - 0.05) = 15.2). Every group is flat too, but zero_std_groups
+    # judges over 10 points and the run logs 4: no alert from it yet.
+    rows = _alerts(tmp_path / "grpo-run")
+    # (a batch that ends early re-arms the rule, so a later step may fire again)
+    assert {a["rule"] for a in rows} == {"length_near_max"} and (rows[0]["step"], rows[0]["action"]) == (1, "warn")
+    assert rows[0]["values"]["max_completion_length"] == 16
+    assert rows[0]["values"]["threshold"] == pytest.approx(15.2)
+    assert rows[0]["values"]["recent_mean"] >= 15.2
+    assert "ALERT length_near_max (warn)" in printed
+
+
+def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_model):
+    namespace = run_snippet(snippets()[1], tmp_path, monkeypatch, tiny_model)
+    trainer, run = namespace["trainer"], tmp_path / "grpo-run"
+    # Step 1 logs frac_reward_zero_std = 1.0 (a reward of 0 for every completion: every group flat); the mean of
+    # the last 1 point, 1.0, exceeds 0.5, and the action is halt: training stops at step 1 of 4.
+    assert trainer.state.global_step == 1
+    rows = {a["rule"]: a for a in _alerts(run)}
+    assert set(rows) == {"zero_std_groups", "length_near_max"}  # the budget's warning, as in the first snippet
+    flat = rows["zero_std_groups"]
+    assert (flat["step"], flat["action"], flat["metric"]) == (1, "halt", "frac_reward_zero_std")
+    assert flat["values"] == {"recent_mean": 1.0, "threshold": 0.5}
+    assert json.loads((run / "halt.json").read_text())["rule"] == "zero_std_groups"
+    # The halt saved a checkpoint of that step, with the monitor's state in it.
+    assert (run / "checkpoint-1" / "trainer_state.json").is_file()
+    saved = json.loads((run / "checkpoint-1" / MONITOR_STATE_FILE).read_text())
+    assert saved["series"]["frac_reward_zero_std"]["values"] == [1.0]
+    printed = capsys.readouterr().out
+    assert "[Step 1/4]" in printed and "ALERT zero_std_groups (halt)" in printed
