@@ -17,11 +17,12 @@ The reward functions' names come from the first logged step (TRL logs `rewards/<
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from align_kit.core.run_files import latest_checkpoint
+from align_kit.doctor.advice import Setup, advise
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
@@ -56,7 +57,7 @@ def run_context(args: Any, names: list[str] | None = None, reward_max: float | N
         weights = {name: float(weight) for name, weight in zip(names, given, strict=False)}
     if reward_max is None:
         reward_max = sum(weight for weight in weights.values() if weight > 0) if weights else 1.0
-    stated = dict(
+    stated: dict[str, Any] = dict(
         max_completion_length=args.max_completion_length,
         reward_max=float(reward_max),
         # TRL's multi_objective_aggregation=normalize_then_sum is GDPO (each reward normalised in its group).
@@ -67,17 +68,25 @@ def run_context(args: Any, names: list[str] | None = None, reward_max: float | N
         kl_on=(args.beta or 0.0) > 0,
         reward_weights=weights,
         overlong_shaping=OVERLONG_REWARD in weights,
-        # What a RunContext may also hold of the setup; kept only where it has the field.
-        epsilon=epsilon,
-        epsilon_high=args.epsilon_high,
-        beta=args.beta,
-        loss_type=getattr(args, "loss_type", None),
-        importance_sampling_level=getattr(args, "importance_sampling_level", None),
-        num_generations=getattr(args, "num_generations", None),
-        learning_rate=args.learning_rate,
     )
-    known = {field.name for field in dataclasses.fields(RunContext)}
-    return RunContext(**{key: value for key, value in stated.items() if key in known})
+    return RunContext(**stated)
+
+
+def trl_advice(args: Any) -> Callable[[Alert, RunContext], str]:
+    """The alerts' advice in GRPOConfig's terms (`epsilon_high=0.28`, not align_kit's `clip=clip_higher`): the
+    doctor's text for each of the alert's fixes the run lacks, in the tuning order of 18.3.8."""
+    stated = {
+        "learning_rate": args.learning_rate,
+        "beta": args.beta,
+        "mask_truncated_completions": getattr(args, "mask_truncated_completions", False),
+        "num_generations": getattr(args, "num_generations", None),
+    }
+
+    def advice(alert: Alert, context: RunContext) -> str:
+        lines = advise([(alert.rule, tuple(alert.fixes))], "trl", Setup.from_context(context, stated))
+        return "; ".join(line.text for line in lines) or alert.advice
+
+    return advice
 
 
 def without_halts(config: HealthMonitorConfig) -> HealthMonitorConfig:
@@ -124,7 +133,9 @@ class HealthCallback(HealthMonitorCallback):
         self.run_dir = Path(self._given_run_dir or args.output_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_file = Path(self._given_metrics_file or self.run_dir / "metrics.jsonl")
-        self.monitor = HealthMonitor(self.config, context=run_context(args, reward_max=self._reward_max))
+        self.monitor = HealthMonitor(
+            self.config, context=run_context(args, reward_max=self._reward_max), advice=trl_advice(args)
+        )
         self._rewards_known = False
         self.halted = None
         logged = [row for row in state.log_history if row.get("step", 0) <= state.global_step]

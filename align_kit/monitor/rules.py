@@ -1186,9 +1186,12 @@ class HealthMonitor:
         max_completion_length: int | None = None,
         reward_max: float = 1.0,
         context: RunContext | None = None,
+        advice: Callable[[Alert, RunContext], str] | None = None,
     ):
         self.config = config
         self.context = context or RunContext(max_completion_length=max_completion_length, reward_max=reward_max)
+        # The advice in another framework's terms (from the alert's fixes); the rules' own text is align_kit's.
+        self._advice = advice
         self._triggers = {rule.name: rule.triggers(getattr(config, rule.name)) for rule in RULES}
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
@@ -1335,7 +1338,7 @@ class HealthMonitor:
         read = min(read, series.count) if finding.points is None else read
         first_step = finding.first_step if finding.first_step is not None else series.step_of_last(read)
         words = dict(finding.words)
-        return Alert(
+        alert = Alert(
             step=step,
             rule=rule.name,
             action=settings.action,
@@ -1349,6 +1352,7 @@ class HealthMonitor:
             fixes=rule.fixes_for(words),
             words=words,
         )
+        return alert if self._advice is None else replace(alert, advice=self._advice(alert, self.context))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a later `update` depends on, JSON-safe; `memory` says what it was kept for."""

@@ -202,14 +202,28 @@ def test_plain_grpo_trainer_prints_the_dashboard(tmp_path, monkeypatch, capsys, 
     assert "[Step 4/4]" in printed
     # The random-weight model rarely ends a completion within 16 tokens: length_near_max judges against the
     # GRPOConfig's max_completion_length (16 x (1 - 0.05) = 15.2). Every group is flat too, but zero_std_groups
-    # judges over 10 points and the run logs 4: no alert from it yet.
+    # judges over 10 points and the run logs 4: no alert from it during training.
     rows = _alerts(tmp_path / "grpo-run")
+    during = [a for a in rows if "fewer than the span" not in a["message"]]
     # (a batch that ends early re-arms the rule, so a later step may fire again)
-    assert {a["rule"] for a in rows} == {"length_near_max"} and (rows[0]["step"], rows[0]["action"]) == (1, "warn")
+    assert {a["rule"] for a in during} == {"length_near_max"}
+    assert (rows[0]["step"], rows[0]["action"]) == (1, "warn")
+    # At the end of training the level rules judge the 4 points there are: every group flat (share 1.0 > 0.5) and
+    # every reward 0 (<= 0 + 0.01 x 1.0, with the flat share 1.0 >= 0.99): zero_std_groups and no_signal fire.
+    at_end = {a["rule"]: a for a in rows if "fewer than the span" in a["message"]}
+    assert {"zero_std_groups", "no_signal"} <= set(at_end) <= {"zero_std_groups", "no_signal", "length_pinned"}
+    assert at_end["zero_std_groups"]["step"] == 4 and at_end["zero_std_groups"]["points"] == 4
+    assert at_end["zero_std_groups"]["values"]["recent_mean"] == 1.0
     assert rows[0]["values"]["max_completion_length"] == 16
     assert rows[0]["values"]["threshold"] == pytest.approx(15.2)
     assert rows[0]["values"]["recent_mean"] >= 15.2
     assert "ALERT length_near_max (warn)" in printed
+    # The advice names GRPOConfig's fields, in 18.3.8's order (data before sampling): at the budget from the first
+    # step, filtering truncated completions (data) comes before doubling the budget, 16 -> 32 (sampling).
+    advice = rows[0]["advice"]
+    assert "mask_truncated_completions=True" in advice and "max_completion_length=32" in advice
+    assert advice.index("mask_truncated_completions") < advice.index("max_completion_length=32")
+    assert "overlong=" not in advice and "trainer.max_completion_length" not in advice
 
 
 def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_model):
@@ -219,7 +233,9 @@ def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_
     # the last 1 point, 1.0, exceeds 0.5, and the action is halt: training stops at step 1 of 4.
     assert trainer.state.global_step == 1
     rows = {a["rule"]: a for a in _alerts(run)}
-    assert set(rows) == {"zero_std_groups", "length_near_max"}  # the budget's warning, as in the first snippet
+    # The budget's warning as in the first snippet; at the end of training, on the one logged point, no_signal
+    # (reward 0, every group flat) and length_pinned (clipped share 1.0 >= 0.9, mean length 16 >= 15.2).
+    assert set(rows) == {"zero_std_groups", "length_near_max", "no_signal", "length_pinned"}
     flat = rows["zero_std_groups"]
     assert (flat["step"], flat["action"], flat["metric"]) == (1, "halt", "frac_reward_zero_std")
     assert flat["values"] == {"recent_mean": 1.0, "threshold": 0.5}

@@ -20,8 +20,8 @@ LAYERS = (
     ("components", "monitor"),
     ("experiment", "tasks"),
     ("runs", "trainer"),
-    ("compare", "doctor", "integrations", "vllm_server"),
-    ("train",),
+    ("compare", "doctor", "vllm_server"),
+    ("integrations", "train"),
     ("sweep",),
     ("cli",),
 )
