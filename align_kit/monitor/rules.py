@@ -629,18 +629,38 @@ def _sampler_gap_drift(s: SamplerGapDrift, history: History, _: RunContext) -> F
     return judged
 
 
+def _trend_t(values: list[float]) -> float:
+    """The t-statistic of the least-squares slope of `values` against their index (inf for an exact line)."""
+    n = len(values)
+    mean_x, mean_y = (n - 1) / 2, fmean(values)
+    sxx = sum((x - mean_x) ** 2 for x in range(n))
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sxx
+    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in enumerate(values)) / (n - 2)
+    if residual == 0:
+        return math.copysign(math.inf, slope) if slope else 0.0
+    return slope / math.sqrt(residual / sxx)
+
+
 def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: RunContext) -> Finding | None:
     kl, reward = history["kl"], history[TRAIN_REWARD]
-    if min(kl.count, reward.count) < s.window:
+    if kl.count < 2 * s.window or reward.count < s.window:  # the first window is KL's start from 0
         return None
     window = kl.last(s.window)
     half = len(window) // 2
     first, second = fmean(window[:half]), fmean(window[-half:])
     growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+    trend = _trend_t(window) if len(window) > 2 else 0.0
     reward_change = _half_change(reward.last(s.window))
     flat = s.tolerance * (context.reward_max - context.reward_min)
-    values = {"kl_first_half": first, "kl_second_half": second, "reward_change": reward_change, "flat": flat}
-    return Finding(growth > s.rise and abs(reward_change) <= flat, values, "kl", points=s.window)
+    values = {
+        "kl_first_half": first,
+        "kl_second_half": second,
+        "trend_t": trend,
+        "reward_change": reward_change,
+        "flat": flat,
+    }
+    holds = growth > s.rise and trend >= s.min_t and abs(reward_change) <= flat
+    return Finding(holds, values, "kl", points=s.window)
 
 
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
@@ -1135,13 +1155,13 @@ RULES: tuple[Rule, ...] = (
         "kl_rising_flat_reward",
         ("kl",),
         _kl_rising_flat_reward,
-        "kl rose from {kl_first_half:.4g} to {kl_second_half:.4g} between the window's halves while the reward "
-        "moved {reward_change:+.3f} (flat within {flat:.3g})",
+        "kl rose from {kl_first_half:.4g} to {kl_second_half:.4g} between the window's halves (trend t "
+        "{trend_t:.2g}) while the reward moved {reward_change:+.3f} (flat within {flat:.3g})",
         _kl_flat_reward_advice,
         reads=(TRAIN_REWARD,),
         memory=_last_window,
         fixes=("raise_kl", "add_kl", "fix_reward"),
-        points=_window_points,
+        points=lambda s: 2 * s.window,
     ),
     Rule(
         "no_signal",

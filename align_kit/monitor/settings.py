@@ -304,18 +304,30 @@ class SamplerGapDrift:
 @dataclass
 class KlRisingFlatReward:
     """The KL to the reference rising while the reward stays flat (the policy-optimization chapter, 18.3.7's row
-    "KL keeps rising", and 18.3.5: the policy moves away from the reference without earning reward). Over the last
-    `window` points: KL's second-half mean above its first half's by more than `rise` x the first half's, and the
-    reward's halves within `tolerance` x (reward_max - reward_min) of each other."""
+    "KL keeps rising", and 18.3.5: the policy moves away from the reference without earning reward). KL starts at
+    0 (the policy is the reference) and rises while the policy leaves it: the first `window` points are that start,
+    not a drift, so the rule judges from `2 x window` points on. Over the last `window` points: KL's least-squares
+    trend rises with a t-statistic of at least `min_t`, its second-half mean exceeds (1 + rise) x its first half's,
+    and the reward's halves lie within `tolerance` x (reward_max - reward_min) of each other."""
 
     action: Action = _action("warn")
-    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.7")
-    rise: float = knob(0.5, gt=0, help="The relative growth of KL between the halves that alerts (0.5: +50 %).")
+    window: int = knob(
+        40,
+        help="Logged points whose trend is read, >= 2; also the start-up skipped. A healthy run with kl=constant "
+        "(benchmarks/alert_calibration.py) rose from 0 for about 30 logged points, then held.",
+        source="18.3.7",
+    )
+    rise: float = knob(1.0, gt=0, help="The relative growth of KL between the halves that alerts (1.0: doubled).")
+    min_t: float = knob(
+        3.0,
+        gt=0,
+        help="The least t-statistic of KL's trend over the window (noise alone rarely reaches 3; the healthy "
+        "kl=constant run peaked at 1.7 after its start-up).",
+    )
     tolerance: float = knob(
-        0.02,
+        0.05,
         ge=0,
-        help="The largest change of the reward between the halves, as a share of its range, that counts as flat "
-        "(reward_plateau's tolerance).",
+        help="The largest change of the reward between the halves, as a share of its range, that counts as flat.",
         source="16.6.5, table 16-6",
     )
 

@@ -753,17 +753,41 @@ def test_sampler_gap_drift(configs):
 
 
 def test_kl_rising_while_the_reward_stays_flat(configs):
-    # Window 20: KL 0.01 for 10 points then 0.02 (growth 1.0 > 0.5); reward flat at 0.5 (change 0 <= 0.02 x 1).
+    # Default window 40, judged from 80 KL points on (the first 40 are KL's start from 0). KL 0.01 for steps 1-40,
+    # then 0.002 x (step - 40): at step 80 the window (steps 41-80) holds 0.002 .. 0.080, halves' means
+    # 0.002 x 10.5 = 0.021 and 0.002 x 30.5 = 0.061 (growth 1.90 > 1.0), an exact line (t = inf >= 3).
     def run(reward_after: float, reward_max: float = 1.0):
         rows = [
-            (s, {"kl": 0.01 if s <= 10 else 0.02, "reward": 0.5 if s <= 10 else reward_after}) for s in range(1, 21)
+            (
+                step,
+                {
+                    "kl": 0.01 if step <= 40 else 0.002 * (step - 40),
+                    "reward": 0.5 if step <= 60 else reward_after,
+                },
+            )
+            for step in range(1, 81)
         ]
         return only("kl_rising_flat_reward", fired(monitor_for(configs["default"], reward_max=reward_max), rows))
 
-    assert run(0.5) == [(20, "kl_rising_flat_reward")]
-    # The reward gains 0.1 > 0.02: the KL buys reward, nothing fires. On a range of 10 the same 0.1 is flat (<= 0.2).
+    # Reward flat at 0.5: change 0 <= 0.05 x 1.0.
+    assert run(0.5) == [(80, "kl_rising_flat_reward")]
+    # The reward's halves 0.5 and 0.6 (steps 41-60, 61-80): it gains 0.1 > 0.05, the KL buys reward. On a range of
+    # 10 the same 0.1 is flat (<= 0.5).
     assert run(0.6) == []
-    assert run(0.6, reward_max=10.0) == [(20, "kl_rising_flat_reward")]
+    assert run(0.6, reward_max=10.0) == [(80, "kl_rising_flat_reward")]
+
+
+def test_kl_rising_from_zero_at_the_start_is_not_a_drift(configs):
+    # KL = 0.002 x step for 79 steps (from 0: the policy starts as the reference), reward flat: fewer than the 80
+    # points the rule needs, so it never judges, and coverage says why.
+    monitor = monitor_for(configs["default"])
+    rows = [(step, {"kl": 0.002 * step, "reward": 0.5}) for step in range(1, 80)]
+    assert only("kl_rising_flat_reward", fired(monitor, rows)) == []
+    coverage = {entry.rule: entry for entry in monitor.coverage()}["kl_rising_flat_reward"]
+    assert not coverage.judged and coverage.reason == "needs 80 logged points of kl, the run has 79"
+    # Noise without a trend: KL alternating 0.01 / 0.03 for 120 steps, halves equal (growth 0): nothing fires.
+    noisy = [(step, {"kl": 0.01 if step % 2 else 0.03, "reward": 0.5}) for step in range(1, 121)]
+    assert only("kl_rising_flat_reward", fired(monitor_for(configs["default"]), noisy)) == []
 
 
 def test_grad_norm_logged_as_zero_with_a_reward_spread_is_an_artefact(configs):
