@@ -284,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
     parser.add_argument(
-        "--doctor-command", default="align-kit doctor", help="the doctor command (--json PATH appended)"
+        "--doctor-command",
+        # The doctor of this interpreter's align_kit (the project's .venv), whatever is on PATH.
+        default=f"{shlex.quote(sys.executable)} -m align_kit.cli doctor",
+        help="the doctor command (--json PATH appended)",
     )
     parser.add_argument("--tools-venv", type=Path, default=Path("/work/tools-venv"))
     parser.add_argument("--out", type=Path)
