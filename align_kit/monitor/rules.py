@@ -582,7 +582,17 @@ def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> 
     early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
     threshold = s.factor * early
     values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
-    return Finding(recent > threshold, values, "entropy", points=2 * s.span, first_step=series.start)
+    # Figure 18-8's cause is truncated samples; without truncation, the updates themselves are too large.
+    clipped = history[CLIPPED]
+    truncated = "unknown" if not clipped.count else "yes" if fmean(clipped.last(s.span)) >= s.truncated else "no"
+    words = {"truncated": truncated}
+    return Finding(recent > threshold, values, "entropy", words, points=2 * s.span, first_step=series.start)
+
+
+def _entropy_exploding_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    if words.get("truncated") == "no":
+        return ("lower_lr", "fewer_updates", "clip_higher")
+    return ("overlong_filter", "overlong_shaping", "lower_lr", "clip_higher")
 
 
 def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Finding | None:
@@ -796,6 +806,11 @@ def _overlong_advice(context: RunContext, _: Mapping[str, float]) -> str:
 
 
 def _entropy_exploding_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    if values.get("truncated") == "no":
+        return (
+            "few completions are truncated, so the updates themselves are too large: lower trainer.learning_rate "
+            "or take fewer updates per rollout (trainer.steps_per_generation, trainer.num_iterations)"
+        )
     # Figure 18-8: without overlong filtering, truncated samples' noisy rewards make entropy explode.
     return f"{_overlong_advice(context, values)}; or lower trainer.learning_rate"
 
@@ -1121,9 +1136,11 @@ RULES: tuple[Rule, ...] = (
         _entropy_exploding,
         "entropy: recent mean {recent_mean:.4g} > {threshold:.4g} (early mean {early_mean:.4g}): entropy is exploding",
         _entropy_exploding_advice,
+        reads=(CLIPPED,),
+        inputs=lambda _s: (("entropy",),),  # the truncated share only orders the advice
         memory=lambda s: Memory(head=s.span, tail=s.span),
         severity="failing",
-        fixes=("overlong_filter", "overlong_shaping", "lower_lr", "clip_higher"),
+        fixes=_entropy_exploding_fixes,
         points=lambda s: 2 * s.span,
     ),
     Rule(

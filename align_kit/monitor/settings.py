@@ -243,11 +243,19 @@ class EntropyExploding:
     action: Action = _action("warn")
     span: int = _span(10)
     factor: float = knob(
-        3.0,
+        2.0,
         gt=1,
         help="The growth of the smoothed entropy over its start that alerts, > 1 (figure 18-8 rises about 8x, from "
-        "0.5 to above 4.0; the healthy calibration runs rose at most 1.2x).",
+        "0.5 to above 4.0; in the doctor's labelled set the healthy runs rose at most 1.20x, the runs collapsing "
+        "from too high a learning rate 2.5x).",
         source="18.3.7, figure 18-8",
+    )
+    truncated: float = knob(
+        0.1,
+        ge=0,
+        le=1,
+        help="The truncated share (completions/clipped_ratio) over the span from which the advice puts overlong "
+        "filtering first (figure 18-8's cause); below it, a lower learning rate comes first.",
     )
 
 

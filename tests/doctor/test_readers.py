@@ -626,3 +626,19 @@ def test_ten_thousand_lines_of_each_text_format_read_fast(tmp_path):
         assert history.rows[-1][0] == 10_000
         # Measured about 0.1-0.2 s here; 1 s leaves the rest of the 2 s budget to the replay and the report.
         assert elapsed < 1.0, f"{path.name}: {elapsed:.2f} s"
+
+
+def test_verl_advantages_all_zero_read_as_every_group_flat(tmp_path):
+    # verl logs no flat-group share. Advantage range exactly 0 on both rows: every advantage is 0, so every group
+    # was flat (share 1.0 on those rows); one row with a non-zero range makes the share unknown: nothing derived.
+    line = "step:{step} - critic/score/mean:0.9 - critic/advantages/max:{high} - critic/advantages/min:{low}\n"
+    flat = tmp_path / "flat.log"
+    flat.write_text(line.format(step=1, high="0.000", low="0.000") + line.format(step=2, high="0.000", low="0.000"))
+    history = only(flat)
+    assert series(history, "frac_reward_zero_std") == [(1, 1.0), (2, 1.0)]
+    assert any("every group was flat" in note for note in history.notes)
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text(line.format(step=1, high="0.000", low="0.000") + line.format(step=2, high="1.200", low="-0.800"))
+    history = only(mixed)
+    assert series(history, "frac_reward_zero_std") == []
+    assert not any("every group was flat" in note for note in history.notes)

@@ -650,22 +650,41 @@ def test_flat_groups_say_too_easy_or_too_hard_and_the_fixes_differ():
 
 
 def test_entropy_exploding_relative_to_the_run_s_own_start(configs):
-    # Span 10, factor 3: 20 points at 0.5 (early mean 0.5, threshold 1.5), then 2.0. The last 10 at step 20 + j
-    # average 0.5 + 0.15 j > 1.5 first at j = 7 (1.55; j = 6 gives 1.4) -> step 27.
+    # Span 10, factor 2: 20 points at 0.5 (early mean 0.5, threshold 1.0), then 2.0. The last 10 at step 20 + j
+    # average 0.5 + 0.15 j > 1.0 first at j = 4 (1.1; j = 3 gives 0.95) -> step 24.
     stream = series("entropy", [0.5] * 20 + [2.0] * 10)
     monitor = monitor_for(configs["default"])
     alerts = [a for step, m in stream for a in monitor.update(step, m) if a.rule == "entropy_exploding"]
-    assert [(a.step, a.severity, a.first_step, a.points) for a in alerts] == [(27, "failing", 1, 20)]
-    assert alerts[0].values["threshold"] == 1.5
+    assert [(a.step, a.severity, a.first_step, a.points) for a in alerts] == [(24, "failing", 1, 20)]
+    assert alerts[0].values["threshold"] == 1.0
+    # No truncated share logged: figure 18-8's cause (truncated samples) comes first.
     assert alerts[0].fixes[:2] == ("overlong_filter", "overlong_shaping")
-    # The same shape on a large vocabulary's scale (x 10) fires at the same step; a doubling never does.
+    # The same shape on a large vocabulary's scale (x 10) fires at the same step; a rise to 1.8x never does
+    # (last-10 mean at most 0.9 < 1.0).
     assert only(
         "entropy_exploding", fired(monitor_for(configs["default"]), series("entropy", [5.0] * 20 + [20.0] * 10))
-    ) == [(27, "entropy_exploding")]
+    ) == [(24, "entropy_exploding")]
     assert (
-        only("entropy_exploding", fired(monitor_for(configs["default"]), series("entropy", [0.5] * 20 + [1.0] * 20)))
+        only("entropy_exploding", fired(monitor_for(configs["default"]), series("entropy", [0.5] * 20 + [0.9] * 20)))
         == []
     )
+
+
+def test_entropy_exploding_advice_follows_the_truncated_share(configs):
+    # The same entropy course with a truncated share of 0.02 (< 0.1) on every row: the updates are too large, a
+    # lower learning rate comes first; with 0.5 (>= 0.1) overlong filtering does.
+    def fixes(clipped: float) -> tuple[str, ...]:
+        rows = [
+            (step, {"entropy": 0.5 if step <= 20 else 2.0, "completions/clipped_ratio": clipped})
+            for step in range(1, 31)
+        ]
+        monitor = monitor_for(configs["default"])
+        alerts = [a for step, m in rows for a in monitor.update(step, m) if a.rule == "entropy_exploding"]
+        assert [a.step for a in alerts] == [24]
+        return alerts[0].fixes
+
+    assert fixes(0.02)[:2] == ("lower_lr", "fewer_updates")
+    assert fixes(0.5)[:2] == ("overlong_filter", "overlong_shaping")
 
 
 def test_length_pinned_from_the_truncated_share_alone_and_with_the_budget(configs):

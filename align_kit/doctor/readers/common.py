@@ -16,6 +16,9 @@ UNKNOWN_FORMAT = (
     "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run "
     "or a CSV/JSONL with --map"
 )
+# The flat-group shares the rules read (align_kit's, TRL's), and verl's advantage range they can be derived from.
+FLAT_SHARES = ("groups/flat_fraction", "frac_reward_zero_std")
+ADVANTAGE_MAX, ADVANTAGE_MIN = "critic/advantages/max", "critic/advantages/min"
 # HF's end-of-training row (train_runtime, train_loss, ...) summarises the run: it is not a step.
 SUMMARY_KEYS = ("train_runtime", "train_loss")
 
@@ -90,6 +93,8 @@ def history_from_rows(
                 values[concept] = number
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
+    if not set(FLAT_SHARES) & set(mapping.values()):
+        notes += _flat_from_advantages(raw, by_step)
     rows = [(step, values) for step, values in sorted(by_step.items()) if values]
     if not rows:
         raise input_error(source, f"the {format} input holds no numeric value of {', '.join(mapping)}")
@@ -105,6 +110,27 @@ def history_from_rows(
         context=context or {},
         name=name,
     )
+
+
+def _flat_from_advantages(raw: RawRows, by_step: dict[int, dict[str, float]]) -> list[str]:
+    """verl logs no share of flat groups, only the batch's advantage range. A group-normalised advantage is 0 for
+    every completion only when every group's rewards are equal, so a run whose every logged range is exactly 0
+    had every group flat: its flat share is 1.0 on those rows. A run where any range is not 0 says nothing of the
+    share (a mix of flat and informative groups), so nothing is derived: deriving it only on the all-zero rows would
+    make the rules' means read 1.0 where the run was in fact mixed."""
+    ranges = [
+        (step, to_float(row.get(ADVANTAGE_MAX)), to_float(row.get(ADVANTAGE_MIN)))
+        for step, row in raw
+        if ADVANTAGE_MAX in row or ADVANTAGE_MIN in row
+    ]
+    if not ranges or any(high != 0.0 or low != 0.0 for _, high, low in ranges):
+        return []
+    for step, _, _ in ranges:
+        by_step[step][FLAT_SHARES[1]] = 1.0
+    return [
+        f"{ADVANTAGE_MAX} and {ADVANTAGE_MIN} are exactly 0 on all {len(ranges)} rows that log them: every advantage "
+        "is 0, so every group was flat; read as frac_reward_zero_std = 1.0 on those rows"
+    ]
 
 
 def _numeric_somewhere(raw: RawRows, key: str) -> bool:
