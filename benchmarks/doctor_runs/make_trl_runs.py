@@ -109,9 +109,17 @@ CASES = (
         "lr_too_high",
         "failing",
         "learning rate too high",
-        # The rules whose advice (a lower learning rate, fewer updates per rollout) addresses the cause; entropy
-        # rose about 3x, then the correctness reward collapsed and the completions ran into the budget.
-        ("reward_decline", "entropy_exploding"),
+        # The rules whose advice (a lower learning rate, fewer updates per rollout) addresses the cause, as for
+        # align_kit's lr_collapse (benchmarks/alert_calibration.py); entropy rose about 3x, then the correctness
+        # reward collapsed and the completions ran into the budget.
+        (
+            "policy_ratio_drift",
+            "policy_ratio_noise",
+            "clip_ratio_rising",
+            "reward_decline",
+            "non_finite",
+            "entropy_exploding",
+        ),
         # align_kit's calibration probe: lr 1e-3 with 8 mini-steps per generation collapses the policy; 3e-3 to be
         # sure in 150 steps.
         config=dict(max_steps=150, seed=0, learning_rate=3e-3, steps_per_generation=8),
