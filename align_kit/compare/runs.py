@@ -8,8 +8,6 @@ run is read from that run (see `wandb_source`). `wandb:ENTITY/PROJECT/GROUP` inp
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Collection
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from align_kit.compare import CompareError
 from align_kit.compare.progress import progress_bar
 from align_kit.compare.run_record import Run, flatten_config, logged_values
 from align_kit.compare.wandb_source import load_offline_run, load_wandb_group
-from align_kit.core.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
+from align_kit.core.run_files import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, find_folders
 from align_kit.tracking.metrics_file import read_metrics_file, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs
 
@@ -111,21 +109,9 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / METRICS_FILE).is_file() or bool(find_offline_runs(folder))
 
 
-def _natural_order(path: Path) -> list:
-    # Job folders 0, 1, ..., 10 sort by number, not as text ("10" before "2").
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
-
-
 def find_run_folders(root: Path) -> list[Path]:
     """`root` when it is a run folder, else every run folder below it, in natural order (job 2 before job 10)."""
-    found = []
-    for current, subfolders, _ in os.walk(root):
-        if is_run_folder(Path(current)):
-            found.append(Path(current))
-            subfolders.clear()  # checkpoints and W&B files inside a run folder hold no further runs
-        else:
-            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
-    return sorted(found, key=_natural_order)
+    return find_folders(root, is_run_folder)
 
 
 def _sweep_outcomes(sweep_folder: Path, notes: list[str]) -> dict[Path, dict]:

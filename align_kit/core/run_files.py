@@ -2,6 +2,7 @@
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from align_kit.core.errors import ConfigError
@@ -47,3 +48,21 @@ def require_checkpoint(folder: Path) -> Path:
             "hydra.run.dir=<folder> (it needs a checkpoint-*/ from trainer.save_steps)"
         )
     return checkpoint
+
+
+def natural_order(path: Path) -> list:
+    """A sort key: job folders 0, 1, ..., 10 sort by number, not as text ("10" before "2")."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def find_folders(root: Path, is_match: Callable[[Path], bool]) -> list[Path]:
+    """`root` when `is_match(root)`, else every matching folder below it, not inside one another (checkpoints and
+    W&B files inside a run folder hold no further runs), hidden folders skipped, in natural order."""
+    found = []
+    for current, subfolders, _ in os.walk(root):
+        if is_match(Path(current)):
+            found.append(Path(current))
+            subfolders.clear()
+        else:
+            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+    return sorted(found, key=natural_order)

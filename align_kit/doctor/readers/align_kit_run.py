@@ -4,15 +4,13 @@ sweep folder: one history per job folder, named by the job's overrides from the 
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE
+from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE, find_folders
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary
 from align_kit.doctor.readers.context import from_align_kit_config
@@ -102,20 +100,9 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
     )
 
 
-def _natural(path: Path) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
-
-
 def find_run_folders(root: Path) -> list[Path]:
     """The run folders below `root` (not inside one another), job 2 before job 10."""
-    found = []
-    for current, subfolders, _ in os.walk(root):
-        if is_run_folder(Path(current)):
-            found.append(Path(current))
-            subfolders.clear()
-        else:
-            subfolders[:] = [name for name in subfolders if not name.startswith(".")]
-    return sorted(found, key=_natural)
+    return find_folders(root, is_run_folder)
 
 
 def _jobs(sweep: Path) -> dict[str, dict]:
