@@ -8,6 +8,7 @@ was expected). Only the standard library is imported at module level, so `align-
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,9 @@ worst verdict decides.
 figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
 follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without
 growth or on Ctrl-C, then reports."""
+
+
+PIPE_CLOSED = 141
 
 
 class DoctorArgumentError(Exception):
@@ -168,4 +172,12 @@ def run(argv: Sequence[str], api=None) -> int:
 
 
 def main(argv: Sequence[str]) -> NoReturn:
-    sys.exit(run(argv))
+    try:
+        code = run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader of a pipe (`| head`) stopped reading: no traceback, and the exit code a shell gives a process
+        # that SIGPIPE ended (128 + 13), since the report was not all delivered. Python flushes stdout again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = PIPE_CLOSED
+    sys.exit(code)

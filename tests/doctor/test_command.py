@@ -106,3 +106,28 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, files, fragmen
     assert err.count("\n") == 1 and err.startswith("align-kit: doctor error: ")
     assert fragment in err
     assert "Traceback" not in err
+
+
+def test_a_reader_that_closes_the_pipe_gets_no_traceback():
+    # `align-kit doctor ... | head -1`: the pipe's read end is closed before the report is written. The process
+    # ends with 141 (128 + SIGPIPE, as a shell reports it) and nothing on stderr.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "align_kit.cli", "doctor", "docs/examples/doctor/trl_run/trainer_state.json"],
+            cwd=root,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141
+    assert "Traceback" not in done.stderr

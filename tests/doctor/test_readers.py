@@ -642,3 +642,20 @@ def test_verl_advantages_all_zero_read_as_every_group_flat(tmp_path):
     history = only(mixed)
     assert series(history, "frac_reward_zero_std") == []
     assert not any("every group was flat" in note for note in history.notes)
+
+
+def test_verl_step_line_wrapped_by_a_paste_is_joined(tmp_path):
+    # A step line cut mid-key ("response_length/me" + "an:326.2") and continued on two lines; then an unrelated log
+    # line (spaces inside its items) that must not be read as a continuation.
+    path = tmp_path / "wrapped.log"
+    path.write_text(
+        "(TaskRunner pid=1) step:80 - critic/score/mean:0.891 - c\n"
+        "ritic/advantages/max:1.500 - response_length/me\n"
+        "an:326.241 - response_length/clip_ratio:0.008\n"
+        "INFO: saving checkpoint - global step 80: done\n"
+        "(TaskRunner pid=1) step:81 - critic/score/mean:0.9\n"
+    )
+    history = only(path)
+    assert series(history, "reward") == [(80, 0.891), (81, 0.9)]
+    assert series(history, "completions/mean_length") == [(80, 326.241)]
+    assert series(history, "completions/clipped_ratio") == [(80, 0.008)]

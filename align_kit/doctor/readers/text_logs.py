@@ -77,6 +77,15 @@ def _verl_items(rest: str) -> dict[str, Any]:
     return row
 
 
+def _continues_verl(line: str) -> bool:
+    """A piece of a wrapped verl step line: `key:value` items joined by ' - ' and nothing else (no prefix, no
+    spaces inside an item), e.g. `ritic/returns/min:0.000 - response_length/me`."""
+    text = line.strip()
+    if not text or text.startswith(("(", "[", "{")) or ":" not in text:
+        return False
+    return all(part and " " not in part for part in text.split(" - "))
+
+
 class LogLines:
     """Rows found in a text: TRL dicts (with the step each line states, if any) and verl step lines."""
 
@@ -87,14 +96,23 @@ class LogLines:
         self.unparsed = 0
 
     def scan(self, text: str) -> LogLines:
+        verl_rest = None  # the key:value text of the verl line just read, while continuation lines may follow
         for line in text.splitlines():
             if "step:" in line:
                 if "\x1b" in line:
                     line = ANSI.sub("", line)
                 match = VERL_STEP.search(line)
                 if match:
-                    self.verl.append((int(match.group(1)), _verl_items(line[match.end() :])))
+                    verl_rest = line[match.end() :]
+                    self.verl.append((int(match.group(1)), _verl_items(verl_rest)))
                     continue
+            if verl_rest is not None and _continues_verl(line):
+                # A long step line pasted with hard wraps: the wrap may cut a key or a value, so the pieces join
+                # without a separator.
+                verl_rest += line.strip()
+                self.verl[-1] = (self.verl[-1][0], _verl_items(verl_rest))
+                continue
+            verl_rest = None
             if "{" in line and ("':" in line or '":' in line):
                 if "\x1b" in line:
                     line = ANSI.sub("", line)
