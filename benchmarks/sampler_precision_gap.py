@@ -12,6 +12,7 @@ MoE: 8 layers, 32 experts, top-4, 900-step warm start). Warm starts come from th
 Prints mean and sample sd over seeds per (model, sampler), and the machine load.
 
 Run: .venv/bin/python benchmarks/sampler_precision_gap.py --models tiny,tiny_moe,sweep_moe --seeds 1,2,3
+Other MoE variants by overrides: --variant 'NAME:model=tiny_moe model.num_layers=8 ...' --models NAME
 """
 
 from __future__ import annotations
@@ -87,11 +88,24 @@ def spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="tiny,tiny_moe,sweep_moe")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:OVERRIDES",
+        help="another model, as NAME:space-separated overrides (e.g. 'moe8:model=tiny_moe model.num_layers=8'); "
+        "repeatable, then name it in --models",
+    )
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help="comma-separated names from SAMPLERS")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--prompts", type=int, default=8, help="prompts per seed (x num_generations completions)")
     parser.add_argument("--cache-dir", default=os.environ.get("ALIGN_KIT_CACHE", str(Path.home() / ".cache/align_kit")))
     args = parser.parse_args()
+    for variant in args.variant:
+        name, _, overrides = variant.partition(":")
+        if not overrides.split():
+            sys.exit(f"--variant {variant!r}: give NAME:OVERRIDES")
+        MODELS[name] = overrides.split()
     models, samplers = args.models.split(","), args.samplers.split(",")
     seeds = [int(seed) for seed in args.seeds.split(",")]
     unknown = [name for name in models if name not in MODELS] + [name for name in samplers if name not in SAMPLERS]
@@ -104,7 +118,7 @@ def main() -> None:
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for model in models:
         for sampler in samplers:
-            if model == "tiny" and "router" in sampler:
+            if "model=tiny" in MODELS[model] and "router" in sampler:
                 continue  # a dense model has no router
             runs = [measure(model, sampler, seed, args.prompts, args.cache_dir) for seed in seeds]
             cells = [spread([run[name] for run in runs]) if name in runs[0] else "-" for name in (*METRICS, *ROUTING)]

@@ -112,7 +112,9 @@ class ClipEngagement(TrainerHook):
     """Per loss call, over completion tokens with a positive advantage (the only ones the upper bound clips):
     clip/upper_bound_low_prob and clip/upper_bound_high_prob, the share whose ratio pi/pi_old exceeded
     1 + eps_high among tokens of old probability below LOW_PROBABILITY and at or above it; clip/low_prob_share,
-    the share of completion tokens below it; clip/low_prob_entropy, the policy's entropy at those positions.
+    the share of completion tokens below it; clip/low_prob_entropy, the policy's entropy at those positions;
+    clip/low_prob_per_positive, how many such tokens a positive-advantage completion holds (on average over those
+    completions): whether the answers the reward favours need one rare token or rare tokens at several positions.
     On-policy (no old log-probs) every ratio is 1 and nothing reaches the bound."""
 
     def __init__(self, eps_high: float):
@@ -132,9 +134,11 @@ class ClipEngagement(TrainerHook):
         positive = mask * (advantages > 0).float()
         low = (old < math.log(LOW_PROBABILITY)).float()
         above = (ratio > 1 + self.eps_high).float()
+        favoured = (positive.amax(dim=1) > 0).float()  # completions with a positive advantage
         return {
             "clip/upper_bound_low_prob": masked_mean(above, positive * low),
             "clip/upper_bound_high_prob": masked_mean(above, positive * (1 - low)),
             "clip/low_prob_share": masked_mean(low, mask),
             "clip/low_prob_entropy": masked_mean(entropies, mask * low),
+            "clip/low_prob_per_positive": masked_mean((positive * low).sum(dim=1), favoured),
         }

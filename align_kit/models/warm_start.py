@@ -44,6 +44,14 @@ class WarmStartConfig:
         help="Prompts sampled once at temperature 1.0 after the SFT to report the starting success rate.",
     )
     seed: int = knob(0, within=SEED, help="Seed of the SFT's batch order and of the success-rate sampling.")
+    router_lr_scale: float = knob(
+        1.0,
+        ge=0,
+        help="The MoE routers' learning rate as a multiple of learning_rate; 0 keeps them at their random init. A "
+        "router the SFT trains less keeps smaller top-k margins, so a quantized sampler flips more of its choices "
+        "(the routing gap Routing Replay removes, 16.6.1 (1)-(2)). Dense models have no router.",
+        source="16.6.1 (2)",
+    )
 
 
 def encode_demonstrations(tokenizer, pairs: list[tuple[str, str | list[tuple[str, bool, bool]]]]):
@@ -118,6 +126,19 @@ def progress(total: int, stream: TextIO | None = None) -> Iterator[Callable[[flo
     yield advance
 
 
+def _parameter_groups(model, config: WarmStartConfig) -> list[dict]:
+    """One AdamW group, or two when the routers learn at their own rate (router_lr_scale != 1). At lr 0 AdamW leaves
+    a parameter as it was (its decoupled weight decay is lr x decay), so scale 0 keeps the routers' init."""
+    from align_kit.components.moe_routers import router_family
+
+    routers = {id(p) for m in model.modules() if router_family(m) is not None for p in m.parameters()}
+    if config.router_lr_scale == 1.0 or not routers:
+        return [{"params": list(model.parameters())}]
+    rest = [p for p in model.parameters() if id(p) not in routers]
+    routed = [p for p in model.parameters() if id(p) in routers]
+    return [{"params": rest}, {"params": routed, "lr": config.learning_rate * config.router_lr_scale}]
+
+
 def supervised_warm_start(model, tokenizer, pairs: list[tuple[str, str]], config: WarmStartConfig) -> list[float]:
     """Train in place, showing its progress (`progress`); returns the loss of every step."""
     import torch
@@ -125,7 +146,7 @@ def supervised_warm_start(model, tokenizer, pairs: list[tuple[str, str]], config
     rows = encode_demonstrations(tokenizer, pairs)
     segmented = any(not isinstance(completion, str) for _, completion in pairs)
     rng = random.Random(config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
+    optimizer = torch.optim.AdamW(_parameter_groups(model, config), lr=config.learning_rate)
     model.train()
     losses = []
     with progress(config.steps) as advance:

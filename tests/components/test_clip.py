@@ -36,6 +36,16 @@ def test_clip_engagement_by_hand(eps_high, low_prob_hits):
     # Of the 5 completion tokens, 3 had old probability below 0.1 (0.05, 0.02, 0.08); entropies 1, 3 and 4.
     assert metrics["clip/low_prob_share"] == pytest.approx(3 / 5)
     assert metrics["clip/low_prob_entropy"] == pytest.approx(8 / 3)
+    # One positive-advantage completion (row 0), holding two tokens below 0.1 (0.05 and 0.02).
+    assert metrics["clip/low_prob_per_positive"] == pytest.approx(2.0)
+
+
+def test_low_prob_per_positive_averages_over_the_favoured_completions():
+    state = clip_loss_state()
+    state.inputs["advantages"] = torch.tensor([1.0, 0.5])  # both rows favoured: 2 low tokens and 1 (0.08)
+    assert ClipEngagement(0.2).on_loss(None, state)["clip/low_prob_per_positive"] == pytest.approx(1.5)
+    state.inputs["advantages"] = torch.tensor([-1.0, 0.0])  # none favoured: NaN, not 0
+    assert math.isnan(ClipEngagement(0.2).on_loss(None, state)["clip/low_prob_per_positive"])
 
 
 def test_on_policy_nothing_reaches_the_bound_and_empty_groups_are_nan():

@@ -90,3 +90,35 @@ def test_the_warm_start_reports_its_progress(caplog):
     assert [record.getMessage().split(" steps")[0] for record in caplog.records] == [
         f"warm start: {k}/10" for k in range(1, 11)
     ]
+
+
+def _one_step_changes(router_lr_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """|change| of every router weight and of every other decoder weight after one SFT step of a 1-layer MoE."""
+    settings = {"steps": 1, "batch_size": 4, "learning_rate": 1e-3, "router_lr_scale": router_lr_scale}
+    node = TinyModel(architecture="qwen3_moe", num_layers=1, num_experts=4, experts_per_token=2, warm_start=settings)
+    tokenizer = build_char_tokenizer()
+    torch.manual_seed(0)
+    policy = AutoModelForCausalLM.from_config(node.hf_config(len(tokenizer), tokenizer.pad_token_id,
+                                                             tokenizer.eos_token_id))  # fmt: skip
+    before = {name: p.detach().clone() for name, p in policy.named_parameters()}
+    supervised_warm_start(policy, tokenizer, ArithmeticTask().demonstrations(), node.warm_start_config)
+    changes = {name: (p.detach() - before[name]).abs() for name, p in policy.named_parameters()}
+    router = torch.cat([c.flatten() for name, c in changes.items() if name.endswith("mlp.gate.weight")])
+    other = torch.cat([c.flatten() for name, c in changes.items() if "layers.0.mlp.experts" in name])
+    return router, other
+
+
+def test_router_lr_scale_zero_keeps_the_routers_at_their_init():
+    router, experts = _one_step_changes(0.0)
+    assert router.numel() == 4 * 128 and router.max().item() == 0.0  # lr 0: neither Adam's step nor weight decay
+    # AdamW's first step moves every weight with a gradient by lr x g / (|g| + eps) = lr (1e-3), plus lr x 0.01 |w|.
+    assert experts.median().item() == pytest.approx(1e-3, rel=0.05)
+
+
+def test_router_lr_scale_scales_the_routers_first_step():
+    router, experts = _one_step_changes(0.5)
+    # The routers' group has lr 0.5e-3: their first Adam step is 0.5e-3 per weight (plus decay 0.5e-3 x 0.01 |w|,
+    # |w| ~ 0.02 at init: 1e-7), the experts' still 1e-3.
+    assert router.median().item() == pytest.approx(0.5e-3, rel=0.05)
+    assert router.max().item() <= 0.5e-3 * (1 + 1e-3)
+    assert experts.median().item() == pytest.approx(1e-3, rel=0.05)
