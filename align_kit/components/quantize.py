@@ -51,7 +51,7 @@ def fake_quantize(weight: torch.Tensor, fmt: Format, scale: Scale) -> torch.Tens
 def quantized_parameters(model: nn.Module, quantize_router: bool) -> list[str]:
     """Names of the parameters an engine quantizes: the weights (2-D and more) of the decoder, not the embeddings
     or the LM head, and the MoE routers' only with `quantize_router`."""
-    from align_kit.components.moe_routers import router_family
+    from align_kit.models.moe_routers import router_family
 
     kept = {id(p) for module in (model.get_input_embeddings(), model.get_output_embeddings()) if module is not None
             for p in module.parameters()}  # fmt: skip

@@ -26,13 +26,13 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from align_kit.components.mismatch import SamplerMismatch
-from align_kit.components.moe_routers import MOE_MODEL_TYPES
 from align_kit.components.quantize import Format, Scale
 from align_kit.components.retokenize import RetokenizeCheck
 from align_kit.components.vllm_cpu import MOE_RELOAD_BROKEN
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
+from align_kit.models.moe_routers import MOE_MODEL_TYPES
 
 # TRL's vLLM importance-sampling modes (vllm_importance_sampling_mode), and none for no correction.
 Correction = Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from align_kit.components.moe_routers import SUPPORTED_ROUTERS, RouterFamily, router_family
 from align_kit.core.hooks import Weighted
+from align_kit.models.moe_routers import SUPPORTED_ROUTERS, RouterFamily, router_family
 
 Mode = Literal["record", "replay", "observe"]
 # (indices [B, S, L, k], valid [B, S] or None, mask [B, S] or None)

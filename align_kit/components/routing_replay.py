@@ -22,11 +22,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from align_kit.components.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 from align_kit.core.hooks import BatchKey, TrainerHook, Weighted
+from align_kit.models.moe_routers import MOE_MODEL_TYPES, SUPPORTED_ROUTERS
 
 # A rate this process has nothing for: weight 0, so the gathered rate is the other processes' (all rates here
 # are `Weighted`, and every process must return the same kind for a key).
@@ -82,8 +82,8 @@ class RouteReplay(TrainerHook):
         self.generation_hooks = None  # on the model that generates (the sampler copy, if any)
 
     def attach(self, trainer) -> None:
-        from align_kit.components.moe_routers import is_moe_model
         from align_kit.components.router_capture import RouterHooks, UnsupportedModelError
+        from align_kit.models.moe_routers import is_moe_model
 
         if not self.node.replays and not is_moe_model(trainer.model):
             return

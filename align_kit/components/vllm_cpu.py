@@ -24,7 +24,7 @@ MOE_RELOAD_BROKEN = (
 
 class ReloadWeightsInPlace(TrainerHook):
     def attach(self, trainer) -> None:
-        from align_kit.components.moe_routers import is_moe_model
+        from align_kit.models.moe_routers import is_moe_model
 
         if is_moe_model(trainer.model):  # a hub model's type is known only once it has loaded
             raise ConfigError(f"rollout=vllm on vLLM's CPU build cannot follow an MoE policy: {MOE_RELOAD_BROKEN}")

@@ -129,7 +129,7 @@ def progress(total: int, stream: TextIO | None = None) -> Iterator[Callable[[flo
 def _parameter_groups(model, config: WarmStartConfig) -> list[dict]:
     """One AdamW group, or two when the routers learn at their own rate (router_lr_scale != 1). At lr 0 AdamW leaves
     a parameter as it was (its decoupled weight decay is lr x decay), so scale 0 keeps the routers' init."""
-    from align_kit.components.moe_routers import router_family
+    from align_kit.models.moe_routers import router_family
 
     routers = {id(p) for m in model.modules() if router_family(m) is not None for p in m.parameters()}
     if config.router_lr_scale == 1.0 or not routers:

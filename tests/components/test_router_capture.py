@@ -10,8 +10,8 @@ import pytest
 import torch
 import transformers
 
-from align_kit.components.moe_routers import is_moe_model
 from align_kit.components.router_capture import RouterHooks, UnsupportedModelError, flip_metrics, pad_routing
+from align_kit.models.moe_routers import is_moe_model
 
 VOCAB = 64
 COMMON = dict(
