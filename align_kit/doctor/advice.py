@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from align_kit.doctor.keymaps import finite_number, whole_number
+
 # 18.3.8: 1 data, 2 clipping, 3 KL and learning rate, 4 sampling and generation.
 PRIORITY: dict[str, int] = {
     **dict.fromkeys(
@@ -72,15 +74,15 @@ class Setup:
             sequence_clip=bool(getattr(context, "sequence_clip", False)),
             eps_high=getattr(context, "eps_high", None),
             kl_on=bool(getattr(context, "kl_on", False)),
-            beta=_number(stated.get("beta")),
-            learning_rate=_number(stated.get("learning_rate")),
+            beta=finite_number(stated.get("beta")),
+            learning_rate=finite_number(stated.get("learning_rate")),
             max_completion_length=getattr(context, "max_completion_length", None),
             dynamic_sampling=bool(getattr(context, "dynamic_sampling", False)),
             overlong_filter=bool(stated.get("mask_truncated_completions")) or overlong.startswith("filter"),
             overlong_shaping=bool(getattr(context, "overlong_shaping", False)),
             advantage=str(getattr(context, "advantage", "grpo")),
             routing_replay=bool(getattr(context, "routing_replay", False)),
-            num_generations=_whole(stated.get("num_generations")),
+            num_generations=whole_number(stated.get("num_generations")),
         )
 
 
@@ -96,18 +98,6 @@ class Advice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"fix": self.fix, "priority": self.priority, "text": self.text, "rules": list(self.rules)}
-
-
-def _number(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _whole(value: Any) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None else None
 
 
 def _g(value: float | None) -> str:

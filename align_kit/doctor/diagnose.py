@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from align_kit.doctor.advice import Advice, Setup, advise
 from align_kit.doctor.history import RunHistory
+from align_kit.doctor.keymaps import finite_number, whole_number
 from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -69,21 +70,25 @@ def run_context(
     """The RunContext the log states (`RunHistory.context`), with the caller's overrides; reward_max / reward_min
     default to the monitor's [0, 1] when neither says."""
     choices = stated.get("choices") or {}
-    eps_low = _number(stated.get("epsilon"))
-    eps_high = _number(stated.get("epsilon_high"))
+    eps_low = finite_number(stated.get("epsilon"))
+    eps_high = finite_number(stated.get("epsilon_high"))
     level = stated.get("importance_sampling_level")
     clip = str(choices.get("clip", ""))
     sequence_clip = level == "sequence" or clip == "gspo"
     clip_higher = clip == "clip_higher" or (
         not sequence_clip and eps_high is not None and eps_high > (eps_low if eps_low is not None else 0.2)
     )
-    beta = _number(stated.get("beta"))
+    beta = finite_number(stated.get("beta"))
     kl_choice = str(choices.get("kl", ""))
-    length = max_completion_length if max_completion_length is not None else _whole(stated.get("max_completion_length"))
+    length = (
+        max_completion_length
+        if max_completion_length is not None
+        else whole_number(stated.get("max_completion_length"))
+    )
     values = {
         "max_completion_length": length,
-        "reward_max": reward_max if reward_max is not None else _number(stated.get("reward_max")),
-        "reward_min": reward_min if reward_min is not None else _number(stated.get("reward_min")),
+        "reward_max": reward_max if reward_max is not None else finite_number(stated.get("reward_max")),
+        "reward_min": reward_min if reward_min is not None else finite_number(stated.get("reward_min")),
         "advantage": str(choices.get("advantage", "grpo")),
         "clip_higher": clip_higher,
         "sequence_clip": sequence_clip,
@@ -93,23 +98,7 @@ def run_context(
         "overlong_shaping": str(choices.get("overlong", "")) in ("soft_punish", "filter_and_punish"),
         "routing_replay": str(choices.get("routing_replay", "off")) not in ("", "off"),
     }
-    known = {f.name for f in fields(RunContext)}
-    return RunContext(**{key: value for key, value in values.items() if key in known and value is not None})
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _whole(value: Any) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None and number.is_integer() and number > 0 else None
+    return RunContext(**{key: value for key, value in values.items() if value is not None})  # None: the default
 
 
 class Replay:
@@ -126,7 +115,9 @@ class Replay:
     ):
         self.history = history
         stated = history.context
-        self.scale_stated = (reward_max if reward_max is not None else _number(stated.get("reward_max"))) is not None
+        self.scale_stated = (
+            reward_max if reward_max is not None else finite_number(stated.get("reward_max"))
+        ) is not None
         self.context = run_context(stated, max_completion_length, reward_max, reward_min)
         self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
         self.alerts: list[Alert] = []

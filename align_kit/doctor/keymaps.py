@@ -235,6 +235,13 @@ def to_float(value: Any) -> float | None:
     return float(value)
 
 
-def is_finite_number(value: Any) -> bool:
+def finite_number(value: Any) -> float | None:
+    """A stated setting as a finite float (a learning rate, a clip bound), None when it is none."""
     number = to_float(value)
-    return number is not None and math.isfinite(number)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def whole_number(value: Any) -> int | None:
+    """A stated count as a positive int (a length budget, a group size), None when it is none."""
+    number = finite_number(value)
+    return int(number) if number is not None and number.is_integer() and number > 0 else None

@@ -17,6 +17,7 @@ from typing import Any
 
 from align_kit.doctor.advice import PRIORITY_NAMES
 from align_kit.doctor.diagnose import EXIT_CODES, Diagnosis, worst
+from align_kit.monitor.rules import Alert
 
 SCHEMA = 1
 
@@ -32,9 +33,8 @@ def _span(diagnosis: Diagnosis) -> tuple[int, int] | None:
     return (rows[0][0], rows[-1][0]) if rows else None
 
 
-def _read_points(alert: Any) -> str:
-    points = getattr(alert, "points", 0)
-    first = getattr(alert, "first_step", None)
+def _read_points(alert: Alert) -> str:
+    points, first = alert.points, alert.first_step
     if not points:
         return ""
     where = f"steps {first}-{alert.step}" if first is not None and first != alert.step else f"step {alert.step}"

@@ -23,6 +23,7 @@ from typing import Any
 
 from align_kit.core.run_files import latest_checkpoint
 from align_kit.doctor.advice import Setup, advise
+from align_kit.doctor.diagnose import run_context as stated_run_context
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
@@ -48,28 +49,24 @@ def run_context(args: Any, names: list[str] | None = None, reward_max: float | N
     1.0 each). `reward_max`: the best total reward a completion can score; by default the sum of the positive
     weights, each reward function scoring at most 1.0 (as TRL's own reward functions do), and 1.0 while the
     names are not known yet."""
-    epsilon = args.epsilon
-    epsilon_high = args.epsilon_high if args.epsilon_high is not None else epsilon
-    token_level = getattr(args, "importance_sampling_level", "token") == "token"
     weights: dict[str, float] = {}
     if names:
         given = args.reward_weights if args.reward_weights is not None else [1.0] * len(names)
         weights = {name: float(weight) for name, weight in zip(names, given, strict=False)}
     if reward_max is None:
         reward_max = sum(weight for weight in weights.values() if weight > 0) if weights else 1.0
-    stated: dict[str, Any] = dict(
-        max_completion_length=args.max_completion_length,
-        reward_max=float(reward_max),
+    # The clip range, KL and budget read as the doctor reads a log's stated setup; then what only a GRPOConfig says.
+    stated = {
+        name: getattr(args, name, None)
+        for name in ("epsilon", "epsilon_high", "beta", "importance_sampling_level", "max_completion_length")
+    }
+    return dataclasses.replace(
+        stated_run_context(stated, reward_max=float(reward_max)),
         # TRL's multi_objective_aggregation=normalize_then_sum is GDPO (each reward normalised in its group).
         advantage="gdpo" if getattr(args, "multi_objective_aggregation", "") == "normalize_then_sum" else "grpo",
-        clip_higher=token_level and epsilon_high > epsilon,
-        sequence_clip=not token_level,
-        eps_high=epsilon_high,
-        kl_on=(args.beta or 0.0) > 0,
         reward_weights=weights,
         overlong_shaping=OVERLONG_REWARD in weights,
     )
-    return RunContext(**stated)
 
 
 def trl_advice(args: Any) -> Callable[[Alert, RunContext], str]:

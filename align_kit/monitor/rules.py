@@ -316,6 +316,15 @@ class RuleCoverage:
 Check = Callable[[Any, History, RunContext], Finding | None]
 
 
+def _halves_growth(window: list[float]) -> tuple[float, float, float]:
+    """(mean of the first half, mean of the second half, growth of the second over the first): relative to the
+    first half, and infinite when the first half is exactly 0 and the second is above it."""
+    half = len(window) // 2
+    first, second = fmean(window[:half]), fmean(window[-half:])
+    growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+    return first, second, growth
+
+
 def _half_change(values: list[float]) -> float:
     """Mean of the second half minus mean of the first half (the middle point of an odd window is skipped)."""
     half = len(values) // 2
@@ -399,15 +408,20 @@ def _difficulty(history: History, context: RunContext, flat: float, span: int) -
     return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
 
 
+def _difficulty_words(history: History, context: RunContext, flat: float, span: int) -> dict[str, str]:
+    """The finding's words for flat groups: their difficulty, and the message's tail that says it."""
+    difficulty = _difficulty(history, context, flat, span)
+    return {"difficulty": difficulty, "why": _WHY[difficulty]}
+
+
 def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Finding | None:
     metric = _first_logged(history, FLAT_FRACTION)
     series = history[metric]
     if series.count < s.span:
         return None
     recent = fmean(series.last(s.span))
-    difficulty = _difficulty(history, context, recent, s.span)
     values = {"recent_mean": recent, "threshold": s.threshold}
-    return Finding(recent > s.threshold, values, metric, {"difficulty": difficulty, "why": _WHY[difficulty]})
+    return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
 
 
 # What a flat group is, by difficulty (the alert message's tail).
@@ -425,8 +439,7 @@ def _rising_share(metric: str) -> Check:
             return None
         recent, change = fmean(series.last(s.span)), _half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
-        difficulty = _difficulty(history, context, recent, s.span)
-        words = {"difficulty": difficulty, "why": _WHY[difficulty]}
+        words = _difficulty_words(history, context, recent, s.span)
         return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
 
     return check
@@ -628,11 +641,7 @@ def _sampler_gap_drift(s: SamplerGapDrift, history: History, _: RunContext) -> F
             return Finding(True, values, IS_RATIO, words)
         judged = Finding(False, values, IS_RATIO, {"what": ""})
     if gap.count >= s.window:
-        window = gap.last(s.window)
-        half = len(window) // 2
-        first, second = fmean(window[:half]), fmean(window[-half:])
-        # Relative to the first half (0 when it was exactly 0: any rise then is infinite growth).
-        growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+        first, second, growth = _halves_growth(gap.last(s.window))
         values = {"first_half": first, "second_half": second, "rise": s.rise, "min_gap": s.min_gap}
         what = f"{gap_metric} rose from {first:.4g} to {second:.4g} between the halves of the window"
         return Finding(growth > s.rise and second > s.min_gap, values, gap_metric, {"what": what}, points=s.window)
@@ -656,9 +665,7 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
     if kl.count < 2 * s.window or reward.count < s.window:  # the first window is KL's start from 0
         return None
     window = kl.last(s.window)
-    half = len(window) // 2
-    first, second = fmean(window[:half]), fmean(window[-half:])
-    growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+    first, second, growth = _halves_growth(window)
     trend = _trend_t(window) if len(window) > 2 else 0.0
     reward_change = _half_change(reward.last(s.window))
     flat = s.tolerance * (context.reward_max - context.reward_min)
@@ -1292,10 +1299,9 @@ class HealthMonitor:
         if not self.config.enabled:
             return []
         alerts = []
-        for rule in RULES:
+        for rule, settings, _ in self._rules:
             if not rule.level or rule.name in self._judged:
                 continue
-            settings = getattr(self.config, rule.name)
             points = self._points(rule, settings)[0]
             if not 1 <= points < settings.span:
                 continue
@@ -1312,8 +1318,7 @@ class HealthMonitor:
     def coverage(self) -> list[RuleCoverage]:
         """Per rule, in RULES order: whether it judged, whether it fired, and when it did not judge, why."""
         covered = []
-        for rule in RULES:
-            settings = getattr(self.config, rule.name)
+        for rule, settings, _ in self._rules:
             groups = rule.metric_groups(settings)
             missing = tuple(" or ".join(group) for group in groups if not self._seen.intersection(group))
             judged = rule.name in self._judged and self.config.enabled
@@ -1349,11 +1354,11 @@ class HealthMonitor:
             return "needs " + " and ".join(f"{name} (unknown)" for name in unknown)
         if rule.name == "grad_norm_vanishing" and self.history.grad_norm_zeros.artefact():
             return "grad_norm is a logging artefact (exactly 0.0 while the loss and reward_std are not)"
+        if rule.name == "train_eval_divergence":
+            pairs = len(self.history.train_eval.pairs)
+            return f"needs {settings.window} evaluations paired with train rewards, the run has {pairs}"
         points, metric = self._points(rule, settings)
         needed = rule.needs(settings)
-        if rule.name == "train_eval_divergence":
-            points, needed = len(self.history.train_eval.pairs), settings.window
-            return f"needs {needed} evaluations paired with train rewards, the run has {points}"
         if points < needed:
             return f"needs {needed} logged points of {metric}, the run has {points}"
         return "its check never reached a decision on the points logged"
@@ -1371,8 +1376,8 @@ class HealthMonitor:
     ) -> Alert:
         self._fired.add(rule.name)
         series = self.history[finding.metric]
-        read = finding.points if finding.points is not None else points or rule.needs(settings)
-        read = min(read, series.count) if finding.points is None else read
+        # What the finding says it read, else the rule's last `needs` points (or `points`), as far as logged.
+        read = finding.points if finding.points is not None else min(points or rule.needs(settings), series.count)
         first_step = finding.first_step if finding.first_step is not None else series.step_of_last(read)
         words = dict(finding.words)
         alert = Alert(
