@@ -3,6 +3,8 @@ and the one-line input errors."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,53 @@ ADVANTAGE_MAX, ADVANTAGE_MIN = "critic/advantages/max", "critic/advantages/min"
 SUMMARY_KEYS = ("train_runtime", "train_loss")
 
 
+# The most the doctor reads of one file. A TRL trainer_state.json of 10,000 steps is about 5 MB and a long console
+# log some hundred MB; the bound keeps /dev/zero, a disk image or a core dump named by mistake from filling memory.
+READ_CAP_ENV, READ_CAP_MB = "ALIGN_KIT_DOCTOR_MAX_MB", 512
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def input_error(source: str | Path, what: str) -> DoctorInputError:
     return DoctorInputError(f"{source}: {what}")
+
+
+def read_cap_mb() -> int:
+    """The read cap in MB: READ_CAP_MB, or the whole number the environment's ALIGN_KIT_DOCTOR_MAX_MB gives."""
+    text = os.environ.get(READ_CAP_ENV, "").strip()
+    if not text:
+        return READ_CAP_MB
+    if not text.isdigit() or int(text) < 1:
+        raise DoctorInputError(f"{READ_CAP_ENV}={text!r}: expected a whole number of MB >= 1")
+    return int(text)
+
+
+def read_bounded(path: Path) -> str:
+    """A log file's text (undecodable bytes replaced), read only when it is a regular file within the read cap:
+    a device, a pipe or an oversized file is refused before a byte is read, never read without end."""
+    info = path.stat()
+    kind = next((name for test, name in _NOT_REGULAR if test(info.st_mode)), None)
+    if kind is not None:
+        raise input_error(path, f"is {kind}, not a regular file; expected a run's log file or folder")
+    cap_mb = read_cap_mb()
+    cap = cap_mb * 1024 * 1024
+    data = b""
+    if info.st_size <= cap:
+        with open(path, "rb") as handle:
+            data = handle.read(cap + 1)  # +1: past the cap, whatever size the file system reports (/proc)
+    if info.st_size > cap or len(data) > cap:
+        raise input_error(
+            path,
+            f"larger than the doctor's read cap of {cap_mb} MB; expected a run's log (set {READ_CAP_ENV}="
+            f"{2 * cap_mb} to raise the cap)",
+        )
+    if not data:
+        raise input_error(path, "is empty (0 bytes); expected a run's log with at least one logged step")
+    return data.decode("utf-8", errors="replace")
 
 
 def is_summary(row: Mapping[str, Any]) -> bool:
@@ -76,6 +123,7 @@ def history_from_rows(
     items = list(mapping.items())
     by_step: dict[int, dict[str, float]] = {}
     nulls = 0
+    repeated: dict[int, None] = {}  # steps whose values some later row logs again
     for step, row in raw:
         values = by_step.get(step)
         if values is None:
@@ -90,7 +138,11 @@ def history_from_rows(
                         nulls += 1
                     else:
                         continue
+                if concept in values:
+                    repeated[step] = None
                 values[concept] = number
+    if repeated:
+        notes.append(_repeated_note(list(repeated)))
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
     if not set(FLAT_SHARES) & set(mapping.values()):
@@ -109,6 +161,14 @@ def history_from_rows(
         notes=notes,
         context=context or {},
         name=name,
+    )
+
+
+def _repeated_note(steps: list[int]) -> str:
+    shown = ", ".join(str(step) for step in steps[:5]) + (f", ... ({len(steps)} steps)" if len(steps) > 5 else "")
+    return (
+        f"{len(steps)} step(s) logged more than once ({shown}): each is read from its later copy in the file, "
+        "as a resumed run redoes steps"
     )
 
 

@@ -16,7 +16,7 @@ import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
+from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error, read_bounded
 from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
@@ -46,7 +46,7 @@ def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[Ru
     if path.name == METRICS_FILE and align_kit_run.is_run_folder(path.parent):
         # A run folder's own metrics.jsonl: read with the folder, for what its config states.
         return [align_kit_run.read_run_folder(path.parent, key_map)]
-    text = path.read_text(errors="replace")
+    text = read_bounded(path)
     head = text.lstrip()[:1]
     if head in ("{", "["):
         try:
