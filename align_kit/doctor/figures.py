@@ -37,29 +37,19 @@ def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run"
 
 
-def _nearest_existing(folder: Path) -> Path:
-    existing = folder.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    return existing
-
-
 def check_folder(folder: Path) -> None:
     """Refuse a --figures folder that cannot hold the sheets, before anything is read or written: a file, a folder
-    under a file, or one whose nearest existing folder refuses a new file (tried with a temporary file, as
-    permission bits say nothing of a read-only mount or of root)."""
+    under a file, one whose nearest existing folder refuses a new file, or one under /proc or /sys (the train
+    command's check of its own folders)."""
+    from align_kit.core.errors import ConfigError
+    from align_kit.runs.preflight import check_writable
+
     if folder.exists() and not folder.is_dir():
         raise DoctorInputError(f"--figures {folder}: is a file; expected a folder (created if missing)")
-    existing = _nearest_existing(folder)
-    if not existing.is_dir():
-        raise DoctorInputError(f"--figures {folder}: {existing} is a file; expected a folder (created if missing)")
     try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as error:
-        raise DoctorInputError(
-            f"--figures {folder}: {existing} is not writable ({error.strerror}); expected a folder you can write"
-        ) from None
+        check_writable("--figures", str(folder))
+    except ConfigError as error:
+        raise DoctorInputError(str(error)) from None
 
 
 def targets(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = False) -> list[Path]:

@@ -202,7 +202,9 @@ def test_figures_into_a_folder_that_cannot_be_written(tmp_path, capsys):
     for target in (folder, folder / "figs"):
         status, out, err = doctor(capsys, str(path), "--figures", str(target))
         assert status == 2 and out == "" and err.count("\n") == 1
-        assert f"--figures {target}: {folder} is not writable (Permission denied)" in err
+        # A folder refusing a new file, or sysfs (where root's test finds one), named as the train command names it.
+        assert err.startswith(f"align-kit: doctor error: --figures={target} ")
+        assert "is not writable" in err or "is under /sys, the kernel's own file system" in err
 
 
 def test_figures_on_a_full_disk_leave_nothing(tmp_path, capsys, monkeypatch):
