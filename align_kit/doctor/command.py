@@ -14,6 +14,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import NoReturn
 
@@ -112,30 +113,38 @@ def key_map_of(pairs: Sequence[tuple[str, str]]) -> dict[str, str] | None:
 def check_reward_scale(history, reward_min: float | None, reward_max: float | None) -> None:
     """Refuse a stated reward scale that the logged rewards contradict: a batch's mean reward cannot lie below the
     lowest total reward attainable nor above the highest, so a stated bound past the rewards is a wrong bound (the
-    reward rules would judge shares of a range the run never had)."""
+    reward rules would judge shares of a range the run never had). A --reward-min alone must also lie below the
+    maximum in effect (the log's stated one, else the monitor's default)."""
     from align_kit.doctor.history import DoctorInputError
+    from align_kit.doctor.keymaps import finite_number
+    from align_kit.monitor.rules import RunContext
 
+    source = history.source  # the file: a folder's runs are each named by theirs
+    if reward_min is not None and reward_max is None:
+        stated = finite_number(history.context.get("reward_max"))
+        ceiling, whose = (stated, "the log states") if stated is not None else (RunContext().reward_max, "default")
+        if reward_min >= ceiling:
+            raise DoctorInputError(
+                f"--reward-min {reward_min:g}: not below the highest total reward of {source}, {ceiling:g} "
+                f"({whose}); expected min < max (pass --reward-max too)"
+            )
     rewards = [(step, row["reward"]) for step, row in history.rows if math.isfinite(row.get("reward", math.nan))]
     if not rewards or (reward_min is None and reward_max is None):
         return
-    (low_step, low), (high_step, high) = min(rewards, key=_value), max(rewards, key=_value)
+    (low_step, low), (high_step, high) = min(rewards, key=itemgetter(1)), max(rewards, key=itemgetter(1))
     slack = 1e-9 * max(1.0, abs(low), abs(high))  # rounding in the log's printed digits
-    name = history.source  # the file: a folder's runs are each named by theirs
     if reward_min is not None and low < reward_min - slack:
         raise DoctorInputError(
-            f"--reward-min {reward_min:g}: {name} logs a mean reward of {low:g} at step {low_step}, below the stated "
-            f"minimum; expected the lowest total reward attainable (pass --reward-min {low:g} or lower, or omit it)"
+            f"--reward-min {reward_min:g}: {source} logs a mean reward of {low:g} at step {low_step}, below the "
+            f"stated minimum; expected the lowest total reward attainable (pass --reward-min {low:g} or lower, or "
+            "omit it)"
         )
     if reward_max is not None and high > reward_max + slack:
         raise DoctorInputError(
-            f"--reward-max {reward_max:g}: {name} logs a mean reward of {high:g} at step {high_step}, above the "
+            f"--reward-max {reward_max:g}: {source} logs a mean reward of {high:g} at step {high_step}, above the "
             f"stated maximum; expected the highest total reward attainable (pass --reward-max {high:g} or higher, "
             "or omit it)"
         )
-
-
-def _value(item: tuple[int, float]) -> float:
-    return item[1]
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

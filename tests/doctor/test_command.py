@@ -120,6 +120,12 @@ BAD_INPUTS = [
         {"s.json": STATE},
         "--reward-min 0.8: {dir}/s.json logs a mean reward of 0.1 at step 10, below the stated minimum",
     ),
+    # --reward-min alone at or above the default maximum, 1.0 (the rewards, 0.1-0.6, would also be below it).
+    (
+        ["{dir}/s.json", "--reward-min", "1"],
+        {"s.json": STATE},
+        "--reward-min 1: not below the highest total reward of {dir}/s.json, 1 (default); expected min < max",
+    ),
     (
         ["{dir}/s.json", "--reward-max", "0.5", "--reward-min", "0"],
         {"s.json": STATE},
@@ -140,6 +146,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, files, fragmen
     assert err.count("\n") == 1 and err.startswith("align-kit: doctor error: ")
     assert fragment.format(dir=tmp_path) in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("scale", [["--reward-min", "0.1"], ["--reward-max", "0.6"], ["--reward-min", "-1"]])
+def test_a_stated_scale_the_rewards_lie_within_is_taken(tmp_path, capsys, scale):
+    # The rewards run 0.1-0.6: a minimum of 0.1 or lower, a maximum of 0.6 or higher, are consistent with them.
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, str(tmp_path / "s.json"), *scale)
+    assert status in (0, 1) and err == "" and out.startswith("== ")
 
 
 def test_json_on_a_bad_input_prints_an_error_object(tmp_path, capsys):
