@@ -153,6 +153,11 @@ class HealthCallback(HealthMonitorCallback):
         check_reward_max(reward_max)
         if run_dir is not None:
             check_run_dir(run_dir)
+        if metrics_file is not None and Path(metrics_file).exists() and not Path(metrics_file).is_file():
+            raise ConfigError(
+                f"HealthCallback(metrics_file={str(metrics_file)!r}): is not a file; expected align_kit's "
+                "metrics.jsonl to rebuild the history from on a resume, or None"
+            )
         self.config = config if halt else without_halts(config)
         self._given_run_dir, self._given_metrics_file, self._reward_max = run_dir, metrics_file, reward_max
         self._args: Any = None

@@ -1225,6 +1225,7 @@ CALLBACK = [
     ("HealthCallback(run_dir='/sys/kernel/monitor')", "run_dir=/sys/kernel/monitor is under /sys"),
     ("HealthCallback(run_dir='{victim}/monitor')", "run_dir={victim}/monitor cannot be created: {victim} is a file"),
     ("begin(HealthCallback(), output_dir='/sys/kernel/run')", "run_dir=/sys/kernel/run is under /sys"),
+    ("HealthCallback(metrics_file='/')", "HealthCallback(metrics_file='/'): is not a file"),
 ]
 
 

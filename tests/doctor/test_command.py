@@ -156,6 +156,13 @@ def test_a_stated_scale_the_rewards_lie_within_is_taken(tmp_path, capsys, scale)
     assert status in (0, 1) and err == "" and out.startswith("== ")
 
 
+def test_follow_refuses_a_scale_its_rows_contradict(tmp_path, capsys):
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, "--follow", str(tmp_path / "s.json"), "--reward-max", "0.5", "--idle", "0.1")
+    assert status == 2 and err.count("\n") == 1 and "--reward-max 0.5: " in err
+    assert out.startswith("following ")  # the follow's first line, then the refusal
+
+
 def test_json_on_a_bad_input_prints_an_error_object(tmp_path, capsys):
     # `align-kit doctor ... --json | jq .error`: the one line on stderr, and the same line as JSON on stdout.
     status, out, err = doctor(capsys, str(tmp_path / "missing.json"), "--json")

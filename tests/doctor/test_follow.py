@@ -141,3 +141,20 @@ def test_a_resume_appending_redone_steps_is_not_a_rewrite(tmp_path):
     diagnoses, lines = _follow_with_rewrite(path, _rows([0.5] * 4), _rows([0.5] * 4) + redone, at_look=2)
     assert len(diagnoses) == 1 and not any("rewritten" in line for line in lines)
     assert [step for step, _ in diagnoses[0].history.rows] == [1, 2, 3, 4, 5, 6]
+
+
+def test_several_runs_in_the_file_follow_the_last(tmp_path):
+    # A reader that splits a restart into two runs: the last one (the run now writing) is followed, said once.
+    path = tmp_path / "train.jsonl"
+    path.write_text(_rows([0.5] * 3))
+    older, newer = read_runs(str(path))[0], read_runs(str(path))[0]
+    newer.rows = [(step, {**row, "grad_norm": float("nan")}) for step, row in newer.rows]
+    lines: list[str] = []
+    clock = iter(range(1000)).__next__
+    [diagnosis] = follow(
+        str(path), lambda _: [older, newer], idle=2, interval=0, out=lines.append, clock=clock, sleep=lambda _s: None
+    )
+    assert diagnosis.verdict == "failing"  # the NaN grad norms of the second run, not the first's healthy rows
+    assert [line for line in lines if "holds 2 runs" in line] == [
+        f"{path} holds 2 runs (a restart in the same file): following the last one"
+    ]
