@@ -38,6 +38,7 @@ growth or on Ctrl-C, then reports."""
 
 
 PIPE_CLOSED = 141
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
 
 class DoctorArgumentError(Exception):
@@ -200,6 +201,14 @@ def run(argv: Sequence[str], api=None) -> int:
             raise DoctorArgumentError(
                 "name at least one PATH: a run's log file or folder (see align-kit doctor --help)"
             )
+        for path in args.paths:
+            if not path.strip():  # "" reads as the current folder: an unset shell variable, most likely
+                raise DoctorArgumentError(f"PATH {path!r} is empty; expected a run's log file or folder")
+            if path.startswith(("http://", "https://")):
+                raise DoctorArgumentError(
+                    f"{path}: is a URL, not fetched; expected a local file (download it first) or "
+                    "wandb:ENTITY/PROJECT/RUN_ID"
+                )
         if args.reward_max is not None and args.reward_min is not None and args.reward_min >= args.reward_max:
             raise DoctorArgumentError(
                 f"--reward-min {args.reward_min:g} >= --reward-max {args.reward_max:g}: expected min < max"
@@ -279,4 +288,7 @@ def main(argv: Sequence[str]) -> NoReturn:
         # that SIGPIPE ended (128 + 13), since the report was not all delivered. Python flushes stdout again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = PIPE_CLOSED
+    except KeyboardInterrupt:  # Ctrl-C while a large log is read (--follow reports what it saw instead)
+        print("align-kit: doctor interrupted (Ctrl-C); nothing was reported", file=sys.stderr)
+        code = INTERRUPTED
     sys.exit(code)

@@ -888,6 +888,8 @@ DOCTOR = [
     (["doctor", "{data}/doctor/nothing"], _DOCTOR, "{data}/doctor/nothing: no metric rows found"),
     (["doctor", "{data}/doctor/deep.json"], _DOCTOR, "{data}/doctor/deep.json: JSON nested deeper than"),
     (["doctor", "/dev/zero"], _DOCTOR, "/dev/zero: is a character device, not a regular file"),
+    (["doctor", ""], _DOCTOR, "PATH '' is empty; expected a run's log file or folder"),
+    (["doctor", "https://example.org/trainer_state.json"], _DOCTOR, "is a URL, not fetched"),
     (["doctor", "{data}/doctor/fifo"], _DOCTOR, "{data}/doctor/fifo: is a named pipe (FIFO), not a regular file"),
     (["doctor", "{data}/doctor/rising.json", "--logging-steps", "0"], _DOCTOR, "'0': expected a whole number > 0"),
     (["doctor", "{data}/doctor/rising.json", "--follow", "--idle", "-1"], _DOCTOR, "'-1': expected a number > 0"),

@@ -100,6 +100,8 @@ BAD_INPUTS = [
     (["x", "--reward-max", "1", "--reward-min", "2"], {}, "--reward-min 2 >= --reward-max 1"),
     (["--follow", "a", "b"], {}, "--follow watches one PATH; got 2"),
     (["{dir}/blank.jsonl"], {"blank.jsonl": ""}, "blank.jsonl: is empty (0 bytes)"),
+    ([""], {}, "PATH '' is empty; expected a run's log file or folder"),
+    (["https://example.org/trainer_state.json"], {}, "is a URL, not fetched; expected a local file"),
     (["{dir}/deep.json"], {"deep.json": "[" * 100_000 + "]" * 100_000}, "deep.json: JSON nested deeper than"),
     (["/dev/zero"], {}, "/dev/zero: is a character device, not a regular file"),
     # --map: a misspelled concept, one column read as two concepts, one concept read from two columns.
@@ -318,6 +320,17 @@ def test_train_and_eval_rows_of_one_step_are_not_a_repeat(tmp_path, capsys):
     path.write_text(json.dumps({"global_step": 10, "log_history": history}))
     _, out, _ = doctor(capsys, str(path), "--json")
     assert not any("more than once" in note for note in json.loads(out)["runs"][0]["notes"])
+
+
+def test_ctrl_c_while_reading_is_one_line(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("align_kit.doctor.readers.read_runs", interrupted)
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, str(tmp_path / "s.json"))
+    assert status == 130 and out == ""
+    assert err == "align-kit: doctor interrupted (Ctrl-C); nothing was reported\n"
 
 
 def test_a_reader_that_closes_the_pipe_gets_no_traceback():
