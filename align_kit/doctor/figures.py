@@ -124,13 +124,13 @@ def write_figures(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = Fa
     check_folder(folder)
     made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
     written: list[Path] = []
+    replaced: list[Path] = []  # with --force: the old sheets are gone once replaced; the line says so
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for diagnosis, path in zip(diagnoses, paths, strict=True):
             new = not path.exists()
             _write_atomically(diagnosis, path)
-            if new:
-                written.append(path)
+            (written if new else replaced).append(path)
     except OSError as error:
         # Undo this call's writes: the report is not printed, so sheets without it would be left unexplained.
         for path in written:
@@ -140,9 +140,10 @@ def write_figures(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = Fa
                 parent.rmdir()
             except OSError:
                 break
+        kept = f"{len(replaced)} existing sheet(s) already replaced" if replaced else "nothing was written"
         raise DoctorInputError(
             f"--figures {folder}: cannot write a sheet ({error.strerror or error}); expected a writable folder with "
-            "free space (nothing was written)"
+            f"free space ({kept})"
         ) from None
     return paths
 
