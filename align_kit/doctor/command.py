@@ -245,7 +245,9 @@ def run(argv: Sequence[str], api=None) -> int:
                 raise DoctorArgumentError(f"--follow watches one PATH; got {len(args.paths)}")
             from align_kit.doctor.follow import follow
 
-            diagnoses = follow(args.paths[0], read, args.idle, args.interval, options, check=check)
+            # With --json, stdout holds the one document: the follow's lines go to stderr.
+            out = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
+            diagnoses = follow(args.paths[0], read, args.idle, args.interval, options, out=out, check=check)
         else:
             from align_kit.doctor.diagnose import diagnose
 

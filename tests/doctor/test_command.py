@@ -165,6 +165,13 @@ def test_follow_refuses_a_scale_its_rows_contradict(tmp_path, capsys):
     assert out.startswith("following ")  # the follow's first line, then the refusal
 
 
+def test_follow_with_json_keeps_stdout_to_the_document(tmp_path, capsys):
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, "--follow", str(tmp_path / "s.json"), "--json", "--idle", "0.1")
+    assert json.loads(out)["runs"][0]["rows"] == 6
+    assert err.startswith(f"following {tmp_path / 's.json'}: ") and "has not grown for 0.1 s" in err
+
+
 def test_json_on_a_bad_input_prints_an_error_object(tmp_path, capsys):
     # `align-kit doctor ... --json | jq .error`: the one line on stderr, and the same line as JSON on stdout.
     status, out, err = doctor(capsys, str(tmp_path / "missing.json"), "--json")
