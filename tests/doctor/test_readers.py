@@ -140,7 +140,8 @@ def test_trainer_state_json():
     assert series(history, "reward") == [(10, 0.5), (20, 0.75), (30, 0.875)]
     # The eval entry at step 20 joins that step's row; the end-of-training summary is not a step.
     assert series(history, "eval_reward") == [(20, 0.625)]
-    assert series(history, "rewards/accuracy/mean") == [(10, 0.5), (20, 0.75), (30, 0.875)]
+    # rewards/accuracy/mean is the accuracy component by its name (reward_roles).
+    assert series(history, "accuracy") == [(10, 0.5), (20, 0.75), (30, 0.875)]
     assert history.mapping["clip_ratio/region_mean"] == "clip_ratio/region_mean"
     assert {"eval_loss", "clip_ratio/high_max", "rewards/accuracy/std"} <= set(history.unmapped)
     assert "epoch" not in history.unmapped and "step" not in history.unmapped
@@ -182,7 +183,8 @@ def test_trl_log_lines_older_names_without_steps():
 
     assert (history.format, history.framework) == ("trl_log_lines", "trl")
     assert series(history, "completions/mean_length") == [(1, 200.0), (2, 180.0), (3, 160.0)]
-    assert series(history, "rewards/format_reward/mean") == [(1, 0.5), (2, 0.75), (3, 1.0)]
+    # rewards/format_reward (older TRL, no /mean) is the format component by its name.
+    assert series(history, "format") == [(1, 0.5), (2, 0.75), (3, 1.0)]
     # The eval dict belongs to the training point before it; the summary line is no step.
     assert series(history, "eval_reward") == [(2, 0.625)]
     assert math.isnan(history.rows[2][1]["grad_norm"])
@@ -291,6 +293,73 @@ def test_markdown_with_pasted_verl_excerpt(tmp_path):
     history = only(path)
     assert history.format == "verl_console"
     assert series(history, "entropy") == [(5, 5.683), (6, 6.5)]
+
+
+# --- read by evidence: printed configs never count as metric rows ------------------------------------------------
+
+
+def test_notebook_html_progress_table_beside_printed_configs():
+    # vLLM's compilation config (JSON with lists), a dataset row (nested), a printed GRPOConfig-like dict (settings)
+    # and the TrainOutput summary print beside the Trainer's HTML table: only the table's 3 rows are metric rows.
+    history = only(DATA / "notebook_progress_table.ipynb")
+    assert (history.format, history.framework) == ("trl_table", "trl")
+    assert [step for step, _ in history.rows] == [1, 2, 3]
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5), (3, 1.0)]
+    assert series(history, "completions/mean_length") == [(1, 180.5), (2, 160.25), (3, 120.0)]
+    # `rewards / correctness_reward_func / mean` read by role.
+    assert series(history, "accuracy") == [(1, 0.125), (2, 0.25), (3, 0.5)]
+    assert "left out 3 printed config or data dict(s): settings, not metrics" in history.notes
+    assert "left out 1 end-of-training summary line(s) (train_runtime, train_loss)" in history.notes
+
+
+def test_verl_console_with_its_pretty_printed_hydra_config():
+    # The config spans 16 lines, nested dicts opening inside it: one config, no metric row; the 3 step lines win.
+    history = only(DATA / "verl_console_with_config.log")
+    assert (history.format, history.framework) == ("verl_console", "verl")
+    assert series(history, "reward") == [(1, 0.25), (2, 0.375), (3, 0.5)]
+    assert "left out 1 printed config or data dict(s): settings, not metrics" in history.notes
+    assert not any("left out: trl_log_lines" in note for note in history.notes)
+
+
+def test_log_dicts_wrapped_by_a_terminal_are_joined():
+    # Each dict cut at 100 columns, mid-key (`completions/mean_len` + `gth`); a printed config dict beside them.
+    history = only(DATA / "trl_wrapped_dicts.log")
+    assert history.format == "trl_log_lines"
+    assert series(history, "completions/mean_length") == [(1, 150.5), (2, 140.25)]
+    assert series(history, "entropy") == [(1, 0.75), (2, 0.7)]
+    assert "joined 2 log dict(s) wrapped over several lines" in history.notes
+    assert "left out 1 printed config or data dict(s): settings, not metrics" in history.notes
+
+
+@pytest.mark.parametrize(
+    ("row", "config"),
+    [
+        ({"loss": 0.1, "reward": 0.5, "epoch": 0.1}, False),
+        ({"loss": 0.0, "reward": 0.5, "global_step/max_steps": "5/3766", "percentage": "0.13%"}, False),
+        ({"level": 3, "custom_ops": [], "use_inductor": True}, True),  # vLLM's compilation config
+        ({"question": "How many?", "answer": "12", "prompt": [{"role": "user"}]}, True),  # a dataset row
+        ({"learning_rate": 5e-06, "beta": 0.04, "num_generations": 8}, True),  # names settings
+        ({"learning_rate": 1e-06, "output_router_logits": False, "model_type": "llama", "name": "x"}, True),  # words
+        ({"lr": 1e-06, "warmup_style": "constant"}, False),  # one known name, one word: not mostly words
+        ({"optim": {"lr": 1e-06}}, True),  # nested
+    ],
+)
+def test_what_is_a_printed_config(row, config):
+    from align_kit.doctor.readers.evidence import is_config
+
+    assert is_config(row) is config
+
+
+def test_the_family_with_more_metric_rows_wins(tmp_path):
+    # Three verl step lines and one TRL dict: verl wins by rows carrying metric names, and says what it left out.
+    path = tmp_path / "mixed.log"
+    path.write_text(
+        "{'loss': 0.5, 'reward': 0.25}\n"
+        + "".join(f"step:{step} - critic/score/mean:0.{step} - actor/entropy:0.5\n" for step in (1, 2, 3))
+    )
+    history = only(path)
+    assert history.format == "verl_console"
+    assert "read as verl_console (3 rows with metric names); left out: trl_log_lines (1)" in history.notes
 
 
 # --- the Trainer's progress table copied out -----------------------------------------------------------------------
@@ -515,8 +584,9 @@ BAD_INPUTS = [
     (
         "notes.txt",
         "nothing to see here\njust words\n",
-        r"notes\.txt: no metric rows found; expected metrics\.jsonl, trainer_state\.json, TRL log lines, verl step "
-        r"lines, a W&B run or a CSV/JSONL with --map",
+        r"notes\.txt: no metric rows found \(verl_console: no `step:N - key:value` lines; trl_log_lines: no printed "
+        r"log dicts; table: no table with a step or metric column\); expected metrics\.jsonl, trainer_state\.json, "
+        r"TRL log lines, verl step lines, a W&B run, TensorBoard events or a CSV/JSONL with --map",
     ),
     (
         "trainer_state.json",
@@ -556,6 +626,18 @@ def test_bad_inputs(tmp_path, name, content, error):
     with pytest.raises(DoctorInputError, match=error) as raised:
         read_runs(str(path))
     assert "\n" not in str(raised.value)
+
+
+def test_a_file_of_configs_says_what_each_family_found(tmp_path):
+    path = tmp_path / "configs.txt"
+    path.write_text("{'a': [1], 'b': 'x'}\n{'learning_rate': 1e-6, 'beta': 0.1}\n")
+    with pytest.raises(DoctorInputError) as raised:
+        read_runs(str(path))
+    assert (
+        "no metric rows found (jsonl: no JSON object rows; verl_console: no `step:N - key:value` lines; "
+        "trl_log_lines: 0 of 0 rows with metric names (2 config dict(s) skipped); table: no table with a step or "
+        "metric column); expected"
+    ) in str(raised.value)
 
 
 def test_bad_folder_and_wandb_path(tmp_path):

@@ -8,13 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.doctor.history import DoctorInputError, RunHistory
-from align_kit.doctor.keymaps import NOT_METRICS, detect_framework, resolve, to_float, unknown_concepts
+from align_kit.doctor.keymaps import (
+    ADVICE_FRAMEWORK,
+    CONVERSIONS,
+    NOT_METRICS,
+    detect_framework,
+    resolve,
+    to_float,
+    unknown_concepts,
+)
 
 RawRows = list[tuple[int, dict[str, Any]]]
 
 UNKNOWN_FORMAT = (
-    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run "
-    "or a CSV/JSONL with --map"
+    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run, "
+    "TensorBoard events or a CSV/JSONL with --map"
 )
 # The flat-group shares the rules read (align_kit's, TRL's), and verl's advantage range they can be derived from.
 FLAT_SHARES = ("groups/flat_fraction", "frac_reward_zero_std")
@@ -74,6 +82,11 @@ def history_from_rows(
             "pass --map concept=column, e.g. --map reward=<column>",
         )
     items = list(mapping.items())
+    conversions = {
+        key: CONVERSIONS[key.removeprefix("train/")] for key in mapping if key.removeprefix("train/") in CONVERSIONS
+    }
+    for key in conversions:
+        notes.append(f"{key} read through its conversion to {mapping[key]} (see the key maps)")
     by_step: dict[int, dict[str, float]] = {}
     nulls = 0
     for step, row in raw:
@@ -90,6 +103,8 @@ def history_from_rows(
                         nulls += 1
                     else:
                         continue
+                if conversions and key in conversions:
+                    number = conversions[key](number)
                 values[concept] = number
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
@@ -102,7 +117,7 @@ def history_from_rows(
     return RunHistory(
         source=str(source),
         format=format,
-        framework=advice_framework or family,
+        framework=advice_framework or ADVICE_FRAMEWORK.get(family, family),
         rows=rows,
         mapping=mapping,
         unmapped=unmapped,
