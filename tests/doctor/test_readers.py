@@ -362,6 +362,58 @@ def test_the_family_with_more_metric_rows_wins(tmp_path):
     assert "read as verl_console (3 rows with metric names); left out: trl_log_lines (1)" in history.notes
 
 
+# --- one file, several runs -----------------------------------------------------------------------------------------
+
+
+def test_sft_then_grpo_then_a_restart_are_three_runs():
+    # The SFT dicts (loss, grad_norm, learning_rate, epoch 0.5 and 1.0), then GRPO (epoch 0.01 .. 0.03: the epoch goes
+    # back below SFT's first), then GRPO again from epoch 0.01 after a crash.
+    runs = read_runs(str(DATA / "sft_then_grpo_restarted.log"))
+    assert [history.name for history in runs] == [
+        "sft_then_grpo_restarted [run 1 of 3: SFT phase, steps 1-2]",
+        "sft_then_grpo_restarted [run 2 of 3: steps 1-3]",
+        "sft_then_grpo_restarted [run 3 of 3: steps 1-2]",
+    ]
+    assert series(runs[0], "loss") == [(1, 1.25), (2, 1.0)]
+    assert series(runs[0], "reward") == []
+    assert series(runs[1], "reward") == [(1, 0.25), (2, 0.5), (3, 0.75)]
+    assert series(runs[2], "reward") == [(1, 0.125), (2, 0.25)]
+    assert runs[1].notes[0] == "run 2 of 3 in this file; it begins where the epoch goes back from 1 to 0.01"
+    assert runs[2].notes[0] == "run 3 of 3 in this file; it begins where the epoch goes back from 0.03 to 0.01"
+
+
+def test_the_metrics_changing_from_sft_to_rl_split_a_run_with_stated_steps(tmp_path):
+    path = tmp_path / "two_phases.jsonl"
+    path.write_text(
+        '{"step": 1, "loss": 1.0, "grad_norm": 2.0}\n{"step": 2, "loss": 0.5, "grad_norm": 1.0}\n'
+        '{"step": 3, "loss": 0.0, "reward": 0.25}\n{"step": 4, "loss": 0.0, "reward": 0.5}\n'
+    )
+    first, second = read_runs(str(path))
+    assert first.name == "two_phases [run 1 of 2: SFT phase, steps 1-2]"
+    assert second.name == "two_phases [run 2 of 2: steps 3-4]"
+    assert second.notes[0] == "run 2 of 2 in this file; it begins where the logged metrics change from SFT's to RL's"
+
+
+def test_a_resume_from_a_checkpoint_stays_one_run(tmp_path):
+    # verl steps 1-4, then a resume from the step-2 checkpoint redoes 3 and 4: one run, the later values win.
+    path = tmp_path / "resumed.log"
+    path.write_text(
+        "".join(
+            f"step:{step} - critic/score/mean:{score}\n" for step, score in ((1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4))
+        )
+        + "".join(f"step:{step} - critic/score/mean:{score}\n" for step, score in ((3, 0.35), (4, 0.45), (5, 0.5)))
+    )
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.1), (2, 0.2), (3, 0.35), (4, 0.45), (5, 0.5)]
+    assert any(note.startswith("the steps go back 1 time(s) to a step after the run's first") for note in history.notes)
+    # Back to step 1 (or before): a new run.
+    path.write_text(path.read_text() + "step:1 - critic/score/mean:0.0\nstep:2 - critic/score/mean:0.05\n")
+    assert [history.name for history in read_runs(str(path))] == [
+        "resumed [run 1 of 2: steps 1-5]",
+        "resumed [run 2 of 2: steps 1-2]",
+    ]
+
+
 # --- the Trainer's progress table copied out -----------------------------------------------------------------------
 
 PROGRESS = [(10, 0.01, 0.25, 0.5, 100.5), (20, 0.02, 0.5, 0.25, 90.0)]

@@ -223,7 +223,7 @@ def _histories(path: Path, found: Found, key_map: KeyMap, logging_steps: int | N
                 raw = part_items
             if redone and len(parts) == 1:
                 notes.append(
-                    f"{redone} row(s) go back to a step after the run's first (a resume from a checkpoint): the "
+                    f"the steps go back {redone} time(s) to a step after the run's first (a resume from a checkpoint): the "
                     "later values of a step logged twice win"
                 )
             try:

@@ -54,7 +54,8 @@ def split(items: list[tuple[int | None, Mapping[str, Any]]]) -> tuple[list[Part]
         why = ""
         if progress is not None and last is not None and progress < last:
             if first is not None and progress <= first:
-                why = f"steps went back from {last:g} to {progress:g}"
+                what = "step" if step is not None else "epoch"
+                why = f"the {what} goes back from {last:g} to {progress:g}"
             else:
                 redone += 1
         if not why and kind is not None and current is not None and kind != current:
