@@ -236,7 +236,7 @@ _MARKS = (
         "skyrl",
         frozenset({"policy/policy_entropy", "reward/avg_raw_reward", "policy/policy_loss", "policy/raw_grad_norm"}),
     ),
-    ("llamafactory", frozenset({"current_steps", "total_steps"})),
+    # LLaMA-Factory's step keys are bookkeeping (NOT_METRICS): its JSONL reader names the family itself.
 )
 
 

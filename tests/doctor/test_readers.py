@@ -520,6 +520,55 @@ def test_verl_file_logger_jsonl():
     assert math.isnan(history.rows[1][1]["sampling/importance_sampling_ratio/mean"])
 
 
+def test_llamafactory_trainer_log():
+    # LLaMA-Factory's LogCallback writes the Trainer's last log renamed: current_steps, loss, reward, lr, ...
+    history = only(DATA / "llamafactory_trainer_log.jsonl")
+    assert (history.format, history.framework) == ("llamafactory_jsonl", "llamafactory")
+    assert history.rows == [
+        (5, {"loss": 0.0125, "reward": 0.25, "learning_rate": 1e-06}),
+        (10, {"loss": 0.025, "reward": 0.5, "learning_rate": 1e-06}),
+        (15, {"loss": 0.0375, "reward": 0.75, "learning_rate": 5e-07}),
+    ]
+    assert "percentage" in history.unmapped and "current_steps" not in history.unmapped
+
+
+def _write_events(folder: Path, rows: list[dict[str, float]]) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(folder))
+    writer.add_text("args/text_summary", "{'beta': 0.0}")  # HF's callback logs the arguments as text
+    for step, row in enumerate(rows, start=1):
+        for tag, value in row.items():
+            writer.add_scalar(tag, value, step)
+    writer.close()
+
+
+def test_tensorboard_events_as_hf_writes_them(tmp_path):
+    # HF's TensorBoardCallback: train/<key> against the global step, under <output_dir>/runs/<date>_<host>/.
+    run = tmp_path / "out" / "runs" / "Mar01_10-00-00_host"
+    _write_events(run, [{"train/reward": 0.25, "train/entropy": 0.5}, {"train/reward": 0.5, "train/entropy": 0.25}])
+    (events,) = list(run.iterdir())
+
+    history = only(events)
+    assert (history.format, history.framework, history.name) == ("tensorboard", "trl", "Mar01_10-00-00_host")
+    assert history.rows == [(1, {"reward": 0.25, "entropy": 0.5}), (2, {"reward": 0.5, "entropy": 0.25})]
+    # The output folder holding runs/: one history per run folder.
+    (history,) = read_runs(str(tmp_path / "out"))
+    assert history.name == "runs/Mar01_10-00-00_host"
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
+
+
+def test_a_folder_of_log_files(tmp_path):
+    shutil.copy(DATA / "llamafactory_trainer_log.jsonl", tmp_path / "trainer_log.jsonl")
+    shutil.copy(DATA / "verl_file_logger.jsonl", tmp_path / "verl.jsonl")
+    (tmp_path / "notes.txt").write_text("nothing here\n")
+    histories = read_runs(str(tmp_path))
+    assert [(history.name, history.format) for history in histories] == [
+        ("trainer_log", "llamafactory_jsonl"),
+        ("verl", "verl_jsonl"),
+    ]
+
+
 # --- OpenRLHF, W&B, generic ----------------------------------------------------------------------------------------
 
 

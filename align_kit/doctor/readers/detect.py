@@ -137,7 +137,8 @@ def _json_objects(objects: list[Any], key_map: KeyMap, notes: list[str]) -> Foun
             kept.append((step, row))
     keys = {key for _, row in kept[:50] for key in row}
     family = "verl_jsonl" if verl else "llamafactory_jsonl" if {"current_steps", "total_steps"} <= keys else "jsonl"
-    found = Found(family, {"": kept}, configs=configs, notes=notes + more, framework="verl" if verl else None)
+    framework = {"verl_jsonl": "verl", "llamafactory_jsonl": "llamafactory"}.get(family)
+    found = Found(family, {"": kept}, configs=configs, notes=notes + more, framework=framework)
     found.absent = "no JSON object rows"
     return count(found, (row for _, row in kept), columns)
 
@@ -223,8 +224,8 @@ def _histories(path: Path, found: Found, key_map: KeyMap, logging_steps: int | N
                 raw = part_items
             if redone and len(parts) == 1:
                 notes.append(
-                    f"the steps go back {redone} time(s) to a step after the run's first (a resume from a checkpoint): the "
-                    "later values of a step logged twice win"
+                    f"the steps go back {redone} time(s) to a step after the run's first (a resume from a "
+                    "checkpoint): the later values of a step logged twice win"
                 )
             try:
                 history = history_from_rows(

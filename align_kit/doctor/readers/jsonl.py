@@ -1,6 +1,7 @@
 """JSON Lines of logged points: verl's file logger (`{"step": N, "data": {...}}` per line, trainer.logger=[file],
-VERL_FILE_LOGGER_PATH), align_kit's `metrics.jsonl` read alone, OpenRLHF's or any other flat `{"step": ..., key:
-value}` lines, and a JSON array of such objects. A line that is not a JSON object is skipped and counted."""
+VERL_FILE_LOGGER_PATH), LLaMA-Factory's `trainer_log.jsonl` (`current_steps`, `loss`, `reward`, `lr`, ...),
+align_kit's `metrics.jsonl` read alone, OpenRLHF's or any other flat `{"step": ..., key: value}` lines, and a JSON
+array of such objects. A line that is not a JSON object is skipped and counted."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
 from align_kit.doctor.readers.tables import STEP_COLUMNS
 
-# ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766".
-STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps")
+# ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766"; LLaMA-Factory's trainer_log.jsonl
+# states "current_steps" (src/llamafactory/train/callbacks.py, LogCallback.on_log).
+STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps", "current_steps")
 
 
 def _step_of(row: dict[str, Any]) -> int | None:
