@@ -569,6 +569,46 @@ def test_a_folder_of_log_files(tmp_path):
     ]
 
 
+def test_nemo_rl_token_mult_prob_error_is_read_as_its_log(tmp_path):
+    # NeMo-RL's token_mult_prob_error is mean exp(|logp gap|), 1.0 when generation and training agree: its log is
+    # read as the mean |logp gap| (0.0 at 1.0; log(1.02) = 0.0198...).
+    path = tmp_path / "nemo.jsonl"
+    path.write_text(
+        '{"step": 1, "train/reward": 0.25, "train/token_mult_prob_error": 1.0, "train/gen_kl_error": 0.001}\n'
+        '{"step": 2, "train/reward": 0.5, "train/token_mult_prob_error": 1.02, "train/gen_kl_error": 0.002}\n'
+    )
+    history = only(path)
+    assert history.framework == "nemo_rl"
+    assert series(history, "mismatch/logp_abs_diff/mean") == [(1, 0.0), (2, pytest.approx(0.0198026, abs=1e-6))]
+    assert series(history, "mismatch/kl") == [(1, 0.001), (2, 0.002)]
+
+
+def test_trl_ppo_log_lines_advise_in_trl_terms(tmp_path):
+    path = tmp_path / "ppo.log"
+    path.write_text(
+        "{'eps': 3, 'objective/kl': 0.5, 'objective/entropy': 40.0, 'objective/non_score_reward': -0.025, "
+        "'objective/rlhf_reward': 0.475, 'objective/scores': 0.5, 'policy/approxkl_avg': 0.001, "
+        "'policy/clipfrac_avg': 0.01, 'loss/policy_avg': -0.02, 'policy/entropy_avg': 0.8, 'val/ratio': 1.0, "
+        "'lr': 3e-06, 'episode': 64, 'epoch': 0.01}\n"
+    )
+    history = only(path)
+    assert history.framework == "trl"
+    assert history.rows == [
+        (
+            1,
+            {
+                "kl": 0.5,
+                "reward": 0.5,
+                "clip_ratio/region_mean": 0.01,
+                "loss": -0.02,
+                "entropy": 0.8,
+                "policy_ratio/mean": 1.0,
+                "learning_rate": 3e-06,
+            },
+        )
+    ]
+
+
 # --- OpenRLHF, W&B, generic ----------------------------------------------------------------------------------------
 
 
