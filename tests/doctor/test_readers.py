@@ -505,6 +505,100 @@ def test_the_setup_a_console_log_states(tmp_path):
     assert only(path).context == {"max_completion_length": 256, "beta": 0.04, "loss_type": "dr_grpo"}
 
 
+@pytest.mark.parametrize(
+    ("framework", "text", "facts"),
+    [
+        # TRL: command-line flags, GRPOConfig(...) fields, a printed to_dict()
+        (
+            "trl",
+            "python grpo.py --top_p 0.9 --vllm_importance_sampling_correction true",
+            {"top_p": 0.9, "is_correction": True},
+        ),
+        (
+            "trl",
+            "GRPOConfig(top_k=50, min_p=0.05, vllm_importance_sampling_correction=False)",
+            {"top_k": 50, "min_p": 0.05, "is_correction": False},
+        ),
+        (
+            "trl",
+            "{'top_p': 0.95, 'top_k': 0, 'vllm_importance_sampling_correction': True}",
+            {"top_p": 0.95, "top_k": 0, "is_correction": True},
+        ),
+        # vLLM's SamplingParams repr states the sampler's filters too.
+        (
+            "trl",
+            "SamplingParams(n=1, temperature=1.0, top_p=0.8, top_k=-1, min_p=0.0, seed=None)",
+            {"top_p": 0.8, "top_k": -1, "min_p": 0.0},
+        ),
+        # A transformers MoE config: the aux loss only counts with output_router_logits on.
+        (
+            "trl",
+            '{"num_experts": 128, "output_router_logits": true, "router_aux_loss_coef": 0.001}',
+            {"router_aux_loss_coef": 0.001},
+        ),
+        (
+            "trl",
+            '{"num_experts": 128, "output_router_logits": false, "router_aux_loss_coef": 0.001}',
+            {"router_aux_loss_coef": 0.0},
+        ),
+        ("trl", '{"num_experts": 128, "router_aux_loss_coef": 0.001}', {}),  # logits unstated: unknown
+        # verl: Hydra overrides and the pretty-printed config
+        (
+            "verl",
+            "actor_rollout_ref.rollout.top_p=0.7 actor_rollout_ref.rollout.top_k=20 "
+            "algorithm.rollout_correction.rollout_is=token",
+            {"top_p": 0.7, "top_k": 20, "is_correction": True},
+        ),
+        ("verl", "algorithm.rollout_is=False", {"is_correction": False}),
+        (
+            "verl",
+            "{'rollout_correction': {'rollout_is': None, 'rollout_rs': None}, 'rollout': {'top_k': -1, 'top_p': 1}}",
+            {"top_p": 1.0, "top_k": -1, "is_correction": False},
+        ),
+        (
+            "verl",
+            "actor_rollout_ref.actor.megatron.override_transformer_config.moe_aux_loss_coeff=0.01",
+            {"router_aux_loss_coef": 0.01},
+        ),
+    ],
+)
+def test_the_sampler_correction_and_router_facts_a_log_states(framework, text, facts):
+    from align_kit.doctor.readers.stated import stated_context
+
+    context, _ = stated_context(text, framework)
+    assert {key: context[key] for key in context if key in FACT_KEYS} == facts
+
+
+FACT_KEYS = ("top_p", "top_k", "min_p", "is_correction", "router_aux_loss_coef")
+
+
+def test_the_same_facts_from_a_wandb_config():
+    from align_kit.doctor.readers.context import from_trl_config, from_verl_config
+
+    trl = {"top_p": 0.9, "top_k": None, "min_p": None, "vllm_importance_sampling_correction": True,
+           "model_init_kwargs": {"output_router_logits": True, "router_aux_loss_coef": 0.002}}  # fmt: skip
+    assert {key: value for key, value in from_trl_config(trl).items() if key in FACT_KEYS} == {
+        "top_p": 0.9,
+        "is_correction": True,
+        "router_aux_loss_coef": 0.002,
+    }
+    verl = {
+        "actor_rollout_ref": {
+            "rollout": {"top_p": 1.0, "top_k": -1},
+            "actor": {"megatron": {"override_transformer_config": {"moe_aux_loss_coeff": 0.01}}},
+        },
+        "algorithm": {"rollout_correction": {"rollout_is": "sequence"}},
+    }
+    assert {key: value for key, value in from_verl_config(verl).items() if key in FACT_KEYS} == {
+        "top_p": 1.0,
+        "top_k": -1,
+        "is_correction": True,
+        "router_aux_loss_coef": 0.01,
+    }
+    verl["algorithm"] = {"rollout_correction": {"rollout_is": None}}
+    assert from_verl_config(verl)["is_correction"] is False
+
+
 def test_older_verl_names():
     history = only(DATA / "verl_old_main_task.log")
     assert series(history, "entropy") == [(5, 5.683), (6, 6.5)]

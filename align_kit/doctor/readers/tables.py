@@ -122,8 +122,8 @@ def find_tables(text: str, key_map: Mapping[str, str] | None = None) -> Iterator
     while number < len(lines):
         line = lines[number]
         number += 1
-        if not line.strip() or _SEPARATOR.match(line.strip()) or "{" in line:
-            continue  # a printed dict is no table header
+        if not line.strip() or _SEPARATOR.match(line.strip()) or "{" in line or "step:" in line:
+            continue  # a printed dict or a verl step line is no table header
         delimiter = _delimiter(line)
         try:
             titles = _header_cells(line, delimiter)
