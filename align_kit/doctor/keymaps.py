@@ -318,10 +318,11 @@ def unknown_concepts(key_map: Mapping[str, str]) -> list[str]:
 
 
 def resolve(
-    keys: Iterable[str], framework: str, key_map: Mapping[str, str] | None = None
+    keys: Iterable[str], framework: str, key_map: Mapping[str, str] | None = None, flat: Iterable[str] = ()
 ) -> tuple[dict[str, str], list[str]]:
     """(source key -> concept for each key read, notes on keys that lost to another key for the same concept).
-    `keys` in the order first seen; a user's key map ({concept: column}) comes first."""
+    `keys` in the order first seen; a user's key map ({concept: column}) comes first; `flat` names the keys whose
+    logged value never changes (`reward_roles.assign`)."""
     chosen: dict[str, str] = {}  # concept -> key
     notes: list[str] = []
     user = {column: concept for concept, column in (key_map or {}).items()}
@@ -345,7 +346,7 @@ def resolve(
         if user.get(key) is None and (match := PER_REWARD.match(concept))
     ]
     if components:
-        roles, role_notes = reward_roles.assign(components, reward_roles.user_roles(key_map))
+        roles, role_notes = reward_roles.assign(components, reward_roles.user_roles(key_map), flat)
         mapping.update(roles)
         notes += role_notes
     return mapping, notes

@@ -50,10 +50,14 @@ def role_of(name: str) -> tuple[str | None, int]:
     return None, 0
 
 
-def assign(components: Iterable[tuple[str, str]], taken: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+def assign(
+    components: Iterable[tuple[str, str]], taken: Iterable[str] = (), flat: Iterable[str] = ()
+) -> tuple[dict[str, str], list[str]]:
     """({source key: role}, notes) for (source key, component name) pairs in the order first logged. `taken` are the
-    roles a user's map already gives a column: those are not guessed."""
-    taken = set(taken)
+    roles a user's map already gives a column: those are not guessed. `flat` are keys whose logged value never
+    changes (a strict format check that no completion passes yet): a component that moves is read before them,
+    since the rules read a role's movement."""
+    taken, flat = set(taken), set(flat)
     by_role: dict[str, list[tuple[int, int, str]]] = {}
     unmapped: list[str] = []
     for order, (key, name) in enumerate(components):
@@ -61,16 +65,16 @@ def assign(components: Iterable[tuple[str, str]], taken: Iterable[str] = ()) -> 
         if role is None:
             unmapped.append(key)
         elif role not in taken:
-            by_role.setdefault(role, []).append((rank, order, key))
+            by_role.setdefault(role, []).append((key in flat, rank, order, key))
     chosen: dict[str, str] = {}
     notes: list[str] = []
     for role in ROLES:
         found = sorted(by_role.get(role, []))
         if not found:
             continue
-        key = found[0][2]
+        key = found[0][-1]
         chosen[key] = role
-        others = [other for _, _, other in found[1:]]
+        others = [item[-1] for item in found[1:]]
         also = f"; also {role}-like, left as they are: {', '.join(others)}" if others else ""
         notes.append(f"{role} read from {key} (by its name{also}); override with --map {role}=COLUMN")
     if unmapped:

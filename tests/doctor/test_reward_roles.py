@@ -90,3 +90,24 @@ def test_the_roles_in_the_key_map_and_a_user_map_winning():
     assert mapping["rewards/my_judge/mean"] == "accuracy"
     assert mapping["rewards/check_answer/mean"] == "rewards/check_answer/mean"
     assert mapping["rewards/match_format_exactly/mean"] == "format"
+
+
+def test_a_component_that_moves_is_read_before_a_flat_one():
+    # soft_format (rank 0, `format`) logged 0.0 throughout; xmlcount (rank 1, `xml`) moves: the one that moves is read,
+    # since the rules read a role's movement.
+    components = [("rewards/soft_format/mean", "soft_format"), ("rewards/xmlcount/mean", "xmlcount")]
+    assert assign(components)[0] == {"rewards/soft_format/mean": "format"}
+    assert assign(components, flat=["rewards/soft_format/mean"])[0] == {"rewards/xmlcount/mean": "format"}
+
+
+def test_flat_components_found_in_a_log(tmp_path):
+    from align_kit.doctor.readers import read_runs
+
+    path = tmp_path / "log.txt"
+    path.write_text(
+        "{'reward': 0.5, 'rewards/soft_format_reward_func': 0.0, 'rewards/xmlcount_reward_func': 0.125}\n"
+        "{'reward': 0.75, 'rewards/soft_format_reward_func': 0.0, 'rewards/xmlcount_reward_func': 0.25}\n"
+    )
+    (history,) = read_runs(str(path))
+    assert history.mapping["rewards/xmlcount_reward_func"] == "format"
+    assert history.mapping["rewards/soft_format_reward_func"] == "rewards/soft_format_reward_func/mean"

@@ -12,6 +12,7 @@ from align_kit.doctor.keymaps import (
     ADVICE_FRAMEWORK,
     CONVERSIONS,
     NOT_METRICS,
+    PER_REWARD,
     detect_framework,
     resolve,
     to_float,
@@ -72,7 +73,9 @@ def history_from_rows(
         missing = [column for column in key_map.values() if column not in seen]
         if missing:
             notes.append(f"--map columns not in the log: {', '.join(missing)}")
-    mapping, conflict_notes = resolve(keys, family, key_map)
+    mapping, conflict_notes = resolve(
+        keys, family, key_map, _flat(raw, [key for key in keys if PER_REWARD.match(key.removeprefix("train/"))])
+    )
     notes += conflict_notes
     if not mapping:
         shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} keys)" if len(keys) > 8 else "")
@@ -146,6 +149,16 @@ def _flat_from_advantages(raw: RawRows, by_step: dict[int, dict[str, float]]) ->
         f"{ADVANTAGE_MAX} and {ADVANTAGE_MIN} are exactly 0 on all {len(ranges)} rows that log them: every advantage "
         "is 0, so every group was flat; read as frac_reward_zero_std = 1.0 on those rows"
     ]
+
+
+def _flat(raw: RawRows, keys: list[str]) -> list[str]:
+    """The keys among `keys` whose logged value never changes."""
+    values: dict[str, set] = {key: set() for key in keys}
+    for _, row in raw:
+        for key in keys:
+            if key in row and len(values[key]) < 2:
+                values[key].add(row[key])
+    return [key for key, seen in values.items() if len(seen) < 2]
 
 
 def _numeric_somewhere(raw: RawRows, key: str) -> bool:
