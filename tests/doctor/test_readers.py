@@ -362,6 +362,26 @@ def test_the_family_with_more_metric_rows_wins(tmp_path):
     assert "read as verl_console (3 rows with metric names); left out: trl_log_lines (1)" in history.notes
 
 
+def test_an_html_progress_table_in_a_notebook_exported_to_markdown(tmp_path):
+    # nbconvert's markdown keeps the HTML table as it was; "No Log" cells are no value, and the 0 the table writes
+    # in a ratio column before its first value is no value either (a probability ratio is never 0).
+    path = tmp_path / "exported.md"
+    cells = ["Step", "Training Loss", "reward", "sampling / importance_sampling_ratio / mean"]
+    rows = [
+        ["1", "0.000000", "-2.750000", "0"],
+        ["50", "0.000300", "1.954082", "No Log"],
+        ["100", "0.0017", "4.84", "1.01"],
+    ]
+    html = "<table border='1' class='dataframe'><thead><tr>" + "".join(f"<th>{cell}</th>" for cell in cells)
+    html += "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    path.write_text("Training output:\n\n    <div>[100/100]</div>\n    " + html + "</tbody></table><p>\n")
+    history = only(path)
+    assert history.format == "trl_table"
+    assert series(history, "reward") == [(1, -2.75), (50, 1.954082), (100, 4.84)]
+    assert series(history, "sampling/importance_sampling_ratio/mean") == [(100, 1.01)]
+    assert "1 value(s) of exactly 0 in a probability-ratio column read as not logged" in history.notes
+
+
 # --- one file, several runs -----------------------------------------------------------------------------------------
 
 

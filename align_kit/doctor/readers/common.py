@@ -28,6 +28,9 @@ UNKNOWN_FORMAT = (
 # The flat-group shares the rules read (align_kit's, TRL's), and verl's advantage range they can be derived from.
 FLAT_SHARES = ("groups/flat_fraction", "frac_reward_zero_std")
 ADVANTAGE_MAX, ADVANTAGE_MIN = "critic/advantages/max", "critic/advantages/min"
+# Ratios of two probabilities are never exactly 0: a 0 in these columns is a table's filler for "not logged" (the
+# Trainer's progress table writes 0 before the first value of a metric logged only on some steps).
+NEVER_ZERO = frozenset({"sampling/importance_sampling_ratio/mean", "policy_ratio/mean"})
 # HF's end-of-training row (train_runtime, train_loss, ...) summarises the run: it is not a step.
 SUMMARY_KEYS = ("train_runtime", "train_loss")
 
@@ -91,7 +94,7 @@ def history_from_rows(
     for key in conversions:
         notes.append(f"{key} read through its conversion to {mapping[key]} (see the key maps)")
     by_step: dict[int, dict[str, float]] = {}
-    nulls = 0
+    nulls = fillers = 0
     for step, row in raw:
         values = by_step.get(step)
         if values is None:
@@ -108,9 +111,14 @@ def history_from_rows(
                         continue
                 if conversions and key in conversions:
                     number = conversions[key](number)
+                if number == 0.0 and concept in NEVER_ZERO:
+                    fillers += 1
+                    continue
                 values[concept] = number
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
+    if fillers:
+        notes.append(f"{fillers} value(s) of exactly 0 in a probability-ratio column read as not logged")
     if not set(FLAT_SHARES) & set(mapping.values()):
         notes += _flat_from_advantages(raw, by_step)
     rows = [(step, values) for step, values in sorted(by_step.items()) if values]

@@ -20,10 +20,9 @@ import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import DoctorInputError, RunHistory, part_name
-from align_kit.doctor.readers import runs_in_file
+from align_kit.doctor.readers import notebooks, runs_in_file
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
 from align_kit.doctor.readers.evidence import Found, best, count, is_config
-from align_kit.doctor.readers.notebooks import notebook_contents
 from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
@@ -100,7 +99,7 @@ def _document(path: Path, document: Any, key_map: KeyMap, logging_steps: int | N
     if trl_state.is_state(document):
         return [trl_state.read_state(path, document, key_map)]
     if isinstance(document, dict) and isinstance(document.get("cells"), list):
-        text, html = notebook_contents(document, key_map)
+        text, html = notebooks.notebook_contents(document, key_map)
         return read_text(path, text, key_map, logging_steps, notebook=True, html_tables=html)
     objects = document if isinstance(document, list) else [document]
     found = _json_objects(objects, key_map, [])
@@ -177,6 +176,8 @@ def read_text(
         count(verl, (row for _, row in lines.verl), columns),
         count(trl, (row for _, row in lines.trl), columns),
     ]
+    if html_tables is None and "<table" in text:
+        html_tables = notebooks.html_tables(text, key_map)  # a notebook exported to markdown or HTML keeps its table
     found_tables = list(html_tables or []) + list(tables.find_tables(text, key_map))
     for table in found_tables:
         runs, table_notes = tables.table_rows(table)
