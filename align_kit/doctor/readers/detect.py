@@ -13,6 +13,8 @@ from typing import Any
 
 import align_kit.doctor.readers.align_kit_run as align_kit_run
 import align_kit.doctor.readers.jsonl as jsonl
+import align_kit.doctor.readers.notebooks as notebooks
+import align_kit.doctor.readers.runs_in_file as runs_in_file
 import align_kit.doctor.readers.tables as tables
 import align_kit.doctor.readers.tensorboard_events as tensorboard_events
 import align_kit.doctor.readers.text_logs as text_logs
@@ -20,7 +22,6 @@ import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import DoctorInputError, RunHistory, part_name
-from align_kit.doctor.readers import notebooks, runs_in_file
 from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
 from align_kit.doctor.readers.evidence import Found, best, count, is_config
 from align_kit.doctor.readers.stated import stated_context
