@@ -30,6 +30,7 @@ KeyMap = Mapping[str, str] | None
 # The files a folder of logs may hold, read when the folder is none of the known layouts.
 LOG_SUFFIXES = (".jsonl", ".json", ".log", ".out", ".txt", ".csv", ".tsv", ".md", ".ipynb")
 MAX_FOLDER_FILES = 50
+MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a tokenizer or a dataset dump beside the logs: not read
 
 
 def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
@@ -63,6 +64,9 @@ def _log_files(folder: Path, key_map: KeyMap) -> list[RunHistory]:
     histories: list[RunHistory] = []
     problems: list[str] = []
     for path in files[:MAX_FOLDER_FILES]:
+        if path.stat().st_size > MAX_FOLDER_FILE_BYTES:
+            problems.append(f"{path.name}: over {MAX_FOLDER_FILE_BYTES >> 20} MiB, not read")
+            continue
         try:
             histories += read_file(path, key_map, None)
         except DoctorInputError as error:
