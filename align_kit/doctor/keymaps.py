@@ -318,11 +318,10 @@ def unknown_concepts(key_map: Mapping[str, str]) -> list[str]:
 
 
 def resolve(
-    keys: Iterable[str], framework: str, key_map: Mapping[str, str] | None = None, flat: Iterable[str] = ()
+    keys: Iterable[str], framework: str, key_map: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], list[str]]:
     """(source key -> concept for each key read, notes on keys that lost to another key for the same concept).
-    `keys` in the order first seen; a user's key map ({concept: column}) comes first; `flat` names the keys whose
-    logged value never changes (`reward_roles.assign`)."""
+    `keys` in the order first seen; a user's key map ({concept: column}) comes first."""
     chosen: dict[str, str] = {}  # concept -> key
     notes: list[str] = []
     user = {column: concept for concept, column in (key_map or {}).items()}
@@ -339,17 +338,24 @@ def resolve(
         if len(found) > 1:
             others = ", ".join(key for key in found if key != ranked[0])
             notes.append(f"{concept} read from {ranked[0]}; also logged as {others} (left unmapped)")
-    mapping = {key: concept for concept, key in chosen.items()}
+    return {key: concept for concept, key in chosen.items()}, notes
+
+
+def role_keys(
+    mapping: Mapping[str, str], key_map: Mapping[str, str] | None = None, flat: Iterable[str] = ()
+) -> tuple[dict[str, str], list[str]]:
+    """({source key: role} for the reward components read as `accuracy` and `format`, notes). A component keeps its
+    own concept (`rewards/<name>/mean`) too: its values are read under both. A role the user's map gives a column
+    is not guessed; `flat` names the keys whose logged value never changes (`reward_roles.assign`)."""
+    user = set((key_map or {}).values())
     components = [
         (key, match.group(1))
         for key, concept in mapping.items()
-        if user.get(key) is None and (match := PER_REWARD.match(concept))
+        if key not in user and (match := PER_REWARD.match(concept))
     ]
-    if components:
-        roles, role_notes = reward_roles.assign(components, reward_roles.user_roles(key_map), flat)
-        mapping.update(roles)
-        notes += role_notes
-    return mapping, notes
+    if not components:
+        return {}, []
+    return reward_roles.assign(components, reward_roles.user_roles(key_map), flat)
 
 
 def to_float(value: Any) -> float | None:

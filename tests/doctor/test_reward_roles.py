@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from align_kit.doctor.keymaps import resolve
+from align_kit.doctor.keymaps import resolve, role_keys
 from align_kit.doctor.reward_roles import assign, role_of, words
 
 
@@ -76,20 +76,20 @@ def test_several_of_one_role_the_strongest_stem_is_read():
     ]
 
 
-def test_the_roles_in_the_key_map_and_a_user_map_winning():
+def test_the_roles_beside_the_key_map_and_a_user_map_winning():
     keys = ["reward", "rewards/check_answer/mean", "rewards/match_format_exactly/mean", "rewards/my_judge/mean"]
     mapping, _ = resolve(keys, "trl")
-    assert mapping == {
-        "reward": "reward",
+    # Each component keeps its own concept; the roles name the components read as accuracy and format as well.
+    assert mapping["rewards/check_answer/mean"] == "rewards/check_answer/mean"
+    assert role_keys(mapping)[0] == {
         "rewards/check_answer/mean": "accuracy",
         "rewards/match_format_exactly/mean": "format",
-        "rewards/my_judge/mean": "rewards/my_judge/mean",
     }
     # --map accuracy=rewards/my_judge/mean: the user's column is accuracy; format is still found by name.
-    mapping, _ = resolve(keys, "trl", {"accuracy": "rewards/my_judge/mean"})
+    user = {"accuracy": "rewards/my_judge/mean"}
+    mapping, _ = resolve(keys, "trl", user)
     assert mapping["rewards/my_judge/mean"] == "accuracy"
-    assert mapping["rewards/check_answer/mean"] == "rewards/check_answer/mean"
-    assert mapping["rewards/match_format_exactly/mean"] == "format"
+    assert role_keys(mapping, user)[0] == {"rewards/match_format_exactly/mean": "format"}
 
 
 def test_a_component_that_moves_is_read_before_a_flat_one():
@@ -109,5 +109,6 @@ def test_flat_components_found_in_a_log(tmp_path):
         "{'reward': 0.75, 'rewards/soft_format_reward_func': 0.0, 'rewards/xmlcount_reward_func': 0.25}\n"
     )
     (history,) = read_runs(str(path))
-    assert history.mapping["rewards/xmlcount_reward_func"] == "format"
-    assert history.mapping["rewards/soft_format_reward_func"] == "rewards/soft_format_reward_func/mean"
+    assert history.roles == {"format": "rewards/xmlcount_reward_func"}
+    # Read under both names: its own concept and the role.
+    assert history.rows[1][1]["format"] == history.rows[1][1]["rewards/xmlcount_reward_func/mean"] == 0.25

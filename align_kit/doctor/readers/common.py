@@ -15,6 +15,7 @@ from align_kit.doctor.keymaps import (
     PER_REWARD,
     detect_framework,
     resolve,
+    role_keys,
     to_float,
     unknown_concepts,
 )
@@ -76,9 +77,7 @@ def history_from_rows(
         missing = [column for column in key_map.values() if column not in seen]
         if missing:
             notes.append(f"--map columns not in the log: {', '.join(missing)}")
-    mapping, conflict_notes = resolve(
-        keys, family, key_map, _flat(raw, [key for key in keys if PER_REWARD.match(key.removeprefix("train/"))])
-    )
+    mapping, conflict_notes = resolve(keys, family, key_map)
     notes += conflict_notes
     if not mapping:
         shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} keys)" if len(keys) > 8 else "")
@@ -87,7 +86,10 @@ def history_from_rows(
             f"{len(raw)} rows found but no key maps to a metric the rules read (keys: {shown or 'none'}); "
             "pass --map concept=column, e.g. --map reward=<column>",
         )
-    items = list(mapping.items())
+    components = [key for key, concept in mapping.items() if PER_REWARD.match(concept)]
+    roles, role_notes = role_keys(mapping, key_map, _flat(raw, components))
+    notes += role_notes
+    items = list(mapping.items()) + list(roles.items())  # a role's component is read under both names
     conversions = {
         key: CONVERSIONS[key.removeprefix("train/")] for key in mapping if key.removeprefix("train/") in CONVERSIONS
     }
@@ -135,6 +137,7 @@ def history_from_rows(
         notes=notes,
         context=context or {},
         name=name,
+        roles={role: key for key, role in roles.items()},
     )
 
 
