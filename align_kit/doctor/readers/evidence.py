@@ -42,8 +42,6 @@ CONFIG_FIELDS = frozenset(
         "lora_alpha",
         "weight_decay",
         "max_grad_norm",
-        "level",
-        "compile_sizes",
     }
 )
 # Below this share of recognised names among a dict's numeric keys, the one or two that match are settings that
