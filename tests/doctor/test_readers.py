@@ -331,6 +331,19 @@ def test_log_dicts_wrapped_by_a_terminal_are_joined():
     assert "left out 1 printed config or data dict(s): settings, not metrics" in history.notes
 
 
+def test_log_history_printed_as_a_list(tmp_path):
+    # print(trainer.state.log_history): one line with every dict, or pretty-printed one key per line.
+    rows = [{"loss": 0.5, "reward": 0.25, "step": 1}, {"loss": 0.25, "reward": 0.5, "step": 2}]
+    one_line = tmp_path / "one_line.txt"
+    one_line.write_text(f"history: {rows!r}\n")
+    assert series(only(one_line), "reward") == [(1, 0.25), (2, 0.5)]
+    pretty = tmp_path / "pretty.txt"
+    pretty.write_text(
+        "[{'loss': 0.5,\n  'reward': 0.25,\n  'step': 1},\n {'loss': 0.25,\n  'reward': 0.5,\n  'step': 2}]\n"
+    )
+    assert series(only(pretty), "reward") == [(1, 0.25), (2, 0.5)]
+
+
 @pytest.mark.parametrize(
     ("row", "config"),
     [

@@ -42,18 +42,28 @@ def _scalar(match: re.Match) -> str:
     return match.group(1) if match.group(1) is not None else match.group(2)
 
 
-def parse_log_dict(text: str) -> dict[str, Any] | None:
-    """One printed dict, or None when it is none."""
+def _parsed(text: str) -> Any:
     if "(" in text:
         text = _SCALAR.sub(_scalar, text)
     try:
-        parsed = json.loads(_BARE.sub(_json_non_finite, text).replace("'", '"'))
+        return json.loads(_BARE.sub(_json_non_finite, text).replace("'", '"'))
     except ValueError:
         try:
-            parsed = ast.literal_eval(_BARE.sub(_quoted_non_finite, text))
+            return ast.literal_eval(_BARE.sub(_quoted_non_finite, text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
-    return parsed if isinstance(parsed, dict) else None
+
+
+def parse_log_dicts(text: str) -> list[dict[str, Any]] | None:
+    """The dicts of a printed dict, or of several on one line (`trainer.state.log_history` printed as a list:
+    `{...}, {...}`); None when it is neither."""
+    parsed = _parsed(text)
+    if isinstance(parsed, dict):
+        return [parsed]
+    if ("}, {" in text or "},{" in text) and isinstance(parsed := _parsed(f"[{text}]"), list):
+        dicts = [item for item in parsed if isinstance(item, dict)]
+        return dicts if len(dicts) == len(parsed) else None
+    return None
 
 
 def _verl_items(rest: str) -> dict[str, Any]:
@@ -80,12 +90,11 @@ def _continues_verl(line: str) -> bool:
 
 def _dict_start(line: str) -> int:
     """Where a printed dict starts on a line, or -1: a dict that is a value inside another (`'optim': {'lr': ...`,
-    a line of a pretty-printed config) or an item of a list is no log line."""
+    a line of a pretty-printed config) is no log line; an item of a printed list of log dicts is."""
     for opener in ("{'", '{"'):
         start = line.find(opener)
         while start >= 0:
-            before = line[:start].rstrip()
-            if not before.endswith((":", "[", ",")):
+            if not line[:start].rstrip().endswith(":"):
                 return start
             start = line.find(opener, start + 1)
     return -1
@@ -108,19 +117,22 @@ class LogLines:
         self.joined = 0  # dicts a paste or a terminal wrapped over several lines, joined
 
     def _take(self, text: str) -> bool:
-        """Parse one printed dict; whether it was a metric row."""
-        row = parse_log_dict(text)
-        if row is None:
+        """Parse one printed dict (or a list of them on one line); whether it held a metric row."""
+        rows = parse_log_dicts(text)
+        if rows is None:
             self.unparsed += 1
-        elif is_summary(row):
-            self.summaries += 1
-        elif is_config(row):
-            self.configs += 1
-        elif any(isinstance(value, int | float | str) for value in row.values()):
-            step = next((as_step(row[key]) for key in STEP_KEYS if key in row), None)
-            self.trl.append((step, row))
-            return True
-        return False
+            return False
+        taken = False
+        for row in rows:
+            if is_summary(row):
+                self.summaries += 1
+            elif is_config(row):
+                self.configs += 1
+            elif any(isinstance(value, int | float | str) for value in row.values()):
+                step = next((as_step(row[key]) for key in STEP_KEYS if key in row), None)
+                self.trl.append((step, row))
+                taken = True
+        return taken
 
     def scan(self, text: str) -> LogLines:
         verl_rest = None  # the key:value text of the verl line just read, while continuation lines may follow
