@@ -487,6 +487,16 @@ def test_progress_table_in_each_layout(tmp_path, name, text):
     assert history.rows == EXPECTED_TABLE
 
 
+def test_a_printed_dataframe_with_its_index(tmp_path):
+    path = tmp_path / "df.txt"
+    path.write_text("   step  loss  reward  kl\n0     1   0.5    0.25  0.0\n1     2   0.4    0.50  0.001\n")
+    history = only(path)
+    assert history.rows == [
+        (1, {"loss": 0.5, "reward": 0.25, "kl": 0.0}),
+        (2, {"loss": 0.4, "reward": 0.5, "kl": 0.001}),
+    ]
+
+
 def test_title_cased_columns_map_back(tmp_path):
     path = tmp_path / "table.txt"
     path.write_text("Step,Training Loss,Reward,Reward Std,Validation Loss\n5,0.5,0.25,0.125,No log\n")

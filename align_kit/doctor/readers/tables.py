@@ -163,6 +163,8 @@ def _text_rows(body: Iterable[str], delimiter: str, width: int) -> tuple[list[li
                 break
             continue
         cells = _cells(row_line, delimiter)
+        if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
+            cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
         if len(cells) != width or not any(map(_looks_numeric, cells)):
             used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
             break
