@@ -124,10 +124,19 @@ TRL_PPO = {
 # token_mult_prob_error is the masked mean of exp(|logp_generation - logp_training|), 1.0 when they agree; it is read
 # as its log (`CONVERSIONS`), an upper bound of the mean |logp gap| (Jensen) and close to it for small gaps.
 # gen_kl_error is the KL between the generation and the training policy; validation/accuracy the eval score.
+# approx_entropy is the sampled tokens' mean -log p, mean_gen_tokens_per_sample the mean completion length,
+# truncation_rate the share of completions cut at the budget, probs_ratio the mean new/old ratio and
+# sampling_importance_ratio the mean training/generation ratio.
 NEMO_RL = {
     "reward": "reward",
     "loss": "loss",
     "grad_norm": "grad_norm",
+    "lr": "learning_rate",
+    "approx_entropy": "entropy",
+    "mean_gen_tokens_per_sample": "completions/mean_length",
+    "truncation_rate": "completions/clipped_ratio",
+    "probs_ratio": "policy_ratio/mean",
+    "sampling_importance_ratio": "sampling/importance_sampling_ratio/mean",
     "token_mult_prob_error": "mismatch/logp_abs_diff/mean",
     "gen_kl_error": "mismatch/kl",
     "validation/accuracy": "eval_reward",
@@ -230,7 +239,7 @@ _MARKS = (
         "trl_ppo",
         frozenset({"objective/scores", "objective/rlhf_reward", "objective/kl", "policy/approxkl_avg", "val/ratio"}),
     ),
-    ("nemo_rl", frozenset({"token_mult_prob_error", "gen_kl_error", "probs_ratio_clamped_min"})),
+    ("nemo_rl", frozenset({"token_mult_prob_error", "gen_kl_error", "approx_entropy", "mean_gen_tokens_per_sample"})),
     ("prime_rl", frozenset({"mismatch_kl/mean", "entropy/mean", "optim/grad_norm", "loss/mean"})),
     (
         "skyrl",
