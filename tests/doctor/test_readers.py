@@ -427,6 +427,15 @@ def test_the_metrics_changing_from_sft_to_rl_split_a_run_with_stated_steps(tmp_p
     assert second.notes[0] == "run 2 of 2 in this file; it begins where the logged metrics change from SFT's to RL's"
 
 
+def test_rows_of_two_kinds_interleaved_are_one_run(tmp_path):
+    # A custom log printing its loss apart from its rewards at every step: no phases, one run.
+    path = tmp_path / "interleaved.jsonl"
+    path.write_text("".join(f'{{"step": {s}, "loss": 0.5}}\n{{"step": {s}, "reward": 0.{s}}}\n' for s in range(1, 5)))
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]
+    assert series(history, "loss") == [(1, 0.5), (2, 0.5), (3, 0.5), (4, 0.5)]
+
+
 def test_a_resume_from_a_checkpoint_stays_one_run(tmp_path):
     # verl steps 1-4, then a resume from the step-2 checkpoint redoes 3 and 4: one run, the later values win.
     path = tmp_path / "resumed.log"

@@ -43,14 +43,26 @@ class Part:
     why: str  # how it began: "" for the first part
 
 
+# More changes of phase than this are rows of two kinds interleaved (a custom log printing its loss apart from its
+# rewards), not phases: then only restarts split the file.
+MAX_PHASE_CHANGES = 2
+
+
 def split(items: list[tuple[int | None, Mapping[str, Any]]]) -> tuple[list[Part], int]:
     """The parts of a file's (stated step or None, row) items in file order, and how many rows a resume redid."""
+    parts, redone, phase_changes = _split(items, by_phase=True)
+    if phase_changes > MAX_PHASE_CHANGES:
+        parts, redone, _ = _split(items, by_phase=False)
+    return parts, redone
+
+
+def _split(items: list[tuple[int | None, Mapping[str, Any]]], by_phase: bool) -> tuple[list[Part], int, int]:
     parts: list[Part] = []
     start, first, last, current, began = 0, None, None, None, ""
-    redone = 0
+    redone = phase_changes = 0
     for index, (step, row) in enumerate(items):
         progress = step if step is not None else to_float(row.get("epoch"))
-        kind = phase(row)
+        kind = phase(row) if by_phase else None
         why = ""
         if progress is not None and last is not None and progress < last:
             if first is not None and progress <= first:
@@ -60,6 +72,7 @@ def split(items: list[tuple[int | None, Mapping[str, Any]]]) -> tuple[list[Part]
                 redone += 1
         if not why and kind is not None and current is not None and kind != current:
             why = f"the logged metrics change from {current.upper()}'s to {kind.upper()}'s"
+            phase_changes += 1
         if why:
             parts.append(Part(start, index, current, began))
             start, first, last, current, began = index, None, None, None, why
@@ -70,4 +83,4 @@ def split(items: list[tuple[int | None, Mapping[str, Any]]]) -> tuple[list[Part]
         if progress is not None:
             last = progress
     parts.append(Part(start, len(items), current, began))
-    return parts, redone
+    return parts, redone, phase_changes
