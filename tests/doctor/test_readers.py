@@ -312,6 +312,28 @@ def test_notebook_html_progress_table_beside_printed_configs():
     assert "left out 1 end-of-training summary line(s) (train_runtime, train_loss)" in history.notes
 
 
+def test_a_notebook_with_an_sft_table_then_a_grpo_table(tmp_path):
+    # A warm-up SFT run and then GRPO, each cell with its own progress table: two runs.
+    def table(titles, rows):
+        head = "".join(f"<th>{title}</th>" for title in titles)
+        body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    sft = table(["Step", "Training Loss"], [[1, 1.5], [2, 1.25], [3, 1.0]])
+    grpo = table(["Step", "Training Loss", "reward", "kl"], [[1, 0.0, 0.25, 0.0], [2, 0.0, 0.5, 0.001]])
+    cells = [
+        {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": [html]}}]}
+        for html in (sft, grpo)
+    ]
+    path = tmp_path / "warmup_then_grpo.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "cells": cells}))
+    first, second = read_runs(str(path))
+    assert first.name == "warmup_then_grpo [run 1 of 2: SFT phase, steps 1-3]"
+    assert series(first, "loss") == [(1, 1.5), (2, 1.25), (3, 1.0)]
+    assert second.name == "warmup_then_grpo [run 2 of 2: steps 1-2]"
+    assert series(second, "reward") == [(1, 0.25), (2, 0.5)]
+
+
 def test_verl_console_with_its_pretty_printed_hydra_config():
     # The config spans 16 lines, nested dicts opening inside it: one config, no metric row; the 3 step lines win.
     history = only(DATA / "verl_console_with_config.log")

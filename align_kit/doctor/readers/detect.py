@@ -184,11 +184,14 @@ def read_text(
     if html_tables is None and "<table" in text:
         html_tables = notebooks.html_tables(text, key_map)  # a notebook exported to markdown or HTML keeps its table
     found_tables = list(html_tables or []) + list(tables.find_tables(text, key_map))
+    rendered: list[Found] = []  # the HTML tables: each a training's progress table, as a notebook saved it
     for table in found_tables:
         runs, table_notes = tables.table_rows(table)
         family = "wandb_csv" if table.is_wandb_export else "trl_table" if table.is_progress_table else "table"
-        found = Found(family, runs, notes=table_notes)
-        candidates.append(count(found, (row for raw in runs.values() for _, row in raw), columns))
+        found = count(Found(family, runs, notes=table_notes), (row for raw in runs.values() for _, row in raw), columns)
+        candidates.append(found)
+        if table.delimiter == "html" and found.metric_rows:
+            rendered.append(found)
     if not found_tables:
         candidates.append(Found("table", absent="no table with a step or metric column"))
     winner = best(candidates)
@@ -197,15 +200,28 @@ def read_text(
             return []
         tried = "; ".join(found.describe() for found in candidates)
         raise input_error(path, UNKNOWN_FORMAT.replace("; expected", f" ({tried}); expected", 1))
-    winner.notes = (["read from a notebook's cell outputs"] if notebook else []) + shared + winner.notes
+    # Each rendered progress table is one training's (a saved notebook keeps a table's last redraw only): when one
+    # wins, every one with metric rows is a run, e.g. an SFT warm-up's table and then GRPO's.
+    chosen = rendered if winner in rendered else [winner]
+    lead = (["read from a notebook's cell outputs"] if notebook else []) + shared
     others = [
-        f"{found.family} ({found.metric_rows})" for found in candidates if found is not winner and found.metric_rows
+        f"{found.family} ({found.metric_rows})" for found in candidates if found not in chosen and found.metric_rows
     ]
+    tail = []
     if others:
-        winner.notes.append(
+        tail.append(
             f"read as {winner.family} ({winner.metric_rows} rows with metric names); left out: {', '.join(others)}"
         )
-    histories = _histories(path, winner, key_map, logging_steps)
+    histories: list[RunHistory] = []
+    for found in chosen:
+        found.notes = lead + found.notes + tail
+        histories += _histories(path, found, key_map, logging_steps)
+    if len(chosen) > 1 and len(histories) > 1:
+        for number, history in enumerate(histories, start=1):
+            sft = set(history.mapping.values()) <= runs_in_file.SFT_CONCEPTS
+            first, last = history.rows[0][0], history.rows[-1][0]
+            history.name = part_name(path.stem, number, len(histories), first, last, "sft" if sft else None)
+            history.notes.insert(0, f"run {number} of {len(histories)} in this file: its own progress table")
     for history in histories:
         context, stated_notes = stated_context(text, history.framework)
         history.context.update(context)
