@@ -726,6 +726,20 @@ def test_tensorboard_events_as_hf_writes_them(tmp_path):
     assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
 
 
+def test_an_output_folder_whose_events_go_further_than_its_checkpoint(tmp_path):
+    # checkpoint-1 saved at step 1; the events run on to step 2: the events are read.
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text(_state([1], 0.25))
+    _write_events(tmp_path / "runs" / "Mar01", [{"train/reward": 0.25}, {"train/reward": 0.5}])
+    history = only(tmp_path)
+    assert history.format == "tensorboard"
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
+    # The state reaching as far: the state is read.
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text(_state([1, 2], 0.25))
+    assert only(tmp_path).format == "trl_state"
+
+
 def test_a_folder_of_log_files(tmp_path):
     shutil.copy(DATA / "llamafactory_trainer_log.jsonl", tmp_path / "trainer_log.jsonl")
     shutil.copy(DATA / "verl_file_logger.jsonl", tmp_path / "verl.jsonl")

@@ -41,7 +41,8 @@ def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
         data = trl_state.load_json(state)
         if not trl_state.is_state(data):
             raise input_error(state, "no log_history list; expected HF's trainer_state.json")
-        return [trl_state.read_state(state, data, key_map, notes)]
+        history = trl_state.read_state(state, data, key_map, notes)
+        return [_fuller_events(folder, history, key_map)]
     runs = wandb_runs.offline_runs(folder)
     if runs:
         return [wandb_runs.read_offline(run, key_map) for run in runs]
@@ -55,6 +56,26 @@ def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
             for run in events
         ]
     return _log_files(folder, key_map)
+
+
+def _fuller_events(folder: Path, history: RunHistory, key_map: KeyMap) -> RunHistory:
+    """The run's TensorBoard events instead of its trainer_state.json when the output folder holds one run's events
+    that reach further (a checkpoint's state stops at its save; the events go on to the last logged step)."""
+    events = tensorboard_events.event_folders(folder)
+    if len(events) != 1:
+        return history
+    try:
+        logged = tensorboard_events.read_events(events[0], key_map)
+    except DoctorInputError:
+        return history
+    if not logged.rows or logged.rows[-1][0] <= history.rows[-1][0]:
+        return history
+    logged.notes.append(
+        f"read the TensorBoard events (to step {logged.rows[-1][0]}) rather than {history.source} "
+        f"(to step {history.rows[-1][0]})"
+    )
+    logged.name = history.name
+    return logged
 
 
 def _log_files(folder: Path, key_map: KeyMap) -> list[RunHistory]:
