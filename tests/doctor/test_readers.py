@@ -765,6 +765,19 @@ def test_nemo_rl_token_mult_prob_error_is_read_as_its_log(tmp_path):
     assert series(history, "mismatch/kl") == [(1, 0.001), (2, 0.002)]
 
 
+def test_a_json_object_of_series_per_metric(tmp_path):
+    # NeMo-RL's tests dump TensorBoard logs as {metric: {step: value}}; a plain {metric: [values]} reads by position.
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"train/reward": {"1": 0.25, "2": 0.5}, "train/gen_kl_error": {"1": 0.001, "2": 0.002}}))
+    history = only(path)
+    assert (history.format, history.framework) == ("json_columns", "nemo_rl")
+    assert history.rows == [(1, {"reward": 0.25, "mismatch/kl": 0.001}), (2, {"reward": 0.5, "mismatch/kl": 0.002})]
+    path.write_text(json.dumps({"reward": [0.25, 0.5], "entropy": [0.5, 0.25]}))
+    history = only(path)
+    assert history.rows == [(1, {"reward": 0.25, "entropy": 0.5}), (2, {"reward": 0.5, "entropy": 0.25})]
+    assert history.notes[0].startswith("a list of values per metric")
+
+
 def test_trl_ppo_log_lines_advise_in_trl_terms(tmp_path):
     path = tmp_path / "ppo.log"
     path.write_text(

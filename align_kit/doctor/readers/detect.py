@@ -127,6 +127,9 @@ def _document(path: Path, document: Any, key_map: KeyMap, logging_steps: int | N
     if isinstance(document, dict) and isinstance(document.get("cells"), list):
         text, html = notebooks.notebook_contents(document, key_map)
         return read_text(path, text, key_map, logging_steps, notebook=True, html_tables=html)
+    if isinstance(document, dict) and (columns := jsonl.columnar_rows(document)) is not None:
+        raw, notes = columns
+        return [history_from_rows(path, "json_columns", raw, key_map=key_map, notes=notes, name=path.stem)]
     objects = document if isinstance(document, list) else [document]
     found = _json_objects(objects, key_map, [])
     if not found.rows:
