@@ -203,16 +203,16 @@ def test_a_fifo_is_refused_before_it_is_opened(tmp_path, capsys):
 def test_a_file_over_the_read_cap_is_refused_naming_the_cap(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ALIGN_KIT_DOCTOR_MAX_MB", "1")
     big = tmp_path / "big.jsonl"
-    big.write_bytes(b"x" * (1024 * 1024 + 1))  # one byte over 1 MB
+    big.write_bytes(b"x" * (1024 * 1024 + 1))  # one byte over 1 MiB
     status, _, err = doctor(capsys, str(big))
-    assert status == 2 and "larger than the doctor's read cap of 1 MB" in err
+    assert status == 2 and "larger than the doctor's read cap of 1 MiB" in err
     assert "set ALIGN_KIT_DOCTOR_MAX_MB=2 to raise the cap" in err
-    big.write_bytes(b"x" * (1024 * 1024))  # exactly 1 MB: read (and found to hold no rows)
+    big.write_bytes(b"x" * (1024 * 1024))  # exactly 1 MiB: read (and found to hold no rows)
     status, _, err = doctor(capsys, str(big))
     assert status == 2 and "no metric rows found" in err
     monkeypatch.setenv("ALIGN_KIT_DOCTOR_MAX_MB", "lots")
     status, _, err = doctor(capsys, str(big))
-    assert status == 2 and "ALIGN_KIT_DOCTOR_MAX_MB='lots': expected a whole number of MB >= 1" in err
+    assert status == 2 and "ALIGN_KIT_DOCTOR_MAX_MB='lots': expected a whole number of MiB >= 1" in err
 
 
 @pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="Linux's /proc")
