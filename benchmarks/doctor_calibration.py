@@ -234,7 +234,13 @@ def per_rule(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: boo
     return dict(sorted(table.items()))
 
 
-def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+def group_of(run: LabelledRun) -> str:
+    """Published histories (files saved as published, under doctor_runs/published/) and the runs made
+    here (align_kit runs, conversions) are reported apart as well as together."""
+    return "published" if "doctor_runs/published/" in run.path else "made here"
+
+
+def _summary(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> list[str]:
     labelled = [r for r in runs if r.label in ("healthy", "failing")]
     lines = [
         f"Labelled set: {len(runs)} runs ({sum(r.label == 'healthy' for r in runs)} healthy, "
@@ -251,6 +257,14 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
             f"| {tool} | {s.read} | {s.not_read} | {s.correct}/{scored} | {len(s.false_alarms)}/{s.healthy} "
             f"| {len(s.missed)}/{s.failing} | {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
         )
+    return lines
+
+
+def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+    lines = _summary(runs, results)
+    groups = sorted({group_of(run) for run in runs}, key=lambda g: g != "published")
+    for group in groups if len(groups) > 1 else ():
+        lines += ["", f"### {group} runs only", "", *_summary([r for r in runs if group_of(r) == group], results)]
     for tool, outcomes in results.items():
         caught = "caught (fits)" if tool == "doctor" else "fired on failing runs"
         lines += ["", f"### {tool}: per rule", "", f"| rule | false alarms | {caught} | fired, not fitting | missed |"]
@@ -260,8 +274,8 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
                 f"| {rule} | {counts['false_alarms']} | {counts['caught']} | {counts['fired_not_fitting']} "
                 f"| {counts['missed']} |"
             )
-    lines += ["", "### per run", "", "| run | label | " + " | ".join(results) + " |"]
-    lines.append("|---|---|" + "---|" * len(results))
+    lines += ["", "### per run", "", "| run | group | label | " + " | ".join(results) + " |"]
+    lines.append("|---|---|---|" + "---|" * len(results))
     for run in runs:
         cells = []
         for outcomes in results.values():
@@ -272,7 +286,7 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
                 cells.append(f"not read: {outcome.note}"[:80])
             else:
                 cells.append(outcome.verdict + (f" ({', '.join(outcome.rules)})" if outcome.rules else ""))
-        lines.append(f"| {run.run} | {run.label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {run.run} | {group_of(run)} | {run.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -148,3 +148,24 @@ def test_convert_reads_the_published_formats(tmp_path: Path):
     back = tmp_path / "back.log"
     back.write_text("\n".join(convert.verl_lines(records)) + "\n")
     assert convert.read_records(back)[1]["critic/score/mean"] == 0.75
+
+
+def test_published_and_made_here_runs_get_their_own_tables():
+    runs = [
+        LabelledRun("p1", "benchmarks/doctor_runs/published/p1.log", "trl", "healthy", ()),
+        LabelledRun("p2", "benchmarks/doctor_runs/published/p2.log", "trl", "failing", ("non_finite",)),
+        LabelledRun("m1", "outputs/alert_calibration/grpo_s0", "align_kit", "healthy", ()),
+    ]
+    outcomes = {
+        "p1": Outcome("warning", ("reward_plateau",)),
+        "p2": Outcome("failing", ("non_finite",)),
+        "m1": Outcome("healthy"),
+    }
+    report = calibration.markdown(runs, {"doctor": outcomes})
+    assert [calibration.group_of(r) for r in runs] == ["published", "published", "made here"]
+    overall, published, made_here = report.split("| doctor |")[1:4]
+    assert overall.startswith(" 3 | 0 | 2/3 | 1/2 | 0/1 | 0 |")
+    assert published.startswith(" 2 | 0 | 1/2 | 1/1 | 0/1 | 0 |")
+    assert made_here.startswith(" 1 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
+    assert report.index("### published runs only") < report.index("### made here runs only")
+    assert "| p1 | published | healthy | warning (reward_plateau) |" in report
