@@ -109,7 +109,9 @@ def _run(command: list[str], timeout: float = 300) -> subprocess.CompletedProces
 def doctor_outcome(command: list[str], path: Path) -> Outcome:
     result = _run([*command, "--json", str(path)])
     if result.returncode == 2:
-        return Outcome(None, note=(result.stderr.strip().splitlines() or ["bad input"])[-1])
+        note = (result.stderr.strip().splitlines() or ["bad input"])[-1]
+        # "align-kit: doctor error: /full/path: why" -> "why": the reason is what the table has room for
+        return Outcome(None, note=note.split(f"{path}: ", 1)[-1])
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:
@@ -283,7 +285,7 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
             if outcome is None:
                 cells.append("")
             elif outcome.verdict is None:
-                cells.append(f"not read: {outcome.note}"[:80])
+                cells.append(f"not read: {outcome.note}"[:110])
             else:
                 cells.append(outcome.verdict + (f" ({', '.join(outcome.rules)})" if outcome.rules else ""))
         lines.append(f"| {run.run} | {group_of(run)} | {run.label} | " + " | ".join(cells) + " |")
