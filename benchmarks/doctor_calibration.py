@@ -126,7 +126,9 @@ def doctor_outcome(command: list[str], path: Path) -> Outcome:
 
 def _convert(python: str, kind: str, path: Path, out: Path) -> str | None:
     result = _run([python, str(CONVERT), kind, str(path), str(out), "--run-name", path.stem])
-    return None if result.returncode == 0 else (result.stderr.strip().splitlines() or ["conversion failed"])[-1]
+    if result.returncode == 0:
+        return None
+    return (result.stderr.strip().splitlines() or ["conversion failed"])[-1].replace(f"{path}: ", "")
 
 
 def rldoctor_outcome(venv: Path, path: Path, scratch: Path) -> Outcome:
