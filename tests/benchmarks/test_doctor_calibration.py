@@ -169,3 +169,41 @@ def test_published_and_made_here_runs_get_their_own_tables():
     assert made_here.startswith(" 1 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
     assert report.index("### published runs only") < report.index("### made here runs only")
     assert "| p1 | published | healthy | warning (reward_plateau) |" in report
+
+
+def test_convert_reads_the_consoles_that_name_metrics_in_words(tmp_path: Path):
+    mlx = tmp_path / "mlx.log"
+    mlx.write_text(
+        "Iter 150: Val loss 0.053, Val total_rewards_mean 0.938, Val took 8.933s\n"
+        "Iter 160: Train loss 0.013, Total rewards mean 1.183, KL 0.001, Learning Rate 1.000e-05, Peak mem 17.601 GB\n"
+    )
+    (record,) = convert.read_records(mlx)  # the validation line is not a training point
+    assert record == {
+        "step": 160.0,
+        "loss": 0.013,
+        "reward": 1.183,
+        "kl": 0.001,
+        "learning_rate": 1e-05,
+        "Peak mem": 17.601,
+    }
+    prime = tmp_path / "prime.log"
+    prime.write_text(
+        "02:33:26 SUCCESS Step 28 | Time: 73.77s | Reward: 0.3887 | Seq. Length: 345.6 tokens/sample | Async Level: 1\n"
+        "[default0]:15:41:30 SUCCESS Step 9 | Loss: 0.0000 | Entropy: 0.3571 | Grad. Norm: 0.0000 | LR: 3.00e-06\n"
+    )
+    first, second = convert.read_records(prime)
+    assert first == {
+        "step": 28.0,
+        "Time": 73.77,
+        "reward": 0.3887,
+        "completions/mean_length": 345.6,
+        "Async Level": 1.0,
+    }
+    assert second == {"step": 9.0, "loss": 0.0, "entropy": 0.3571, "grad_norm": 0.0, "learning_rate": 3e-06}
+    dschat = tmp_path / "dschat.log"
+    dschat.write_text(
+        "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
+        "average reward score: -6.359375\n---\n"
+    )
+    (record,) = convert.read_records(dschat)
+    assert record["step"] == 3184.0 and record["reward"] == -6.359375 and math.isinf(record["act_loss"])
