@@ -109,7 +109,9 @@ def _run(command: list[str], timeout: float = 300) -> subprocess.CompletedProces
 def doctor_outcome(command: list[str], path: Path) -> Outcome:
     result = _run([*command, "--json", str(path)])
     if result.returncode == 2:
-        return Outcome(None, note=(result.stderr.strip().splitlines() or ["bad input"])[-1])
+        note = (result.stderr.strip().splitlines() or ["bad input"])[-1]
+        # "align-kit: doctor error: /full/path: why" -> "why": the reason is what the table has room for
+        return Outcome(None, note=note.split(f"{path}: ", 1)[-1])
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:
@@ -124,7 +126,9 @@ def doctor_outcome(command: list[str], path: Path) -> Outcome:
 
 def _convert(python: str, kind: str, path: Path, out: Path) -> str | None:
     result = _run([python, str(CONVERT), kind, str(path), str(out), "--run-name", path.stem])
-    return None if result.returncode == 0 else (result.stderr.strip().splitlines() or ["conversion failed"])[-1]
+    if result.returncode == 0:
+        return None
+    return (result.stderr.strip().splitlines() or ["conversion failed"])[-1].replace(f"{path}: ", "")
 
 
 def rldoctor_outcome(venv: Path, path: Path, scratch: Path) -> Outcome:
@@ -234,7 +238,13 @@ def per_rule(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: boo
     return dict(sorted(table.items()))
 
 
-def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+def group_of(run: LabelledRun) -> str:
+    """Published histories (files saved as published, under doctor_runs/published/) and the runs made
+    here (align_kit runs, conversions) are reported apart as well as together."""
+    return "published" if "doctor_runs/published/" in run.path else "made here"
+
+
+def _summary(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> list[str]:
     labelled = [r for r in runs if r.label in ("healthy", "failing")]
     lines = [
         f"Labelled set: {len(runs)} runs ({sum(r.label == 'healthy' for r in runs)} healthy, "
@@ -251,6 +261,14 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
             f"| {tool} | {s.read} | {s.not_read} | {s.correct}/{scored} | {len(s.false_alarms)}/{s.healthy} "
             f"| {len(s.missed)}/{s.failing} | {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
         )
+    return lines
+
+
+def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+    lines = _summary(runs, results)
+    groups = sorted({group_of(run) for run in runs}, key=lambda g: g != "published")
+    for group in groups if len(groups) > 1 else ():
+        lines += ["", f"### {group} runs only", "", *_summary([r for r in runs if group_of(r) == group], results)]
     for tool, outcomes in results.items():
         caught = "caught (fits)" if tool == "doctor" else "fired on failing runs"
         lines += ["", f"### {tool}: per rule", "", f"| rule | false alarms | {caught} | fired, not fitting | missed |"]
@@ -260,8 +278,8 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
                 f"| {rule} | {counts['false_alarms']} | {counts['caught']} | {counts['fired_not_fitting']} "
                 f"| {counts['missed']} |"
             )
-    lines += ["", "### per run", "", "| run | label | " + " | ".join(results) + " |"]
-    lines.append("|---|---|" + "---|" * len(results))
+    lines += ["", "### per run", "", "| run | group | label | " + " | ".join(results) + " |"]
+    lines.append("|---|---|---|" + "---|" * len(results))
     for run in runs:
         cells = []
         for outcomes in results.values():
@@ -269,10 +287,10 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
             if outcome is None:
                 cells.append("")
             elif outcome.verdict is None:
-                cells.append(f"not read: {outcome.note}"[:80])
+                cells.append(f"not read: {outcome.note}"[:110])
             else:
                 cells.append(outcome.verdict + (f" ({', '.join(outcome.rules)})" if outcome.rules else ""))
-        lines.append(f"| {run.run} | {run.label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {run.run} | {group_of(run)} | {run.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

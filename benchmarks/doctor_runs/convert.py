@@ -12,7 +12,10 @@ Two jobs:
    (`step:N - key:value - ...`, with Ray's prefix and lines wrapped by copy-paste), the Trainer's
    progress table (markdown `|` rows or CSV) and a W&B CSV export. Nothing is renamed here: each
    tool maps the names itself (rldoctor has its own alias table; rlprobe needs its fields, see
-   RLPROBE_FIELDS, the one place where names are mapped).
+   RLPROBE_FIELDS, the one place where names are mapped). The exception: the consoles that name
+   their metrics in words (mlx-lm GRPO, prime-rl, DeepSpeed-Chat step 3) get TRL's names for
+   reward, loss, kl, entropy, grad norm, learning rate and length (_WORD_NAMES), else no tool would
+   know them.
 
 2. Build verl-format and W&B-format files from align_kit or TRL runs of the labelled set, where no
    real published one was found (recorded in SOURCES.md as conversions):
@@ -138,6 +141,58 @@ def _wandb_csv(rows: list[dict]) -> list[dict]:
     return records
 
 
+_MLX_ITER = re.compile(r"^Iter (\d+): Train loss ")
+_PRIME_STEP = re.compile(r"SUCCESS Step (\d+) \| (.*)")
+_DSCHAT_STEP = re.compile(r"^epoch: \d+\|step: (\d+)\|(.*)")
+_KEY_VALUE = re.compile(r"^(.*?):?\s+(-?(?:inf|nan|[\d.]+(?:e[-+]?\d+)?))(?:\s*[^\s\d]+(?:/\S+)?)?$", re.I)
+# Consoles that name their metrics in words: their reward/loss/kl/entropy/length names become TRL's,
+# so that a tool reading TRL names reads them (the other words stay as they are).
+_WORD_NAMES = {
+    "Train loss": "loss",
+    "Total rewards mean": "reward",
+    "Total rewards std": "reward_std",
+    "KL": "kl",
+    "Learning Rate": "learning_rate",
+    "Reward": "reward",
+    "Loss": "loss",
+    "Entropy": "entropy",
+    "Grad. Norm": "grad_norm",
+    "LR": "learning_rate",
+    "Seq. Length": "completions/mean_length",
+    "average reward score": "reward",
+}
+
+
+def _word_fields(fields: list[str]) -> dict:
+    record = {}
+    for field in fields:
+        match = _KEY_VALUE.match(field.strip())
+        if match:
+            name = match.group(1).strip()
+            record[_WORD_NAMES.get(name, name)] = _number(match.group(2))
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def _word_consoles(text: str) -> list[dict]:
+    """mlx-lm GRPO `Iter N: Train loss x, Total rewards mean y, ...` (training lines only),
+    prime-rl `SUCCESS Step N | Reward: x | ...` and DeepSpeed-Chat step 3 (`epoch: 0|step: N|act_loss:
+    x|...` followed by `average reward score: y`)."""
+    records: list[dict] = []
+    for line in re.split(r"\n|', '", text):  # a Python list of log lines printed counts as lines
+        line = line.strip()
+        if match := _MLX_ITER.match(line):
+            body = line.split(": ", 1)[1]
+            records.append({"step": float(match.group(1)), **_word_fields(body.split(", "))})
+        elif match := _PRIME_STEP.search(line):
+            records.append({"step": float(match.group(1)), **_word_fields(match.group(2).split(" | "))})
+        elif match := _DSCHAT_STEP.match(line):
+            fields = [f.replace(":", "", 1) for f in match.group(2).split("|")]
+            records.append({"step": float(match.group(1)), **_word_fields(fields)})
+        elif line.startswith("average reward score:") and records:
+            records[-1].update(_word_fields([line.replace(":", "", 1)]))
+    return [r for r in records if len(r) > 1]
+
+
 def read_records(path: str | Path) -> list[dict]:
     """One dict per logged point, source names, `step` where the source states it."""
     path = Path(path)
@@ -163,6 +218,8 @@ def read_records(path: str | Path) -> list[dict]:
         return _verl_lines(text)
     if "{'" in text:
         return _python_dicts(text)
+    if records := _word_consoles(text):
+        return records
     table_rows = [line.strip().strip("|").split("|") for line in text.splitlines() if line.count("|") >= 2]
     if table_rows:
         return _table(table_rows)

@@ -148,3 +148,62 @@ def test_convert_reads_the_published_formats(tmp_path: Path):
     back = tmp_path / "back.log"
     back.write_text("\n".join(convert.verl_lines(records)) + "\n")
     assert convert.read_records(back)[1]["critic/score/mean"] == 0.75
+
+
+def test_published_and_made_here_runs_get_their_own_tables():
+    runs = [
+        LabelledRun("p1", "benchmarks/doctor_runs/published/p1.log", "trl", "healthy", ()),
+        LabelledRun("p2", "benchmarks/doctor_runs/published/p2.log", "trl", "failing", ("non_finite",)),
+        LabelledRun("m1", "outputs/alert_calibration/grpo_s0", "align_kit", "healthy", ()),
+    ]
+    outcomes = {
+        "p1": Outcome("warning", ("reward_plateau",)),
+        "p2": Outcome("failing", ("non_finite",)),
+        "m1": Outcome("healthy"),
+    }
+    report = calibration.markdown(runs, {"doctor": outcomes})
+    assert [calibration.group_of(r) for r in runs] == ["published", "published", "made here"]
+    overall, published, made_here = report.split("| doctor |")[1:4]
+    assert overall.startswith(" 3 | 0 | 2/3 | 1/2 | 0/1 | 0 |")
+    assert published.startswith(" 2 | 0 | 1/2 | 1/1 | 0/1 | 0 |")
+    assert made_here.startswith(" 1 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
+    assert report.index("### published runs only") < report.index("### made here runs only")
+    assert "| p1 | published | healthy | warning (reward_plateau) |" in report
+
+
+def test_convert_reads_the_consoles_that_name_metrics_in_words(tmp_path: Path):
+    mlx = tmp_path / "mlx.log"
+    mlx.write_text(
+        "Iter 150: Val loss 0.053, Val total_rewards_mean 0.938, Val took 8.933s\n"
+        "Iter 160: Train loss 0.013, Total rewards mean 1.183, KL 0.001, Learning Rate 1.000e-05, Peak mem 17.601 GB\n"
+    )
+    (record,) = convert.read_records(mlx)  # the validation line is not a training point
+    assert record == {
+        "step": 160.0,
+        "loss": 0.013,
+        "reward": 1.183,
+        "kl": 0.001,
+        "learning_rate": 1e-05,
+        "Peak mem": 17.601,
+    }
+    prime = tmp_path / "prime.log"
+    prime.write_text(
+        "02:33:26 SUCCESS Step 28 | Time: 73.77s | Reward: 0.3887 | Seq. Length: 345.6 tokens/sample | Async Level: 1\n"
+        "[default0]:15:41:30 SUCCESS Step 9 | Loss: 0.0000 | Entropy: 0.3571 | Grad. Norm: 0.0000 | LR: 3.00e-06\n"
+    )
+    first, second = convert.read_records(prime)
+    assert first == {
+        "step": 28.0,
+        "Time": 73.77,
+        "reward": 0.3887,
+        "completions/mean_length": 345.6,
+        "Async Level": 1.0,
+    }
+    assert second == {"step": 9.0, "loss": 0.0, "entropy": 0.3571, "grad_norm": 0.0, "learning_rate": 3e-06}
+    dschat = tmp_path / "dschat.log"
+    dschat.write_text(
+        "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
+        "average reward score: -6.359375\n---\n"
+    )
+    (record,) = convert.read_records(dschat)
+    assert record["step"] == 3184.0 and record["reward"] == -6.359375 and math.isinf(record["act_loss"])
