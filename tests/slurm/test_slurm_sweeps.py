@@ -40,7 +40,9 @@ hydra:
 
 @pytest.fixture(scope="module")
 def setup(slurm_env, cache_dir, tmp_path_factory):
-    """(environment, config folder with the site settings and the small sweep, training overrides)."""
+    """(environment, config folder with the site settings and the small sweep, training overrides). The folder is
+    passed as `hydra.searchpath`, an override the manifest keeps, so `--resume` finds it again (a `--config-dir` is
+    not recorded). The seeds are named on the command line too, where `align-kit sweep` counts the jobs."""
     folder = tmp_path_factory.mktemp("slurm_config")
     (folder / "hydra" / "launcher" / "site").mkdir(parents=True)
     (folder / "hydra" / "launcher" / "site" / "slurm_local.yaml").write_text(SITE)
@@ -104,7 +106,8 @@ def local_sweep(setup, tmp_path_factory):
     assert warm.returncode == 0, warm.stderr[-3000:]  # the warm start, cached for every later job
     started = time.time()
     done = align_kit(
-        env, "sweep", "slurm_small", "--config-dir", str(config), *training, "hydra/launcher=basic",
+        env, "sweep", "slurm_small", f"hydra.searchpath=[file://{config}]", *training, "seed=1,2,3",
+        "hydra/launcher=basic",
         f"hydra.sweep.dir={sweep}",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -114,7 +117,8 @@ def local_sweep(setup, tmp_path_factory):
 def test_a_sweep_runs_as_a_slurm_array_with_the_schedulers_view(setup, local_sweep, tmp_path):
     env, config, training = setup
     sweep = tmp_path / "sweep"
-    launch = ["sweep", "slurm_small", "--config-dir", str(config), *training, "hydra/launcher=slurm"]
+    launch = ["sweep", "slurm_small", f"hydra.searchpath=[file://{config}]", *training, "seed=1,2,3"]
+    launch.append("hydra/launcher=slurm")
     started = time.time()
     running = start(env, *launch, f"hydra.sweep.dir={sweep}")
 
@@ -165,9 +169,16 @@ def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_re
 ):
     env, config, training = setup
     sweep = tmp_path / "sweep"
-    launch = ["sweep", "slurm_small", "--config-dir", str(config), *training, "seed=1,2", "hydra/launcher=slurm"]
+    launch = ["sweep", "slurm_small", f"hydra.searchpath=[file://{config}]", *training, "seed=1,2"]
+    launch.append("hydra/launcher=slurm")
     running = start(env, *launch, f"hydra.sweep.dir={sweep}")
-    ids = wait_for(lambda: [job.get("slurm_job") for job in manifest(sweep)["jobs"] if job.get("slurm_job")], 120)
+
+    def submitted():
+        """both jobs' SLURM ids in the manifest"""
+        ids = [job.get("slurm_job") for job in manifest(sweep)["jobs"]]
+        return ids if len(ids) == 2 and all(ids) else None
+
+    ids = wait_for(submitted, 120, running)
     wait_for(lambda: steps_logged(sweep / "0") >= 2, 600, running)
 
     # Job 1 cancelled while queued; job 0 sent the signal SLURM sends before a time limit (sbatch --signal).
