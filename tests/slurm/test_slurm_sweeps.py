@@ -147,8 +147,13 @@ def test_a_sweep_runs_as_a_slurm_array_with_the_schedulers_view(setup, local_swe
     slurm_seconds = time.time() - started
     assert running.returncode == 0, stderr[-3000:]
     assert [(job["status"], job["outcome"]) for job in manifest(sweep)["jobs"]] == [("done", "ok")] * 3
-    status = align_kit(env, "sweep", "--status", str(sweep)).stdout
-    assert status.count("COMPLETED") == 3, status
+
+    def completed():
+        """SLURM's view: every job COMPLETED (the launch ends when the results are written, the jobs just after)"""
+        status = align_kit(env, "sweep", "--status", str(sweep)).stdout
+        return status if status.count("COMPLETED") == 3 else None
+
+    wait_for(completed, 120)
 
     local, local_seconds = local_sweep
     for job in ("0", "1", "2"):  # the same jobs, the same numbers, on either launcher
