@@ -80,6 +80,8 @@ ClusterName=$CLUSTER
 SlurmctldHost=$HOST
 SlurmUser=root
 AuthType=auth/munge
+# A requeued job is held this long before it may start again (120 s by default): 10 keeps the tier short.
+AuthInfo=cred_expire=10
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
