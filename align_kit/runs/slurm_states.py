@@ -2,7 +2,8 @@
 
 The manifest records each job's SLURM id (`slurm_job`, written by hydra/launcher=slurm when sbatch answers). sacct
 (accounting, slurmdbd) knows every job, finished ones included; where it does not answer, squeue knows the jobs
-still queued or running (and, for a few minutes after they end, the ones that ended). sacct's output is read with
+still queued or running (and, for a few minutes after they end, the ones that ended), and answers for a job that
+sacct does not know yet. sacct's output is read with
 submitit's own parser, which expands a pending array's `123_[0-3]` into its tasks.
 """
 
@@ -29,20 +30,33 @@ def scheduler_states(job_ids: list[str]) -> tuple[str, dict[str, str]] | None:
     sacct nor squeue answers (no SLURM here, or its controller is down)."""
     from submitit.slurm.slurm import SlurmInfoWatcher
 
-    arrays = sorted({job.split("_")[0] for job in job_ids})
-    selection = ["-j", ",".join(arrays)]
-    found = _run(["sacct", "-X", "-P", "-o", "JobID,State", *selection])
+    found = _run(["sacct", "-X", "-P", "-o", "JobID,State", *_selection(job_ids)])
+    known = {}
     if found is not None and len(found.splitlines()) > 1:
         info = SlurmInfoWatcher().read_info(found)
-        return "sacct", {job: info[job]["State"] for job in job_ids if job in info}
-    found = _run(["squeue", "-h", "-r", "-o", "%i|%T|%r", *selection])
+        known = {job: info[job]["State"] for job in job_ids if job in info}
+        if len(known) == len(job_ids):
+            return "sacct", known
+    # Accounting off, or behind: slurmctld hands a new job to slurmdbd a moment after it accepts it.
+    queued = _squeue([job for job in job_ids if job not in known])
+    if queued is None:
+        return ("sacct", known) if found is not None else None
+    return ("sacct, squeue" if known else "squeue"), {**known, **queued}
+
+
+def _selection(job_ids: list[str]) -> list[str]:
+    return ["-j", ",".join(sorted({job.split("_")[0] for job in job_ids}))]
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str] | None:
+    found = _run(["squeue", "-h", "-r", "-o", "%i|%T|%r", *_selection(job_ids)])
     if found is None:
         return None
     states = {}
     for line in found.splitlines():
         job, state, reason = (line.split("|") + ["", ""])[:3]
         states[job.strip()] = state + (f" ({reason})" if reason and reason != "None" else "")
-    return "squeue", {job: states[job] for job in job_ids if job in states}
+    return {job: states[job] for job in job_ids if job in states}
 
 
 def scheduler_lines(manifest: dict, every_job: bool, full_table_jobs: int) -> list[str]:

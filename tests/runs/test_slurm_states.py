@@ -55,6 +55,14 @@ def test_without_accounting_squeue_answers_for_the_jobs_it_still_holds(scheduler
     ]
 
 
+def test_jobs_accounting_does_not_know_yet_come_from_squeue(scheduler):
+    stand_in(scheduler, "sacct", "JobID|State\n7_0|COMPLETED\n")
+    stand_in(scheduler, "squeue", SQUEUE)
+    lines = scheduler_lines(manifest(3), every_job=False, full_table_jobs=20)
+    assert lines[0] == "SLURM's view (sacct, squeue):"
+    assert [line.split()[2] for line in lines[2:]] == ["COMPLETED", "RUNNING", "PENDING"]
+
+
 def test_a_big_sweep_gets_counts_and_no_scheduler_a_line_saying_so(scheduler):
     stand_in(scheduler, "sacct", SACCT)
     assert scheduler_lines(manifest(3), every_job=False, full_table_jobs=2) == [

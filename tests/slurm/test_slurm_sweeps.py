@@ -125,7 +125,8 @@ def test_a_sweep_runs_as_a_slurm_array_with_the_schedulers_view(setup, local_swe
     def queued():
         """job 0 running on SLURM, jobs 1 and 2 queued behind it (array_parallelism=1)"""
         status = align_kit(env, "sweep", "--status", str(sweep))
-        return status.stdout if "RUNNING" in status.stdout and status.stdout.count("PENDING") == 2 else None
+        sacct = "SLURM's view (sacct):" in status.stdout  # accounting has them (squeue answers until it does)
+        return status.stdout if sacct and "RUNNING" in status.stdout and status.stdout.count("PENDING") == 2 else None
 
     shown = wait_for(queued, 300, running)
     ids = [job.get("slurm_job") for job in manifest(sweep)["jobs"]]
