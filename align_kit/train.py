@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import sys
 import time
@@ -193,6 +194,8 @@ def _job(cfg: DictConfig, choices: dict, run_dir: str, group: str | None, name: 
         with isolated_job():  # its own threads; no W&B run or accelerate state left for the next job
             run(cfg, choices, run_dir, group, name)
     except TrainingInterrupted as stop:
+        if multirun:
+            requeue_job(stop)  # a SLURM job asked to requeue: it does, and this process ends there
         if multirun:  # the sweep resumes as a whole: finished jobs skipped, this one from its checkpoint if any
             how = f"resume the sweep with: align-kit sweep --resume {HydraConfig.get().sweep.dir}"
         elif stop.checkpoint:
@@ -220,6 +223,19 @@ def _job(cfg: DictConfig, choices: dict, run_dir: str, group: str | None, name: 
             raise
         return failed_job(run_dir, error)
     return {"status": "ok", "error": None}
+
+
+def requeue_job(stop: TrainingInterrupted) -> None:
+    """Where `stop` came from submitit's requeue signal (a SLURM job near its time limit or pre-empted), the checkpoint
+    is saved: submitit requeues the job and exits; the requeued job resumes from the checkpoint (begin_job)."""
+    from align_kit.runs.stop_signals import requeue, requeue_signal
+
+    number = requeue_signal()
+    if number is None or stop.signal_name != number.name:
+        return
+    print(f"align-kit: {stop}; requeueing the SLURM job {os.environ.get('SLURM_JOB_ID')}", file=sys.stderr)
+    refused = requeue(number)
+    print(f"align-kit: not requeued: {refused}", file=sys.stderr)
 
 
 def resume_command(run_dir: str) -> str:

@@ -14,10 +14,12 @@ class TrainingHalted(RuntimeError):
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGINT or SIGTERM stopped training at a step boundary (after saving a checkpoint when checkpointing is on)."""
+    """SIGINT or SIGTERM (or, in a SLURM job, submitit's requeue signal) stopped training at a step boundary (after
+    saving a checkpoint when checkpointing is on)."""
 
     def __init__(self, signal_name: str, exit_code: int, step: int, checkpoint: str | None):
         saved = f"saved {checkpoint}" if checkpoint else "no checkpoint saved (trainer.save_strategy=no)"
         super().__init__(f"interrupted by {signal_name} at step {step}; {saved}")
+        self.signal_name = signal_name
         self.exit_code = exit_code
         self.checkpoint = checkpoint

@@ -36,6 +36,7 @@ HYDRA_PLUGINS = {
         "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
         "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+        "hydra_plugins.align_kit_slurm.slurm_launcher.SlurmLauncher",  # hydra/launcher=slurm: the one above, resumable
     ),
     "sweeper": (BASIC_SWEEPER,),
 }

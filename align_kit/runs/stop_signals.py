@@ -3,10 +3,17 @@
 The signal only sets a flag; at the next optimizer-step boundary the callback asks HF's loop to save (when
 `trainer.save_strategy` is not `no`) and to stop, so the checkpoint is as complete as a scheduled one. The first
 signal restores the previous handlers, so a second Ctrl-C stops at once without saving.
+
+Inside a SLURM job started by submitit (`hydra/launcher=slurm`) the signal submitit asks SLURM to send before the time
+limit (SIGUSR2, or SUBMITIT_PREEMPT_SIGNAL) is caught the same way: the job saves at the step boundary, and only
+then `requeue` hands the signal to submitit's own handler, which pickles the job again and requeues it with
+`scontrol requeue`; the requeued job resumes from that checkpoint. Left to submitit alone, the signal would requeue
+the job in the middle of a step, losing the steps since the last scheduled checkpoint.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -14,6 +21,29 @@ import threading
 from transformers import TrainerCallback
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def requeue_signal() -> signal.Signals | None:
+    """The signal that asks this job to checkpoint and requeue: submitit's, inside a submitit job on SLURM."""
+    if not (os.environ.get("SUBMITIT_FOLDER") and os.environ.get("SLURM_JOB_ID")):
+        return None
+    return signal.Signals[f"SIG{os.environ.get('SUBMITIT_PREEMPT_SIGNAL', 'USR2')}"]
+
+
+def requeue(number: int) -> str | None:
+    """After training stopped on `number`: submitit's handler for it (restored by then) requeues the job and exits
+    the process; returned instead is the reason it will not (e.g. `timed-out too many times`), or that no submitit
+    handler is installed."""
+    handler = signal.getsignal(number)
+    if not callable(handler) or getattr(handler, "__name__", "") != "checkpoint_and_try_requeue":
+        return "no submitit handler for the signal"
+    from submitit.core.utils import UncompletedJobError
+
+    try:
+        handler(number, None)
+    except UncompletedJobError as refused:
+        return str(refused)
+    return None  # not reached: the handler exits once the job is requeued
 
 
 class StopOnSignal(TrainerCallback):
@@ -27,7 +57,9 @@ class StopOnSignal(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if threading.current_thread() is threading.main_thread():  # Python installs handlers only there
-            self._previous = {number: signal.signal(number, self._handle) for number in STOP_SIGNALS}
+            requeue_on = requeue_signal()
+            numbers = STOP_SIGNALS if requeue_on is None else (*STOP_SIGNALS, requeue_on)
+            self._previous = {number: signal.signal(number, self._handle) for number in numbers}
 
     def _handle(self, number, frame):
         self.received = signal.Signals(number)

@@ -519,6 +519,8 @@ def shown_status(entry: dict) -> str:
     status = entry.get("status")
     if status in (DONE, FAILED):
         return str(entry.get("outcome") or ("ok" if status == DONE else FAILED))
+    if status in (PENDING, RUNNING) and entry.get("slurm_state"):  # the scheduler ended it (hydra/launcher=slurm)
+        return "interrupted"
     if status == RUNNING and not process_alive(entry.get("pid"), entry.get("pid_started")):
         return "interrupted"
     return str(status)

@@ -149,6 +149,9 @@ def status_table(sweep_dir: Path, manifest: dict, every_job: bool = False) -> st
     lines = [f"sweep {sweep_dir}: {len(rows)} jobs, {status_counts(rows)}", format_table(rows, every_job, counts=False)]
     if len(rows) > FULL_TABLE_JOBS and not every_job:
         lines.append(f"a row per job: align-kit sweep --status {sweep_dir} --all")
+    from align_kit.runs.slurm_states import scheduler_lines
+
+    lines += scheduler_lines(manifest, every_job, FULL_TABLE_JOBS)  # hydra/launcher=slurm: what the scheduler says
     if manifest.get(TORN):
         lines.append(f"note: {torn_note(sweep_dir, manifest)}")
     lines.append(f"resume: align-kit sweep --resume {sweep_dir}   (= {launch})")

@@ -4,7 +4,8 @@ with `sbatch`, `srun` and `sacct` replaced by a stand-in that runs the array's t
 No cluster is reachable from here. What this exercises: the sbatch file submitit writes from conf/hydra/launcher/
 slurm.yaml and the command line (partition, GPUs, time limit, array parallelism), the job array running each sweep
 job through submitit's own entry point with SLURM's environment, the sweep's manifest and exit status, and a resume.
-What it does not: a real scheduler's queueing, pre-emption signals (SIGUSR1 before the time limit) and requeueing.
+A real scheduler's queueing, time limits, cancellations, pre-emption signals and requeueing are exercised by the
+slurm tier instead (tests/slurm/, on a single-node SLURM that tests/slurm/cluster.sh brings up).
 """
 
 from __future__ import annotations
@@ -39,19 +40,22 @@ RUNNER = """
 import os, re, subprocess, sys, time
 from pathlib import Path
 script = open(sys.argv[1]).read()
-last = int(re.search(r"^#SBATCH --array=0-(\\d+)", script, re.M).group(1))
+array = re.search(r"^#SBATCH --array=0-(\\d+)", script, re.M)  # submitit submits a single job without one
+last = int(array.group(1)) if array else 0
 folder = re.search(r"submitit.core._submit (\\S+)", script).group(1)
 states = Path(os.environ["FAKE_SLURM_STATES"])
 for task in range(last + 1):
-    job = sys.argv[2] + "_" + str(task)
+    job = sys.argv[2] + "_" + str(task) if array else sys.argv[2]
     pickle = Path(folder.replace("%j", job)) / (job + "_submitted.pkl")
     deadline = time.time() + 60
     while not pickle.exists() and time.time() < deadline:
         time.sleep(0.05)
     (states / job).write_text("RUNNING")
-    env = dict(os.environ, SLURM_JOB_ID=str(int(sys.argv[2]) * 100 + task), SLURM_ARRAY_JOB_ID=sys.argv[2],
-               SLURM_ARRAY_TASK_ID=str(task), SLURM_NTASKS="1", SLURM_JOB_NUM_NODES="1", SLURM_NODEID="0",
-               SLURM_JOB_NODELIST="localhost", SLURM_PROCID="0", SLURM_LOCALID="0")
+    env = dict(os.environ, SLURM_JOB_ID=str(int(sys.argv[2]) * 100 + task), SLURM_NTASKS="1",
+               SLURM_JOB_NUM_NODES="1", SLURM_NODEID="0", SLURM_JOB_NODELIST="localhost", SLURM_PROCID="0",
+               SLURM_LOCALID="0")
+    env.update(SLURM_ARRAY_JOB_ID=sys.argv[2], SLURM_ARRAY_TASK_ID=str(task)) if array else env.update(
+        SLURM_JOB_ID=sys.argv[2])
     code = subprocess.run(["bash", sys.argv[1]], env=env).returncode
     (states / job).write_text("COMPLETED" if code == 0 else "FAILED")
 """
@@ -64,7 +68,7 @@ while args and args[0].startswith("--"):
     if flag in ("--output", "--error"):
         path = args.pop(0)
         for pattern, value in (("%A", "SLURM_ARRAY_JOB_ID"), ("%a", "SLURM_ARRAY_TASK_ID"), ("%j", "SLURM_JOB_ID")):
-            path = path.replace(pattern, os.environ[value])
+            path = path.replace(pattern, os.environ.get(value, ""))
         files[flag] = path.replace("%t", "0")
 os.makedirs(os.path.dirname(files["--output"]), exist_ok=True)
 with open(files["--output"], "a") as out, open(files.get("--error", files["--output"]), "a") as err:
@@ -162,12 +166,15 @@ def test_a_sweep_on_slurm_submits_one_array_and_resumes(fake_slurm):
     ]
     assert manifest["jobs"][1]["error"] == "RuntimeError: out of memory on the node"
 
-    # The resume replays the SLURM settings and submits a new array in which only the failed job trains again.
+    # The resume replays the SLURM settings and submits only the failed job (one job: submitit submits no array).
     resumed = sweep(dict(env, ALIGN_KIT_STUB_CALM="1"), "--resume", str(folder))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     scripts = [part for part in (tmp_path / "sbatch.log").read_text().split("#----") if part.strip()]
-    assert len(scripts) == 2 and "#SBATCH --partition=gpu" in scripts[1]
+    assert len(scripts) == 2 and "#SBATCH --partition=gpu" in scripts[1] and "--array" not in scripts[1]
+    assert "2 of 3 jobs finished in an earlier launch; the array holds the other 1" in resumed.stderr
     calls = [json.loads(line) for line in Path(env["STUB_LOG"]).read_text().splitlines()]
     assert [(call["seed"], call["resume"]) for call in calls[3:]] == [(2, False)]
     manifest = json.loads((folder / "sweep_manifest.json").read_text())
     assert [job["outcome"] for job in manifest["jobs"]] == ["ok"] * 3
+    ids = [f"{FIRST_JOB_ID}_0", f"{FIRST_JOB_ID + 1}", f"{FIRST_JOB_ID}_2"]  # job 1 from the resume's own job
+    assert [job["slurm_job"] for job in manifest["jobs"]] == ids

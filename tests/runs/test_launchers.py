@@ -161,6 +161,7 @@ def test_slurm_launcher_config_composes_with_the_documented_defaults():
     from hydra.core.hydra_config import HydraConfig
 
     launcher = HydraConfig.get().launcher
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.align_kit_slurm.slurm_launcher.SlurmLauncher"
     assert (launcher.gpus_per_node, launcher.array_parallelism, launcher.timeout_min) == (1, 8, 240)
+    assert (launcher.signal_delay_s, launcher.max_num_timeout) == (120, 3)
     assert launcher.partition is None  # the site's, from hydra/launcher/site/slurm_local.yaml
