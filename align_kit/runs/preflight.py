@@ -28,7 +28,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.experiment.schema import allowed_packages, resolved
+from align_kit.experiment.schema import allowed_packages, check_code_switches, command_line_only, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
@@ -176,7 +176,9 @@ def check_buildable(cfg: DictConfig) -> dict:
 
     hydra_cfg = HydraConfig.get()
     data = resolved(cfg)
-    allowed = allowed_packages(data, OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    allowed = allowed_packages(data, task_overrides)
+    check_code_switches(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
     return data
 
@@ -194,11 +196,17 @@ def sweep_jobs(
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     (composer or SweepComposer(config_dir)).compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}
-    for key in params:
-        if str(key).lstrip("+~") == "train.allowed_targets":  # each job would read it as a command-line override
+    for key in params:  # each job would read a sweep file's params as command-line overrides
+        name = str(key).lstrip("+~")
+        if name == "train.allowed_targets":
             raise ConfigError(
                 f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
                 "on the command line: train.allowed_targets=[my_package]"
+            )
+        if command_line_only(name):
+            raise ConfigError(
+                f"hydra.sweeper.params.{key}: a sweep file may not let a model's folder run its own Python; only you "
+                f"may allow it: add {name}=true to the command line (only for a model you trust)"
             )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)

@@ -789,6 +789,16 @@ SECURITY = [
     (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
     (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
+    # switches that run a model folder's Python: the command line's alone
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=remote_code"],
+        "model.trust_remote_code=true comes from a config file; it lets the model's folder run its own Python",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=trl_remote_code"], "trainer.trust_remote_code=true comes"),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=remote_code"],
+        "hydra.sweeper.params.model.trust_remote_code: a sweep file may not let a model's folder run its own Python",
+    ),
 ]
 # Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
 # symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
@@ -1106,6 +1116,10 @@ PRESETS = {
     + "  evil: {'()': os.makedirs, name: ../victim_dir/made}\n",
     "hydra/launcher/evil.yaml": "_target_: shutil.copyfile\nsrc: /etc/hostname\ndst: ../victim.txt\n",
     "clip/broken.yaml": "_target_: align_kit.components.clip.TokenClip\neps_low: 0.2\neps_high: abc\n",
+    "recipe/remote_code.yaml": _GLOBAL
+    + "defaults:\n  - override /model: hf\nmodel:\n  name_or_path: ../victim_dir\n  trust_remote_code: true\n",
+    "recipe/trl_remote_code.yaml": _GLOBAL + "trainer:\n  trust_remote_code: true\n",
+    "sweep/remote_code.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      model.trust_remote_code: 'true'\n",
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
 }
 

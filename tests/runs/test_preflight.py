@@ -328,3 +328,35 @@ def test_a_large_sweeps_preflight_shows_a_bar_with_the_time_left_on_a_terminal(m
             advance()
     shown = terminal.getvalue()
     assert "align-kit: pre-flight:" in shown and "0/60 [00:00<?, ?job/s]" in shown
+
+
+def test_code_from_a_model_folder_is_switched_on_only_from_the_command_line(tmp_path):
+    from align_kit.runs.preflight import check_buildable
+
+    presets = tmp_path / "recipe"
+    presets.mkdir()
+    (presets / "code.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: hf\nmodel:\n  trust_remote_code: true\n"
+    )
+    refused = "model.trust_remote_code=true comes from a config file; .* add model.trust_remote_code=true to the"
+    with pytest.raises(ConfigError, match=refused):
+        check_buildable(compose(["recipe=code"], config_dir=str(tmp_path)))
+    check_buildable(compose(["recipe=code", "model.trust_remote_code=true"], config_dir=str(tmp_path)))
+    # TRL's own switch, and the one inside the keyword arguments TRL passes to from_pretrained
+    check_buildable(compose(["trainer.trust_remote_code=true"]))
+    check_buildable(compose(["+trainer.model_init_kwargs={trust_remote_code: true}"]))
+    (presets / "trl.yaml").write_text("# @package _global_\ntrainer:\n  model_init_kwargs: {trust_remote_code: 1}\n")
+    with pytest.raises(ConfigError, match=r"^trainer.model_init_kwargs.trust_remote_code=1 comes from a config file"):
+        check_buildable(compose(["recipe=trl"], config_dir=str(tmp_path)))
+    # false from a file switches nothing on
+    (presets / "off.yaml").write_text("# @package _global_\ntrainer:\n  trust_remote_code: false\n")
+    check_buildable(compose(["recipe=off"], config_dir=str(tmp_path)))
+
+
+def test_a_sweep_file_may_not_switch_on_a_model_folders_code(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "code.yaml").write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      +trainer.trust_remote_code: 'true'\n"
+    )
+    with pytest.raises(ConfigError, match=r"hydra.sweeper.params.\+trainer.trust_remote_code: a sweep file may not"):
+        sweep_jobs(["sweep=code"], str(tmp_path))
