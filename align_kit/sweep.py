@@ -89,6 +89,10 @@ def main(rest: list[str]) -> None:
     if rest and rest[0] in ("--status", "--resume"):
         folder_command(rest[0], rest[1:])
         return
+    from align_kit.runs.preflight import split_flags
+
+    flags, words = split_flags(rest)  # Hydra's flags may stand anywhere: the sweep's name is the first other word
+    rest = [*words[:1], *flags, *words[1:]]
     names = sweep_names(rest)
     if not rest or rest[0].startswith("-") or "=" in rest[0]:
         print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)

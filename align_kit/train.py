@@ -232,7 +232,8 @@ def resume_command(run_dir: str) -> str:
 
 
 if __name__ == "__main__":  # as safe as `align-kit train`: the same pre-flight first
-    from align_kit.runs.preflight import run_preflight
+    from align_kit.runs.preflight import flags_first, run_preflight
 
+    sys.argv[1:] = flags_first(sys.argv[1:])
     run_preflight(sys.argv[1:])
     main()

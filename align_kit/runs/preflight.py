@@ -321,7 +321,16 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
     relaunch would count the second job as finished by the first."""
     from hydra.core.hydra_config import HydraConfig
 
-    subdir = str(HydraConfig.get().sweep.subdir)
+    sweep = HydraConfig.get().sweep
+    subdir = str(sweep.subdir)
+    inside = os.path.normpath(os.path.join(str(sweep.dir), subdir))
+    relative = os.path.relpath(inside, os.path.normpath(str(sweep.dir)))
+    if Path(subdir).is_absolute() or relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
+        raise ConfigError(
+            f"sweep job {index} of {len(jobs)}: hydra.sweep.subdir={subdir} puts its folder at {inside}, not inside "
+            f"hydra.sweep.dir={sweep.dir}; a job's folder is a folder inside the sweep's, "
+            "e.g. hydra.sweep.subdir=${hydra.job.num} (the default) or ${hydra.job.override_dirname}"
+        )
     if subdir in folders:
         first = folders[subdir]
         raise ConfigError(
@@ -338,16 +347,48 @@ def one_line(error: BaseException) -> str:
     return "; ".join(lines) or type(error).__name__
 
 
+def flags_first(argv: list[str]) -> list[str]:
+    """`argv` with Hydra's flags (and the values they take) moved before the overrides, each group in its order:
+    Hydra's parser reads the overrides as one run of positional arguments, so a flag between two overrides
+    (`seed=1 --config-dir DIR recipe=x`) would leave the rest unread. A flag is accepted anywhere on the line."""
+    flags, words = split_flags(argv)
+    return [*flags, *words]
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's flags with their values, the other words), each in its order."""
+    actions = {name: action for action in command_line_parser()._actions for name in action.option_strings}
+    flags, overrides = [], []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        action = actions.get(name)
+        if action is None:
+            (flags if arg.startswith("-") and "=" not in arg else overrides).append(arg)
+            index += 1
+            continue
+        flags.append(arg)
+        index += 1
+        takes = action.nargs is None or (action.nargs == "?" and action.choices is not None)
+        if takes and "=" not in arg and index < len(argv):
+            value = argv[index]
+            if action.nargs is None or value in (action.choices or ()):
+                flags.append(value)
+                index += 1
+    return flags, overrides
+
+
 def run_preflight(argv: list[str]) -> None:
     """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): returns when every
     job is valid, else prints one line and exits 2. A command that only inspects (`--cfg`, `--help`, ...)
     is checked for what Hydra would build or log (it configures logging too), not for the data."""
-    args, unknown = command_line_parser().parse_known_args(argv)
+    args, unknown = command_line_parser().parse_known_args(flags_first(argv))
     try:
         if unknown:  # Hydra's own parser refuses them too, with its usage text
             raise ConfigError(
-                f"unrecognized arguments: {' '.join(unknown)} (put -m, --config-dir and Hydra's other flags before "
-                "the overrides)"
+                f"unrecognized arguments: {' '.join(unknown)} (Hydra's flags: -m, --config-dir DIR, --cfg job, ...; "
+                "overrides are key=value)"
             )
         config_dir = check_entry_arguments(args)
         if any(getattr(args, name, None) for name in _INSPECTING):

@@ -4,6 +4,7 @@ and what a config can make Hydra build or write."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -360,3 +361,30 @@ def test_a_sweep_file_may_not_switch_on_a_model_folders_code(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"hydra.sweeper.params.\+trainer.trust_remote_code: a sweep file may not"):
         sweep_jobs(["sweep=code"], str(tmp_path))
+
+
+def test_hydras_flags_move_before_the_overrides_with_their_values():
+    from align_kit.runs.preflight import flags_first
+
+    assert flags_first(["seed=1", "--config-dir", "d", "recipe=x", "-m"]) == [
+        "--config-dir",
+        "d",
+        "-m",
+        "seed=1",
+        "recipe=x",
+    ]
+    assert flags_first(["a=1", "--cfg", "job", "--info", "b=2"]) == ["--cfg", "job", "--info", "a=1", "b=2"]
+    assert flags_first(["a=1", "--info", "defaults", "--config-dir=d"]) == [
+        "--info",
+        "defaults",
+        "--config-dir=d",
+        "a=1",
+    ]
+    assert flags_first(["a=1", "--bogus", "b=2"]) == ["--bogus", "a=1", "b=2"]
+
+
+def test_a_sweep_job_folder_outside_the_sweep_folder_is_refused():
+    for subdir, shown in (("../../x_${hydra.job.num}", "../../x_0"), ("/tmp/x${hydra.job.num}", "/tmp/x0"), (".", ".")):
+        with pytest.raises(ConfigError, match=f"^sweep job 0 of 2: hydra.sweep.subdir={re.escape(shown)} puts its"):
+            check_command(["seed=1,2", f"hydra.sweep.subdir={subdir}"], True)
+    check_command(["seed=1,2", "hydra.sweep.subdir=a/../b${hydra.job.num}"], True)  # inside, however written
