@@ -48,6 +48,8 @@ class ExperimentPlan:
     notes: list[str] = field(default_factory=list)  # shown once at start
     reward_max: float = 1.0  # what a perfect completion earns under the configured weights
     allow_reward_max_below_one: bool = False  # train.allow_reward_max_below_one
+    # The key that set each GRPOConfig field of grpo_kwargs: `trainer.<name>`, or the node that owns it.
+    field_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def model(self) -> Model:
@@ -295,6 +297,13 @@ def build_plan(
         monitor=_instantiate(cfg.monitor, "monitor", data["monitor"], built),  # validates itself on construction
         reward_max=sum(spec.weight * spec.max_value for spec in rewards),
         allow_reward_max_below_one=bool(cfg.train.allow_reward_max_below_one),
+        field_sources={
+            **{name: f"trainer.{name}" for name in trainer},
+            **{
+                name: f"{owners[name]}={choices.get(owners[name])} (its {name}={value})"
+                for name, value in node_fields.items()
+            },
+        },
     )
     _check_batch_shape(plan)
     check_trainer_config(plan.effective, plan.task, choices.get("task"))

@@ -31,6 +31,7 @@ from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices
 from align_kit.experiment.schema import allowed_packages, check_code_switches, command_line_only, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
+from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
@@ -152,6 +153,8 @@ def validate_job(
 
     cfg = shared.composer.compose(overrides, job_index) if shared else compose(overrides, job_index, config_dir)
     data = check_buildable(cfg)
+    if job_index is not None:  # the sweep's manifest records what each job composes to (sweep_manifest.job_configs)
+        composed_jobs[task_key(overrides)] = data
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
@@ -166,6 +169,16 @@ def validate_job(
     if shared is None:
         return validate_composed(cfg, choices, run_dir, data=data)
     return validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
+
+
+# Each sweep job's resolved config as this process's pre-flight composed it, by the job's task overrides: the sweep's
+# manifest records them at its start (align_kit.runs.sweep_manifest), so a resume can tell what changed since.
+composed_jobs: dict[tuple[str, ...], dict] = {}
+
+
+def task_key(overrides: list[str]) -> tuple[str, ...]:
+    """A job's overrides without Hydra's own (`hydra.*`, `hydra/...`): its task overrides, as Hydra splits them."""
+    return tuple(o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0].split("/")[0] != "hydra")
 
 
 def check_buildable(cfg: DictConfig) -> dict:
@@ -265,7 +278,10 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     try:
         _one_sweep(overrides, config_dir)
         if not multirun:
-            return [validate_job(overrides, config_dir=config_dir)]
+            plan = validate_job(overrides, config_dir=config_dir)
+            check_trl_accepts(plan.grpo_kwargs, plan.field_sources)  # last: it imports TRL
+            return [plan]
+        composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
     except (HydraException, OmegaConfBaseException) as error:
@@ -283,7 +299,24 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
                 raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
             _own_folder(index, jobs, folders)
             advance()
+    _trl_accepts_every_job(plans, jobs, arms)  # last: it imports TRL
     return plans
+
+
+def _trl_accepts_every_job(plans: list[ExperimentPlan], jobs: list[list[str]], arms: set[str]) -> None:
+    """TRL's GRPOConfig accepts each job's values (align_kit.experiment.trl_accepts), checked once per distinct set
+    (the fields align_kit derives per job, such as the seed and folder, are never what TRL refuses)."""
+    seen = set()
+    for index, plan in enumerate(plans):
+        distinct = repr(sorted((k, repr(v)) for k, v in plan.grpo_kwargs.items() if k not in DERIVED))
+        if distinct in seen:
+            continue
+        seen.add(distinct)
+        try:
+            check_trl_accepts(plan.grpo_kwargs, plan.field_sources)
+        except ConfigError as error:
+            arm = " ".join(override for override in jobs[index] if override.partition("=")[0] in arms)
+            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
 
 
 @contextlib.contextmanager

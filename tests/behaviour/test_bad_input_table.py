@@ -190,6 +190,17 @@ TRAINER = [
     (["train", "trainer.save_total_limit=0"], "trainer.save_total_limit=0"),
     (["train", "trainer.warmup_steps=-3"], "trainer.warmup_steps=-3"),
     (["train", "trainer.report_to=[tensorboard]"], "trainer.report_to"),
+    # what only TRL's GRPOConfig refuses: refused before the model loads, naming our keys
+    (
+        ["train", "trainer.generation_batch_size=64", "trainer.steps_per_generation=2"],
+        "trainer.generation_batch_size=64 with trainer.steps_per_generation=2: TRL's GRPOConfig refuses these values",
+    ),
+    (["train", "trainer.auto_find_batch_size=true"], "trainer.auto_find_batch_size=True"),
+    (["train", "trainer.log_completions_hub_repo=me/x"], "trainer.log_completions_hub_repo=me/x"),
+    (
+        ["train", "-m", "seed=1,2", "trainer.generation_batch_size=64", "trainer.steps_per_generation=2"],
+        "sweep job 0 of 2 (seed=1): trainer.generation_batch_size=64 with trainer.steps_per_generation=2",
+    ),
 ]
 TOP_LEVEL = [
     (["train", "train.resume=true"], "train.resume=true"),
