@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -34,6 +35,9 @@ from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 
+# What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
+# YAML (Hydra lets the parser's error through).
+COMPOSE_ERRORS = (HydraException, OmegaConfBaseException, yaml.YAMLError)
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
 _INSPECTING = ("help", "hydra_help", "cfg", "info", "shell_completion")
@@ -284,7 +288,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
         composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
-    except (HydraException, OmegaConfBaseException) as error:
+    except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
     plans, folders = [], {}
@@ -295,7 +299,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
                 plans.append(validate_job(job, index, config_dir, shared))
             except ConfigError as error:
                 raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
-            except (HydraException, OmegaConfBaseException) as error:
+            except COMPOSE_ERRORS as error:
                 raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
             _own_folder(index, jobs, folders)
             advance()
@@ -375,6 +379,11 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
 
 
 def one_line(error: BaseException) -> str:
+    if isinstance(error, yaml.YAMLError):  # a config file (a --config-dir recipe, a sweep file) that is not YAML
+        mark = getattr(error, "problem_mark", None)
+        where = f"{mark.name} line {mark.line + 1}" if mark is not None else "a config file"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        return f"{where}: not valid YAML ({problem}); fix the file (a YAML mapping of keys and values)"
     text = str(error).split("Config search path:")[0]  # Hydra appends its search path: noise here
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(lines) or type(error).__name__
@@ -452,7 +461,7 @@ def check_entry_arguments(args) -> str | None:
             )
     try:
         check_hydra_overrides(args.overrides)
-    except (HydraException, OmegaConfBaseException) as error:
+    except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     if args.config_dir is not None:
         check_search_folder(f"--config-dir {args.config_dir}", args.config_dir)
@@ -464,6 +473,8 @@ def check_inspecting(overrides: list[str], config_dir: str | None) -> None:
     Hydra would build or log is checked; a config that does not compose is Hydra's to report."""
     try:
         cfg = compose(overrides, config_dir=config_dir)
-    except (HydraException, OmegaConfBaseException):
+    except yaml.YAMLError as error:  # Hydra would print the parser's lines
+        raise ConfigError(one_line(error)) from None
+    except COMPOSE_ERRORS:
         return
     check_buildable(cfg)

@@ -322,8 +322,12 @@ def write(sweep_dir: Path, manifest: dict) -> None:
     path = Path(sweep_dir) / MANIFEST_FILE
     temporary = path.with_name(f".{MANIFEST_FILE}.{os.getpid()}")
     kept = {key: value for key, value in manifest.items() if key != TORN}
-    temporary.write_text(json.dumps(kept, indent=2))
-    temporary.replace(path)
+    try:
+        temporary.write_text(json.dumps(kept, indent=2))
+        temporary.replace(path)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a full disk leaves no half-written copy behind
+        raise
 
 
 def _write_folded(sweep_dir: Path, manifest: dict) -> None:
