@@ -27,6 +27,7 @@ import os
 import struct
 import sys
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -341,11 +342,34 @@ def _other_file_problem(checkpoint: Path, skipped: tuple[str, ...]) -> str | Non
             continue
         if path.suffix in (".pt", ".pth", ".bin") and not _torch_archive(path):
             return f"has an unreadable {path.name} (truncated or corrupt: not a torch.save file)"
+        if path.name.startswith("rng_state") and path.suffix == ".pth":
+            problem = _data_problem(path)
+            if problem:
+                return f"has an unreadable {path.name} (truncated or corrupt: {problem})"
         if path.suffix == ".json":
             try:
                 json.loads(path.read_bytes())
             except (ValueError, OSError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 return f"has an unreadable {path.name} (not JSON)"
+    return None
+
+
+def _data_problem(path: Path) -> str | None:
+    """Why torch cannot load `path` as plain data, as HF's resume loads the RNG states (weights_only, numpy's
+    types allowed), or None. Small files only: this loads them whole. torch's own message advises weights_only=False,
+    which would run whatever the file names: only its reason is kept."""
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    try:
+        with safe_globals(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the outcome says enough
+            torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:  # torch raises many kinds for a damaged file (RuntimeError, UnpicklingError, ...)
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = next((line for line in lines if line.startswith("WeightsUnpickler error")), None)
+        reason = reason or next((line for line in lines if "weights_only" not in line), type(error).__name__)
+        return reason.rstrip(".")[:200]
     return None
 
 

@@ -858,6 +858,14 @@ LIFECYCLE = [
     (["train", "hydra.run.dir={data}/runs/rng", *RESUME], "has an unreadable rng_state.pth (truncated or corrupt"),
     (["train", "hydra.run.dir={data}/runs/empty_rng", *RESUME], "has an unreadable rng_state_0.pth"),
     (["train", "hydra.run.dir={data}/runs/scaler", *RESUME], "has an unreadable scaler.pt"),
+    (
+        ["train", "hydra.run.dir={data}/runs/rng_code", *RESUME],
+        "unreadable rng_state.pth (truncated or corrupt: Trying",
+    ),
+    (
+        ["train", "hydra.run.dir={data}/runs/rng_pickle", *RESUME],
+        "unreadable rng_state.pth (truncated or corrupt: Unsupp",
+    ),
     (["train", "hydra.run.dir={data}/runs/state", *RESUME], "has an unreadable trainer_state.json (not JSON)"),
     (["train", "hydra.run.dir={data}/runs/latin1_state", *RESUME], "has an unreadable trainer_state.json"),
     (["train", "hydra.run.dir={data}/runs/model_config", *RESUME], "has an unreadable config.json (not JSON)"),
@@ -1067,6 +1075,22 @@ def _job(number: int, **changes) -> dict:
     return {**entry, "folder": None, **changes}
 
 
+class _NamesCode:
+    """Pickled as a call of os.getcwd: a file that would run code if loaded without weights_only."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.getcwd, ())
+
+
+def _torch_file_naming_code(path: Path) -> None:
+    """A whole torch.save archive (the structure check passes it) whose pickle names a function to call."""
+    import torch
+
+    torch.save({"python": _NamesCode()}, path)
+
+
 def make_lifecycle_files(folder: Path) -> None:
     """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
     (folder / "dangling").symlink_to(folder / "nowhere")
@@ -1083,6 +1107,8 @@ def make_lifecycle_files(folder: Path) -> None:
         "latin1_state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_bytes(b'{"a": "\xe9"}'),
         "model_config": lambda run: (run / "checkpoint-8" / "config.json").write_text('{"model_type": '),
         "hooks": lambda run: (run / "checkpoint-8" / "align_kit_hooks.json").write_text("{kl: 1}"),
+        "rng_code": lambda run: _torch_file_naming_code(run / "checkpoint-8" / "rng_state.pth"),
+        "rng_pickle": lambda run: (run / "checkpoint-8" / "rng_state.pth").write_bytes(b"\x80\x04garbage"),
     }
     for name, damaged in damage.items():
         damaged(write_run(folder / "runs" / name, RUN))
