@@ -803,6 +803,11 @@ SECURITY = [
     (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
     (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
+    # YAML typos in shared files: the file, its line and the parser's reason
+    (["train", "--config-dir", "{data}/presets", "recipe=typo"], "presets/recipe/typo.yaml line 4: not valid YAML"),
+    (["train", "--config-dir", "{data}/presets", "recipe=typo", "--cfg", "job"], "recipe/typo.yaml line 4: not valid"),
+    (["sweep", "typo", "--config-dir", "{data}/presets"], "presets/sweep/typo.yaml line 6: not valid YAML"),
+    (["train", "-m", "seed=1,2", "recipe=typo", "--config-dir", "{data}/presets"], "recipe/typo.yaml line 4: not"),
     # switches that run a model folder's Python: the command line's alone
     (
         ["train", "--config-dir", "{data}/presets", "recipe=remote_code"],
@@ -913,6 +918,14 @@ LIFECYCLE_OTHER = [
     ),
     (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
     (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
+    # a W&B run file whose checksums hold but whose second record does not decode
+    (["compare", "{data}/compare/bad_wandb"], "align-kit: compare error: ", "run-x.wandb: record 2 does not decode"),
+    (["compare", "--power", "1e308:1"], "align-kit: compare error: ", "--power: effect / sd is 1e+308, outside"),
+    (["compare", "--power", "1:1e-300"], "align-kit: compare error: ", "--power: effect / sd is 1e+300, outside"),
+    (["compare", "--power=-1e308:1e-308"], "align-kit: compare error: ", "--power: effect / sd is inf, outside"),
+    (["compare", "--power", "1:1:1e200"], "align-kit: compare error: ", "sd per arm / sd is 1e+200, outside"),
+    (["sweep", "--status", "{data}/good.jsonl"], "align-kit sweep --status: ", "good.jsonl is a file, not a sweep"),
+    (["sweep", "--resume", "{data}/good.jsonl"], "align-kit sweep --resume: ", "good.jsonl is a file, not a sweep"),
 ]
 
 
@@ -1129,6 +1142,13 @@ def make_lifecycle_files(folder: Path) -> None:
         run.mkdir(parents=True)
         (run / "config.yaml").write_bytes(b"seed: 1\nnote: caf\xe9\n")
         (run / "metrics.jsonl").write_text(_jsonl([{"step": 1, "reward": 0.5}]))
+    from tests.tracking.test_wandb_offline import history_record, run_file
+
+    (folder / "compare" / "bad_wandb" / "wandb" / "offline-run-1").mkdir(parents=True)
+    (folder / "compare" / "bad_wandb" / "config.yaml").write_text("seed: 1\n")
+    run_file(
+        folder / "compare" / "bad_wandb" / "wandb" / "offline-run-1", history_record("reward", "0.5"), b"\n\xff\xff"
+    )
     for name, text in {**manifests, "latin1": None}.items():
         (folder / "manifests" / name).mkdir(parents=True)
         path = folder / "manifests" / name / "sweep_manifest.json"
@@ -1164,6 +1184,8 @@ PRESETS = {
     + "defaults:\n  - override /model: hf\nmodel:\n  name_or_path: ../victim_dir\n  trust_remote_code: true\n",
     "recipe/trl_remote_code.yaml": _GLOBAL + "trainer:\n  trust_remote_code: true\n",
     "sweep/remote_code.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      model.trust_remote_code: 'true'\n",
+    "recipe/typo.yaml": _GLOBAL + "clip:\n  eps_high: [0.3\n",
+    "sweep/typo.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n   bad: : x\n",
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
 }
 
