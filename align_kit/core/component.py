@@ -79,6 +79,13 @@ class Component:
         alert never advises a fix that is already on. Nothing by default."""
         return {}
 
+    def idle_fields(self) -> dict[str, str]:
+        """This node's fields that change nothing as the node is configured, each with the key that would make it
+        count (e.g. rollout's quant_scale while quantization=none: "rollout.quantization=fp8|int8"). A value the
+        user sets for one (on the command line, or swept) is refused: two arms differing only there would train
+        the same thing. Nothing by default."""
+        return {}
+
     def check_dataset(self, dataset) -> None:
         """Checks that need the training data (run after it loads, before the model does)."""
         return None

@@ -171,8 +171,28 @@ def validate_job(
         check_resume(Path(run_dir), data)
     choices = tagged_choices(HydraConfig.get().runtime.choices)
     if shared is None:
-        return validate_composed(cfg, choices, run_dir, data=data)
-    return validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
+        plan = validate_composed(cfg, choices, run_dir, data=data)
+    else:
+        plan = validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
+    check_idle_overrides(overrides, plan)
+    return plan
+
+
+def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
+    """A value the user sets (on the command line or in a sweep's params) for a field its node ignores as configured
+    (Component.idle_fields) is refused: as any setting without effect, and in a sweep it would make arms that train
+    the same thing."""
+    for override in override_parser().parse_overrides(list(overrides)):
+        if override.is_delete():
+            continue
+        group, _, name = override.key_or_group.partition(".")
+        node = plan.components.get(group)
+        fix = node.idle_fields().get(name) if node is not None and name else None
+        if fix is not None:
+            raise ConfigError(
+                f"{override.input_line.lstrip('+')} changes nothing in this config: "
+                f"{group}.{name} counts only with {fix}; drop it, or set {fix.split('|')[0]}"
+            )
 
 
 # Each sweep job's resolved config as this process's pre-flight composed it, by the job's task overrides: the sweep's

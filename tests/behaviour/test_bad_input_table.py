@@ -308,6 +308,13 @@ QUANTIZED_SAMPLER = [
     ),
     (["train", "rollout.dtype=bfloat16", "rollout.quant_scale=null"], "rollout.quant_scale=null"),
     (["train", "rollout.quantize_router=maybe"], "rollout.quantize_router=maybe"),
+    # a value the node ignores as configured: arms that would train the same thing
+    (
+        ["train", "-m", "rollout.quant_scale=channel,tensor"],
+        "sweep job 0 of 2 (rollout.quant_scale=channel): rollout.quant_scale=channel changes nothing in this config",
+    ),
+    (["train", "rollout.quantize_router=true"], "rollout.quantize_router counts only with rollout.quantization=fp8"),
+    (["sweep", "clip_higher", "rollout.quant_scale=tensor"], "rollout.quant_scale=tensor changes nothing"),
     (["train", "model=tiny_moe", "rollout.dtype=bfloat16", "rollout.quantize_router=2"], "rollout.quantize_router=2"),
     (["train", "rollout=vllm", "rollout.quantization=fp8"], "rollout.quantization"),
 ]

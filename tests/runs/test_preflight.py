@@ -388,3 +388,11 @@ def test_a_sweep_job_folder_outside_the_sweep_folder_is_refused():
         with pytest.raises(ConfigError, match=f"^sweep job 0 of 2: hydra.sweep.subdir={re.escape(shown)} puts its"):
             check_command(["seed=1,2", f"hydra.sweep.subdir={subdir}"], True)
     check_command(["seed=1,2", "hydra.sweep.subdir=a/../b${hydra.job.num}"], True)  # inside, however written
+
+
+def test_a_value_its_node_ignores_is_refused_and_counts_once_the_node_uses_it():
+    with pytest.raises(ConfigError, match=r"^sweep job 0 of 2 \(rollout.quant_scale=channel\): rollout.quant_scale=ch"):
+        check_command(["rollout.quant_scale=channel,tensor"], True)
+    quantized = ["rollout.dtype=bfloat16", "rollout.quantization=int8"]
+    plans = check_command([*quantized, "rollout.quant_scale=channel,tensor"], True)
+    assert [plan.components["rollout"].quant_scale for plan in plans] == ["channel", "tensor"]
