@@ -189,6 +189,24 @@ def _derived_hint(name: str) -> str:
     }[name]
 
 
+def _check_monitor_facts(nodes: dict[str, Component], choices: dict[str, str]) -> None:
+    """What each node tells the health monitor (Component.monitor_facts) names fields of its RunContext: an unknown
+    name was a TypeError when the trainer was built, after the model had loaded."""
+    import dataclasses
+
+    from align_kit.monitor.rules import RunContext
+
+    known = {item.name for item in dataclasses.fields(RunContext)}
+    for key, node in nodes.items():
+        unknown = sorted(set(node.monitor_facts()) - known)
+        if unknown:
+            node_name = f"{key}={choices[key]}" if key in choices else key
+            raise ConfigError(
+                f"{node_name}: its monitor_facts() names {', '.join(unknown)}, which the health monitor does not "
+                f"know (RunContext's fields: {', '.join(sorted(known))}); return only those"
+            )
+
+
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
@@ -305,6 +323,7 @@ def build_plan(
             },
         },
     )
+    _check_monitor_facts(components, choices)
     _check_batch_shape(plan)
     check_trainer_config(plan.effective, plan.task, choices.get("task"))
     warning = cpu_fallback_warning(plan.effective)

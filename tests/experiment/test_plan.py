@@ -194,3 +194,21 @@ def test_a_sweeps_jobs_share_each_nodes_build_but_not_the_node(tmp_path):
     assert not any(first.components[group] is second.components[group] for group in first.components)
     assert first.rewards[1].func is not second.rewards[1].func and first.monitor is not second.monitor
     assert [group for group, _ in built].count("arena") == 1
+
+
+def test_a_node_telling_the_monitor_a_name_it_does_not_know_is_refused_before_the_trainer_is_built():
+    from dataclasses import dataclass
+
+    from align_kit.core.component import Component
+    from align_kit.experiment.plan import _check_monitor_facts
+
+    @dataclass
+    class Declares(Component):
+        facts: dict
+
+        def monitor_facts(self):
+            return self.facts
+
+    _check_monitor_facts({"sampling": Declares({"dynamic_sampling": True, "max_gen_batches": 4})}, {})
+    with pytest.raises(ConfigError, match=r"^sampling=mine: its monitor_facts\(\) names dynamic_sampler, which the"):
+        _check_monitor_facts({"sampling": Declares({"dynamic_sampler": True})}, {"sampling": "mine"})
