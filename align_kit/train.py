@@ -102,11 +102,10 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
             from align_kit.vllm_server import wait_for_server
 
             wait_for_server(rollout.server_base_url, rollout.server_timeout_s)
-        correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(
             plan.task,
             cfg.paths.cache_dir,
-            reward=correctness,
+            reward=plan.answer_judge,  # the warm start's success rate
             max_new_tokens=plan.effective("max_completion_length"),
         )
         if "start_success_rate" in policy.info:

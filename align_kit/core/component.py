@@ -28,6 +28,7 @@ class RewardSpec:
     weight: float
     max_value: float  # the best score a perfect completion earns from this function
     func: Any  # a callable taking TRL's reward kwargs
+    judges_answer: bool = False  # it scores whether the answer is right (a warm start measures success with it)
 
 
 @dataclass

@@ -56,6 +56,11 @@ class ExperimentPlan:
         return self.components["model"]
 
     @property
+    def answer_judge(self) -> Any:
+        """The reward function that scores whether an answer is right (RewardSpec.judges_answer), or None."""
+        return next((spec.func for spec in self.rewards if spec.judges_answer), None)
+
+    @property
     def task(self) -> Task:
         return self.components["task"]
 

@@ -212,3 +212,12 @@ def test_a_node_telling_the_monitor_a_name_it_does_not_know_is_refused_before_th
     _check_monitor_facts({"sampling": Declares({"dynamic_sampling": True, "max_gen_batches": 4})}, {})
     with pytest.raises(ConfigError, match=r"^sampling=mine: its monitor_facts\(\) names dynamic_sampler, which the"):
         _check_monitor_facts({"sampling": Declares({"dynamic_sampler": True})}, {"sampling": "mine"})
+
+
+def test_the_reward_that_judges_answers_is_found_by_its_declaration_not_its_name():
+    plan = plan_for(
+        "+reward.right={_target_: align_kit.rewards.correctness.Correctness, weight: 0.8}", "~reward.correctness"
+    )
+    assert [spec.name for spec in plan.rewards if spec.judges_answer] == ["right"]
+    assert plan.answer_judge.__name__ == "right"
+    assert plan_for("reward=[coin_flip]", "reward.coin_flip.weight=1").answer_judge is None
