@@ -45,6 +45,7 @@ class ConstantKL(Component):
     beta: float = knob(
         0.0,
         ge=0,
+        text="a number >= 0 (kl=none for no KL term)",
         help="KL coefficient toward the reference model (TRL's beta, k3 estimator); 0 (kl=none, as DAPO and Dr.GRPO "
         "for rule-verified math and code) loads no reference model, kl=constant uses 0.04.",
         source="DeepSeekMath, arXiv 2402.03300; 18.3.5",
@@ -181,6 +182,7 @@ class ReweightedKL(Component):
     beta: float = knob(
         0.04,
         ge=0,
+        text="a number >= 0 (kl=none for no KL term)",
         help="The KL coefficient before the per-token weight; must be > 0 (kl=none for no KL term).",
         source="18.3.5",
     )

@@ -276,7 +276,7 @@ SANDBOX = [
     (["train", "task=tool_calls", "task.code_timeout_s=5e300"], "task.code_timeout_s=5e+300"),
     (["train", "task=tool_calls", "task.code_timeout_s=nan"], "task.code_timeout_s=nan"),
     (["train", "recipe=tool_calls", "task.code_timeout_s=-inf"], "task.code_timeout_s=-inf"),
-    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s must be > 0"),
+    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s=-0.5: expected a number > 0"),
     (["train", "task=tool_calls", "task.code_timeout_s=yes"], "task.code_timeout_s=yes"),
     (["train", "task=tool_calls", "task.code_memory_mb=1048577"], "task.code_memory_mb=1048577: the sandbox takes"),
     (["train", "recipe=tool_calls", "task.code_memory_mb=9223372036854775807"], "code_memory_mb=9223372036854775807"),

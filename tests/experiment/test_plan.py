@@ -18,7 +18,7 @@ BAD_CONFIGS = [
     ),
     (
         ["kl=constant", "kl.beta=-0.01"],
-        "kl.beta=-0.01 is negative; use kl.beta >= 0 (or kl=none for no KL term)",
+        "kl.beta=-0.01: expected a number >= 0 (kl=none for no KL term)",
     ),
     (
         ["clip=gspo", "advantage=dr_grpo"],
@@ -81,8 +81,8 @@ BAD_CONFIGS = [
     ),
     (
         ["reward=[coin_flip]", "reward.coin_flip.p_one=1.0"],
-        "reward.coin_flip.p_one=1.0 must lie strictly between 0 and 1 (0 or 1 gives every group zero advantage, "
-        "so nothing trains)",
+        "reward.coin_flip.p_one=1.0: expected a number strictly between 0 and 1 (0 or 1 gives every group zero "
+        "advantage, so nothing trains)",
     ),
     (
         ["rollout=vllm", "rollout.mode=remote"],
