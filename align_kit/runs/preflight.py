@@ -34,6 +34,7 @@ from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
 # What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
 # YAML (Hydra lets the parser's error through).
@@ -193,16 +194,6 @@ def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
                 f"{override.input_line.lstrip('+')} changes nothing in this config: "
                 f"{group}.{name} counts only with {fix}; drop it, or set {fix.split('|')[0]}"
             )
-
-
-# Each sweep job's resolved config as this process's pre-flight composed it, by the job's task overrides: the sweep's
-# manifest records them at its start (align_kit.runs.sweep_manifest), so a resume can tell what changed since.
-composed_jobs: dict[tuple[str, ...], dict] = {}
-
-
-def task_key(overrides: list[str]) -> tuple[str, ...]:
-    """A job's overrides without Hydra's own (`hydra.*`, `hydra/...`): its task overrides, as Hydra splits them."""
-    return tuple(o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0].split("/")[0] != "hydra")
 
 
 def check_buildable(cfg: DictConfig) -> dict:

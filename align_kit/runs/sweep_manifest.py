@@ -428,6 +428,16 @@ def new_manifest(
     }
 
 
+# Each sweep job's resolved config as this process's pre-flight (align_kit.runs.preflight) composed it, by the
+# job's task overrides: the manifest records them at the sweep's start, so a resume can tell what changed since.
+composed_jobs: dict[tuple[str, ...], dict] = {}
+
+
+def task_key(overrides: list[str]) -> tuple[str, ...]:
+    """A job's overrides without Hydra's own (`hydra.*`, `hydra/...`): its task overrides, as Hydra splits them."""
+    return tuple(o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0].split("/")[0] != "hydra")
+
+
 # `align-kit sweep --resume FOLDER --replan`: jobs whose config changed since the sweep's first launch run again
 # under the new config, instead of the resume being refused.
 REPLAN_FLAG = "--replan"
@@ -437,8 +447,7 @@ replan = False
 def job_configs(jobs: list[list[str]]) -> list[dict] | None:
     """Each job's resolved config, flattened (`key.sub: value`), as this process's pre-flight composed it (None where
     it did not compose them all: a launch that skipped the pre-flight records none)."""
-    from align_kit.runs.preflight import composed_jobs, task_key
-    from align_kit.runs.run_folder import flatten
+    from align_kit.runs.config_changes import flatten
 
     found = [composed_jobs.get(task_key(job)) for job in jobs]
     return None if any(config is None for config in found) else [flatten(config) for config in found]
@@ -475,8 +484,8 @@ def recorded_config(manifest: dict, number: int) -> dict | None:
 
 def changed_configs(manifest: dict, configs: list[dict]) -> dict[int, list[str]]:
     """The jobs whose config differs from the manifest's record, each with `key (before -> after)` (the keys a run's
-    own resume may change too are left out: align_kit.runs.run_folder.RESUME_MAY_CHANGE)."""
-    from align_kit.runs.run_folder import config_differences
+    own resume may change too are left out: align_kit.runs.config_changes.RESUME_MAY_CHANGE)."""
+    from align_kit.runs.config_changes import config_differences
 
     changed = {}
     for number, flat in enumerate(configs):
