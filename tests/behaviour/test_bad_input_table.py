@@ -805,7 +805,10 @@ SECURITY = [
     ),
     (["train", "-m", "hydra.searchpath=[{data}/presets]", "clip=broken,symmetric"], "sweep job 0 of 2 (clip=broken)"),
     (["sweep", "--config-dir", "{data}/presets", "evil"], "hydra.callbacks.telemetry._target_=shutil.copyfile"),
-    (["sweep", "allow", "--config-dir", "{data}/presets"], "a sweep file may not name the packages a run builds"),
+    (
+        ["sweep", "--config-dir", "{data}/presets", "allow", "seed=3"],
+        "a sweep file may not name the packages a run builds",
+    ),
     (["train", "recipe=makedirs", "--config-dir", "{data}/presets", "seed=2"], "clip._target_=os.makedirs"),
     (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
