@@ -70,8 +70,9 @@ def _run_sweep(rest: list[str]) -> None:
 
 def _train(argv: list[str]) -> None:
     """Validate every job first (a bad config exits 2 and leaves no folder), then let Hydra run them."""
-    from align_kit.runs.preflight import run_preflight
+    from align_kit.runs.preflight import flags_first, run_preflight
 
+    argv = flags_first(argv)  # Hydra's parser wants its flags before the overrides; a user may put them anywhere
     run_preflight(argv)
     from align_kit import train
 

@@ -324,6 +324,7 @@ def _execute(
     token: str,
 ) -> tuple[str, str]:
     source = code.encode("utf-8", "surrogatepass")  # before the process exists: nothing may raise in between
+    oom_kills = _oom_kills()
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -367,9 +368,26 @@ def _execute(
         return "timeout", text
     if returncode == 0:
         return "ok", text
-    if returncode == OOM_EXIT or died_of == signal.SIGKILL:  # a SIGKILL we did not send: the OOM killer
+    if returncode == OOM_EXIT:
+        return "oom", text
+    # A SIGKILL we did not send is the kernel's OOM killer only if it killed something meanwhile: code can SIGKILL
+    # itself (os.kill(os.getpid(), 9)), and that is a crash.
+    if died_of == signal.SIGKILL and oom_kills is not None and (_oom_kills() or 0) > oom_kills:
         return "oom", text
     return "crash", text
+
+
+def _oom_kills() -> int | None:
+    """The kernel's count of processes its OOM killer has killed since boot (/proc/vmstat's oom_kill, Linux 4.13+);
+    None where it is not readable."""
+    try:
+        with open("/proc/vmstat", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _exited_on_its_own(pid: int) -> bool:

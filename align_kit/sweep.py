@@ -30,16 +30,29 @@ def folder_command(flag: str, rest: list[str]) -> None:
     """`--status FOLDER [--all]` prints the manifest's table (`--all`: a row per job, however many);
     `--resume FOLDER [overrides]` relaunches the sweep there."""
     from align_kit.core.errors import ConfigError
+    from align_kit.runs import sweep_manifest
     from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command
     from align_kit.runs.sweep_summary import status_table
 
-    usage = f"usage: align-kit sweep {flag} <sweep folder>" + (" [--all]" if flag == "--status" else " [overrides]")
+    usage = f"usage: align-kit sweep {flag} <sweep folder>" + (
+        " [--all]" if flag == "--status" else f" [{sweep_manifest.REPLAN_FLAG}] [overrides]"
+    )
     extra = [arg for arg in rest[1:] if arg != "--all"] if flag == "--status" else []
     if not rest or rest[0].startswith("-") or extra:
         unknown = f" (not accepted here: {' '.join(extra)})" if extra else ""
         print(usage + unknown, file=sys.stderr)
         sys.exit(2)
     folder = Path(rest[0])
+    if folder.exists() and not folder.is_dir():
+        print(
+            f"align-kit sweep {flag}: {folder} is a file, not a sweep folder; pass the folder that `align-kit sweep` "
+            "created (outputs/sweeps/<time>)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if flag == "--resume" and sweep_manifest.REPLAN_FLAG in rest[1:]:
+        sweep_manifest.replan = True
+        rest = [arg for arg in rest if arg != sweep_manifest.REPLAN_FLAG]
     try:
         manifest = read(folder)
     except ConfigError as error:
@@ -63,12 +76,21 @@ def folder_command(flag: str, rest: list[str]) -> None:
     arguments = resume_command(folder, manifest)
     if given(rest[1:], "hydra/launcher") is not None:  # a launcher named now replaces the first launch's settings
         arguments = [arg for arg in arguments if not is_launcher_setting(arg)]
-    launch = [*arguments, *rest[1:]]
+    from align_kit.runs.preflight import flags_first
+
+    launch = flags_first([*arguments, *rest[1:]])
     if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
         launch.append("hydra/launcher=basic")
     from align_kit.runs.preflight import run_preflight
 
     run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line and exit 2 on a bad value
+    try:  # each job composes as it did at the first launch (or --replan), said before any launcher line
+        sweep_manifest.check_replan(
+            folder, manifest, sweep_manifest.job_configs([j["overrides"] for j in manifest["jobs"]])
+        )
+    except ConfigError as error:
+        print(f"align-kit: config error: {error}", file=sys.stderr)
+        sys.exit(2)
     added, threads, line = plan(launch, len(manifest["jobs"]))
     if threads > 0:
         os.environ[THREADS_ENV] = str(threads)
@@ -89,6 +111,10 @@ def main(rest: list[str]) -> None:
     if rest and rest[0] in ("--status", "--resume"):
         folder_command(rest[0], rest[1:])
         return
+    from align_kit.runs.preflight import flags_first, split_flags
+
+    flags, words = split_flags(rest)  # Hydra's flags may stand anywhere: the sweep's name is the first other word
+    rest = [*words[:1], *flags, *words[1:]]
     names = sweep_names(rest)
     if not rest or rest[0].startswith("-") or "=" in rest[0]:
         print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
@@ -110,14 +136,14 @@ def main(rest: list[str]) -> None:
         from align_kit.runs.preflight import run_preflight
 
         run_preflight([f"sweep={rest[0]}", *rest[1:]])  # Hydra sets up its logging for --help: checked first
-        sys.argv = ["align-kit train", f"sweep={rest[0]}", *rest[1:]]
+        sys.argv = ["align-kit train", *flags_first([f"sweep={rest[0]}", *rest[1:]])]
         train.main()
         return
     from align_kit.runs.preflight import run_preflight
 
     run_preflight(["-m", f"sweep={rest[0]}", *rest[1:]])  # every job valid before any folder or launcher line
     added = launch_plan(rest)
-    sys.argv = ["align-kit train", "-m", f"sweep={rest[0]}", *added, *rest[1:]]
+    sys.argv = ["align-kit train", *flags_first(["-m", f"sweep={rest[0]}", *added, *rest[1:]])]
     train.main()
 
 

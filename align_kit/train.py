@@ -103,11 +103,10 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
             from align_kit.vllm_server import wait_for_server
 
             wait_for_server(rollout.server_base_url, rollout.server_timeout_s)
-        correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(
             plan.task,
             cfg.paths.cache_dir,
-            reward=correctness,
+            reward=plan.answer_judge,  # the warm start's success rate
             max_new_tokens=plan.effective("max_completion_length"),
         )
         if "start_success_rate" in policy.info:
@@ -248,7 +247,8 @@ def resume_command(run_dir: str) -> str:
 
 
 if __name__ == "__main__":  # as safe as `align-kit train`: the same pre-flight first
-    from align_kit.runs.preflight import run_preflight
+    from align_kit.runs.preflight import flags_first, run_preflight
 
+    sys.argv[1:] = flags_first(sys.argv[1:])
     run_preflight(sys.argv[1:])
     main()

@@ -7,6 +7,7 @@ arguments: each row's Python run by a driver that prints a ConfigError as one li
 Run: PYTHONPATH=. python benchmarks/bad_inputs.py   (about 1-3 s per input on 2 cores)
      PYTHONPATH=. python benchmarks/bad_inputs.py --record before.jsonl   (each case's outcome, to compare versions)
      PYTHONPATH=. python benchmarks/bad_inputs.py --lists SECURITY,LIFECYCLE   (only the table's lists named)
+     PYTHONPATH=. python benchmarks/bad_inputs.py --since main   (only the rows added since; --before main: the others)
 A command still running after --timeout seconds accepted its config and started a job: it is killed with its
 process group and counted as a wrong behaviour. An exit 2 with one line that lacks the row's words (older code
 refusing the same input in other words) is counted apart, as "refused in other words".
@@ -56,10 +57,36 @@ def _row(row: tuple) -> tuple[list[str], str | None, str]:
     return (["python:", argv] if isinstance(argv, str) else argv), None, fragment
 
 
-def selected_cases(lists: str | None) -> list:
-    """The table's cases, or only those of the list constants named (comma-separated, e.g. TYPES,SECURITY)."""
-    if not lists:
-        return [_row(row) for row in (*CASES, *OTHER, *CALLBACK)]
+def every_case() -> list:
+    """Every row of the table: the config errors, the other commands' errors (lifecycle, doctor), the callback's."""
+    return [_row(row) for row in (*CASES, *OTHER, *CALLBACK)]
+
+
+def _key(argv: list[str] | str) -> str:
+    return argv if isinstance(argv, str) else " ".join(argv)
+
+
+def rows_at(ref: str) -> set[str]:
+    """The argv of every row the table held at git revision `ref` (its file read with `git show`, then run)."""
+    source = subprocess.run(["git", "show", f"{ref}:{TABLE_FILE}"], capture_output=True, text=True, check=True).stdout
+    namespace: dict = {"__name__": "bad_input_table_at_ref"}
+    exec(compile(source, f"{ref}:{TABLE_FILE}", "exec"), namespace)
+    lists = ("CASES", "LIFECYCLE_OTHER", "OTHER", "CALLBACK")
+    rows = [row for name in lists for row in namespace.get(name, [])]
+    return {_key(row[0]) for row in rows}
+
+
+def selected_cases(lists: str | None, since: str | None = None) -> list:
+    """The table's cases, or only those of the list constants named (comma-separated, e.g. TYPES,SECURITY); with
+    `since` (a git revision), only the rows added after it."""
+    cases = every_case() if not lists else _listed(lists)
+    if since:
+        old = rows_at(since)
+        cases = [case for case in cases if _key(case[0][1] if case[0][0] == "python:" else case[0]) not in old]
+    return cases
+
+
+def _listed(lists: str) -> list:
     cases = []
     for name in lists.split(","):
         rows = getattr(table, name.strip(), None)
@@ -73,10 +100,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lists", help="comma-separated list constants of the table (default: every case)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a command counts as accepted")
+    parser.add_argument("--since", help="only the rows added to the table after this git revision (e.g. main)")
+    parser.add_argument("--before", help="only the rows the table held at this git revision")
     parser.add_argument("--record", help="write each case's outcome (its kind and error line) to this JSONL file")
     args = parser.parse_args()
     record = open(args.record, "x") if args.record else None
-    cases = selected_cases(args.lists)
+    cases = selected_cases(args.lists, args.since)
+    if args.before:
+        held = rows_at(args.before)
+        cases = [case for case in cases if _key(case[0][1] if case[0][0] == "python:" else case[0]) in held]
     command = str(Path(sys.executable).parent / "align-kit")
     counts = {"clear": 0, "other words": 0, "traceback": 0, "wrong": 0}
     seconds, wrong = [], []

@@ -75,6 +75,8 @@ def test_crash_on_an_exception_or_a_non_zero_exit(mode):
     assert 'File "main.py", line 2' in result.output  # the model's own line, not the runner's
     assert run_python("import sys\nsys.exit(3)").status == "crash"
     assert run_python("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)").status == "crash"
+    # code that SIGKILLs itself is a crash, not the OOM killer (which killed nothing meanwhile)
+    assert run_python("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)").status == "crash"
     assert run_python("import sys\nsys.exit(0)").status == "ok"
 
 
@@ -428,3 +430,9 @@ def test_a_stopped_supervisor_is_killed_after_the_deadline_with_what_kept_the_to
     assert result.status == "timeout"
     assert 0.3 + sandbox.SUPERVISOR_GRACE_S <= time.monotonic() - start < 0.3 + sandbox.SUPERVISOR_GRACE_S + 1.5
     assert survivors(result.output.strip()) == []
+
+
+def test_a_sigkill_while_the_kernels_oom_killer_killed_something_is_oom(mode, monkeypatch):
+    counts = iter([7, 8])  # /proc/vmstat's oom_kill before the call, then after it: one kill meanwhile
+    monkeypatch.setattr("align_kit.sandbox._oom_kills", lambda: next(counts))
+    assert run_python("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)").status == "oom"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from align_kit.compare import CompareError
 from align_kit.compare.comparison import Comparison
+from align_kit.core.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
 
 if TYPE_CHECKING:
     from align_kit.compare.run_record import Run
@@ -177,9 +178,12 @@ def compare(
     judged = verdicts(arms, tables, stated)
     out_dir = out or default_out(inputs[0])
     prepare_out(out_dir)
-    figures = write_figures(arms, chosen, out_dir, smoothing)
     report = out_dir / "report.md"
-    write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing, judged)
+    with writing(
+        out_dir, "the figures and report.md", then="run compare again"
+    ):  # a full disk: the same line as a run's
+        figures = write_figures(arms, chosen, out_dir, smoothing)
+        write_report(report, inputs, arms, tables, figures, notes, last_k, smoothing, judged)
     print_tables(arms, tables, last_k)
     for verdict in judged:
         print(f"verdict: {verdict.line(arms[0].name)}".replace("**", ""))
@@ -208,3 +212,6 @@ def main(argv: list[str]) -> None:
     except CompareError as error:
         print(f"align-kit: compare error: {error}", file=sys.stderr)
         sys.exit(2)
+    except DiskFull as full:
+        print(f"align-kit: disk full: {full.strerror}", file=sys.stderr)
+        sys.exit(DISK_FULL_EXIT_CODE)

@@ -27,6 +27,7 @@ from align_kit.compare import CompareError
 from align_kit.compare.verdict import MIN_PAIRED_SHARE, MIN_STANDARD_ERRORS
 
 TARGET = 0.8
+RATIO_LIMIT = 1e6  # the largest effect/sd (and sd per arm / sd) a power analysis takes, and its inverse the smallest
 MAX_SEEDS = 100
 DRAWS = 20_000
 
@@ -76,6 +77,7 @@ class PowerAnswer:
     effect: float
     sd_diff: float
     sd_arm: float | None
+    unit: float = 1.0  # effect and sds are in units of this (the stated sd of the paired difference)
 
     def line(self, target: float = TARGET) -> str:
         n = self.seeds if self.seeds is not None else self.best
@@ -83,8 +85,8 @@ class PowerAnswer:
             f"SE bar {se_bar_power(n, self.effect, self.sd_diff, self.sd_arm):.2f}, "
             f"sign bar {sign_bar_power(n, self.effect, self.sd_diff):.2f}"
         )
-        given = f"effect {self.effect:+.3g}, sd of paired difference {self.sd_diff:.3g}" + (
-            f", sd per arm {self.sd_arm:.3g}" if self.sd_arm is not None else " (arms taken as independent)"
+        given = f"effect {self.effect * self.unit:+.3g}, sd of paired difference {self.sd_diff * self.unit:.3g}" + (
+            f", sd per arm {self.sd_arm * self.unit:.3g}" if self.sd_arm is not None else " (arms taken as independent)"
         )
         if self.seeds is not None:
             return f"{given}: {n} paired seeds for {self.power:.0%} power to be called reproduced ({bars} alone)"
@@ -120,19 +122,30 @@ def seeds_needed(
             f"--power: sd per arm {sd_arm} must be finite and at least half the paired difference's sd "
             f"({sd_diff / 2:.3g}): sd_diff^2 = 2 sd_arm^2 (1 - rho) with rho >= -1"
         )
+    # Power depends on the ratios alone: computed at sd_diff = 1, so huge or tiny numbers cannot overflow; a ratio
+    # beyond RATIO_LIMIT either way is no question a sweep asks (2 seeds, or none reach it) and is refused.
+    ratio, arm_ratio = abs(effect) / sd_diff, (sd_arm / sd_diff if sd_arm is not None else None)
+    for name, value in (("effect / sd", ratio), ("sd per arm / sd", arm_ratio)):
+        if value is not None and not (1 / RATIO_LIMIT <= value <= RATIO_LIMIT):
+            raise CompareError(
+                f"--power: {name} is {value:.3g}, outside [{1 / RATIO_LIMIT:g}, {RATIO_LIMIT:g}]; state the effect and "
+                "sds in the same units (the metric's), e.g. --power 0.05:0.03"
+            )
+    unit = sd_diff
+    effect, sd_diff, sd_arm = math.copysign(ratio, effect), 1.0, arm_ratio
     simulated = {}
     for n in range(2, max_seeds + 1):
         if sign_bar_power(n, effect, sd_diff) < target:
             continue  # both bars together are no likelier than the (exact) sign bar alone
         simulated[n] = simulated_power(n, effect, sd_diff, sd_arm, draws, seed)
         if simulated[n] >= target:
-            return PowerAnswer(n, n, simulated[n], effect, sd_diff, sd_arm)
+            return PowerAnswer(n, n, simulated[n], effect, sd_diff, sd_arm, unit)
     if not simulated:  # the n where the weaker bar alone is strongest
         n = max(range(2, max_seeds + 1), key=lambda n: min(se_bar_power(n, effect, sd_diff, sd_arm),
                                                              sign_bar_power(n, effect, sd_diff)))  # fmt: skip
         simulated[n] = simulated_power(n, effect, sd_diff, sd_arm, draws, seed)
     best = max(simulated, key=simulated.get)
-    return PowerAnswer(None, best, simulated[best], effect, sd_diff, sd_arm)
+    return PowerAnswer(None, best, simulated[best], effect, sd_diff, sd_arm, unit)
 
 
 def parse_numbers(text: str) -> tuple[float, float, float | None] | None:

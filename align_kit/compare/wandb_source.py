@@ -148,7 +148,14 @@ class OfflineRun:
 
 def load_offline_run(run_folder: Path, metrics: Collection[str] | None = None) -> Run:
     """The offline W&B run of a run folder: its history is a local file, read once whatever `metrics` asks for."""
-    offline = OfflineRun(find_offline_runs(run_folder))
-    run = _run_from_history(offline, list(_step_rows(offline.scan_history())), str(run_folder), metrics)
+    try:
+        offline = OfflineRun(find_offline_runs(run_folder))
+        rows = list(_step_rows(offline.scan_history()))
+    except ValueError as error:  # a damaged run file (align_kit.tracking.wandb_offline names the record)
+        raise CompareError(
+            f"{run_folder} has no metrics.jsonl and its offline W&B run cannot be read ({error}); restore either "
+            "file, or leave the run out"
+        ) from None
+    run = _run_from_history(offline, rows, str(run_folder), metrics)
     run.folder = run_folder.resolve()
     return run

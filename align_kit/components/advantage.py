@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from align_kit.core.component import Component
-from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
 from align_kit.core.hooks import TrainerHook
 
@@ -121,6 +120,7 @@ class NGRPOAdvantage(Component):
 
     n_virtual: int = knob(
         1,
+        ge=1,
         help="Virtual samples scoring r_max added to each group's mean and std; 1 is the paper's setting.",
         source="NGRPO, arXiv 2509.18851; 16.6.5",
     )
@@ -134,8 +134,7 @@ class NGRPOAdvantage(Component):
     reward_maxes: list[float] | None = field(default=None, init=False, repr=False)  # bound by the plan
 
     def validate(self) -> None:
-        if self.n_virtual < 1:
-            raise ConfigError(f"advantage.n_virtual={self.n_virtual} must be >= 1 (use advantage=grpo for none)")
+        return None  # n_virtual's range is its field's (knob)
 
     def bind_rewards(self, rewards) -> None:
         self.reward_maxes = [spec.max_value for spec in rewards]

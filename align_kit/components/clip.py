@@ -35,19 +35,19 @@ class TokenClip(Component):
 
     eps_low: float = knob(
         0.2,
+        gt=0,
         help="Lower clip bound: the ratio pi/pi_old is clipped at 1 - eps_low (TRL's epsilon); 0.2 as PPO and DAPO.",
         source="PPO, arXiv 1707.06347; DAPO §3.1, arXiv 2503.14476",
     )
     eps_high: float = knob(
         0.2,
+        gt=0,
         help="Upper clip bound 1 + eps_high (TRL's epsilon_high), never below eps_low; Clip-Higher raises it to 0.28 "
         "(0.28-0.3 recommended) so low-probability tokens can grow and entropy does not collapse.",
         source="DAPO §3.1, arXiv 2503.14476; 16.6, figure 16-11; 18.3.4",
     )
 
     def validate(self) -> None:
-        if self.eps_low <= 0 or self.eps_high <= 0:
-            raise ConfigError(f"clip.eps_low={self.eps_low} and clip.eps_high={self.eps_high} must both be > 0")
         if self.eps_high < self.eps_low:
             raise ConfigError(
                 f"clip.eps_high={self.eps_high} is below clip.eps_low={self.eps_low}; "
@@ -84,11 +84,13 @@ class SequenceClip(TokenClip):
 
     eps_low: float = knob(
         3e-4,
+        gt=0,
         help="Lower bound of the sequence ratio's clip band (TRL's epsilon); the paper's 3e-4.",
         source="GSPO, arXiv 2507.18071",
     )
     eps_high: float = knob(
         4e-4,
+        gt=0,
         help="Upper bound of the sequence ratio's clip band (TRL's epsilon_high); the paper's 4e-4.",
         source="GSPO, arXiv 2507.18071",
     )

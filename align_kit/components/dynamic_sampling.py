@@ -45,6 +45,7 @@ class AllGroups(Component):
 class DynamicSampling(Component):
     max_gen_batches: int = knob(
         4,
+        ge=1,
         help="Generation rounds per step, the first included, >= 1; a batch still short after them is filled with "
         "dropped, zero-gradient groups (sampling/filled_groups).",
         source="DAPO §3.2, arXiv 2503.14476; 18.3.8",
@@ -53,8 +54,7 @@ class DynamicSampling(Component):
     dynamic = True
 
     def validate(self) -> None:
-        if self.max_gen_batches < 1:
-            raise ConfigError(f"sampling.max_gen_batches={self.max_gen_batches} must be >= 1")
+        return None  # max_gen_batches' range is its field's (knob)
 
     def check(self, plan) -> None:
         # Each process keeps or drops whole groups of its own rows (TRL hands each process a contiguous share).

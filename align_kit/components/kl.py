@@ -44,6 +44,8 @@ def _check_beta(key: str, beta: float) -> None:
 class ConstantKL(Component):
     beta: float = knob(
         0.0,
+        ge=0,
+        text="a number >= 0 (kl=none for no KL term)",
         help="KL coefficient toward the reference model (TRL's beta, k3 estimator); 0 (kl=none, as DAPO and Dr.GRPO "
         "for rule-verified math and code) loads no reference model, kl=constant uses 0.04.",
         source="DeepSeekMath, arXiv 2402.03300; 18.3.5",
@@ -56,7 +58,6 @@ class ConstantKL(Component):
     )
 
     def validate(self) -> None:
-        _check_beta("kl.beta", self.beta)
         if self.bias_corrected and self.beta == 0:
             raise ConfigError("kl.bias_corrected=true has no effect with kl.beta=0; set kl.beta > 0")
 
@@ -180,6 +181,8 @@ def entropy_weights(entropies, mask):
 class ReweightedKL(Component):
     beta: float = knob(
         0.04,
+        ge=0,
+        text="a number >= 0 (kl=none for no KL term)",
         help="The KL coefficient before the per-token weight; must be > 0 (kl=none for no KL term).",
         source="18.3.5",
     )
@@ -197,7 +200,6 @@ class ReweightedKL(Component):
     )
 
     def validate(self) -> None:
-        _check_beta("kl.beta", self.beta)
         if self.beta == 0:
             raise ConfigError("kl=reweighted needs kl.beta > 0 (use kl=none for no KL term)")
 

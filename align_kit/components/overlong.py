@@ -64,11 +64,6 @@ class Overlong(Component):
     )
 
     def validate(self) -> None:
-        for key in ("probe_every", "probe_tokens"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"overlong.{key}={getattr(self, key)} must be >= 0 (0 turns it off / the default)")
-        if self.probe_samples < 1:
-            raise ConfigError(f"overlong.probe_samples={self.probe_samples} must be >= 1")
         if self.soft_punish and self.cache_length <= 0:
             raise ConfigError(f"overlong.cache_length={self.cache_length} must be > 0 for soft punishment")
         if self.soft_punish and self.punish_weight < 0:

@@ -130,6 +130,11 @@ class HFRollout(Rollout):
                 "set rollout.dtype=bfloat16 or rollout.log_mismatch=true"
             )
 
+    def idle_fields(self) -> dict[str, str]:
+        if self.quantization == "none":  # the bf16 copy is not quantized: no scale, no router choice
+            return {name: "rollout.quantization=fp8|int8" for name in ("quant_scale", "quantize_router")}
+        return {}
+
     def grpo_fields(self) -> dict[str, Any]:
         return {"use_vllm": False, "temperature": self.temperature, "top_p": self.top_p}
 

@@ -28,6 +28,7 @@ class RewardSpec:
     weight: float
     max_value: float  # the best score a perfect completion earns from this function
     func: Any  # a callable taking TRL's reward kwargs
+    judges_answer: bool = False  # it scores whether the answer is right (a warm start measures success with it)
 
 
 @dataclass
@@ -77,6 +78,13 @@ class Component:
         """What this node tells the health monitor, as fields of `RunContext` (align_kit/monitor/rules.py): the
         stability fix it is and whether it is on, e.g. {"dynamic_sampling": True, "max_gen_batches": 4}, so an
         alert never advises a fix that is already on. Nothing by default."""
+        return {}
+
+    def idle_fields(self) -> dict[str, str]:
+        """This node's fields that change nothing as the node is configured, each with the key that would make it
+        count (e.g. rollout's quant_scale while quantization=none: "rollout.quantization=fp8|int8"). A value the
+        user sets for one (on the command line, or swept) is refused: two arms differing only there would train
+        the same thing. Nothing by default."""
         return {}
 
     def check_dataset(self, dataset) -> None:

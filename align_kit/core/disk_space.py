@@ -24,13 +24,16 @@ NEARLY_FULL_BYTES = 1 << 20  # under this much free space, a failed write is tak
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
+RUN_AGAIN = "run again or resume from the last whole checkpoint"
+
+
 class DiskFull(OSError):
-    def __init__(self, folder: Path, what: str, moved: Path | None = None):
+    def __init__(self, folder: Path, what: str, moved: Path | None = None, then: str = RUN_AGAIN):
         aside = f"; the half-written {what} was moved to {moved.name}" if moved else ""
         super().__init__(
             errno.ENOSPC,
             f"no space left writing {what} in {folder} ({_free(folder)}){aside}; free some space (or choose a "
-            "folder on another disk), then run again or resume from the last whole checkpoint",
+            f"folder on another disk), then {then}",
         )
 
 
@@ -73,16 +76,16 @@ def out_of_space(error: BaseException, folder: Path) -> bool:
 
 
 @contextlib.contextmanager
-def writing(folder: Path, what: str, partial: Path | None = None) -> Iterator[None]:
+def writing(folder: Path, what: str, partial: Path | None = None, then: str = RUN_AGAIN) -> Iterator[None]:
     """A write of `what` into `folder`: a failure for want of space is DiskFull (after moving `partial`, the
-    checkpoint folder being written, aside), any other failure is itself."""
+    checkpoint folder being written, aside; `then`: what to do once space is freed), any other failure is itself."""
     try:
         yield
     except DiskFull:
         raise
     except Exception as error:
         if out_of_space(error, folder):
-            raise DiskFull(folder, what, set_aside(partial) if partial is not None else None) from error
+            raise DiskFull(folder, what, set_aside(partial) if partial is not None else None, then) from error
         raise
 
 

@@ -48,10 +48,17 @@ class ExperimentPlan:
     notes: list[str] = field(default_factory=list)  # shown once at start
     reward_max: float = 1.0  # what a perfect completion earns under the configured weights
     allow_reward_max_below_one: bool = False  # train.allow_reward_max_below_one
+    # The key that set each GRPOConfig field of grpo_kwargs: `trainer.<name>`, or the node that owns it.
+    field_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def model(self) -> Model:
         return self.components["model"]
+
+    @property
+    def answer_judge(self) -> Any:
+        """The reward function that scores whether an answer is right (RewardSpec.judges_answer), or None."""
+        return next((spec.func for spec in self.rewards if spec.judges_answer), None)
 
     @property
     def task(self) -> Task:
@@ -187,6 +194,24 @@ def _derived_hint(name: str) -> str:
     }[name]
 
 
+def _check_monitor_facts(nodes: dict[str, Component], choices: dict[str, str]) -> None:
+    """What each node tells the health monitor (Component.monitor_facts) names fields of its RunContext: an unknown
+    name was a TypeError when the trainer was built, after the model had loaded."""
+    import dataclasses
+
+    from align_kit.monitor.rules import RunContext
+
+    known = {item.name for item in dataclasses.fields(RunContext)}
+    for key, node in nodes.items():
+        unknown = sorted(set(node.monitor_facts()) - known)
+        if unknown:
+            node_name = f"{key}={choices[key]}" if key in choices else key
+            raise ConfigError(
+                f"{node_name}: its monitor_facts() names {', '.join(unknown)}, which the health monitor does not "
+                f"know (RunContext's fields: {', '.join(sorted(known))}); return only those"
+            )
+
+
 def _check_batch_shape(plan: ExperimentPlan) -> None:
     generations = plan.effective("num_generations")
     per_device = plan.effective("per_device_train_batch_size")
@@ -295,7 +320,15 @@ def build_plan(
         monitor=_instantiate(cfg.monitor, "monitor", data["monitor"], built),  # validates itself on construction
         reward_max=sum(spec.weight * spec.max_value for spec in rewards),
         allow_reward_max_below_one=bool(cfg.train.allow_reward_max_below_one),
+        field_sources={
+            **{name: f"trainer.{name}" for name in trainer},
+            **{
+                name: f"{owners[name]}={choices.get(owners[name])} (its {name}={value})"
+                for name, value in node_fields.items()
+            },
+        },
     )
+    _check_monitor_facts(components, choices)
     _check_batch_shape(plan)
     check_trainer_config(plan.effective, plan.task, choices.get("task"))
     warning = cpu_fallback_warning(plan.effective)

@@ -39,7 +39,9 @@ class HFModel(ModelNode):
         "takes the checkpoint's own.",
     )
     trust_remote_code: bool = knob(
-        False, help="Let from_pretrained run the model's own code from the hub; only for models you trust."
+        False,
+        help="Let from_pretrained run the model's own code (its auto_map Python); only for models you trust, and only "
+        "from the command line (a recipe, --config-dir or sweep file that sets it is refused).",
     )
 
     def validate(self) -> None:

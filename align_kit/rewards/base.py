@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
@@ -19,6 +19,10 @@ def completion_text(completion: Any) -> str:
 
 @dataclass
 class RewardNode(Component):
+    # A node whose score says whether the answer is right (correctness) sets this: the run finds it by this
+    # declaration, never by the node's name.
+    JUDGES_ANSWER: ClassVar[bool] = False
+
     weight: float = knob(
         1.0,
         help="This reward's weight in the weighted sum TRL trains on (reward_weights); keep it >= 0, a penalty is a "
@@ -53,7 +57,9 @@ class RewardNode(Component):
     def spec(self) -> RewardSpec:
         # TRL names reward metrics after `__name__` (rewards/<name>/mean).
         self.__name__ = self.group
-        return RewardSpec(name=self.group, weight=self.weight, max_value=self.max_value, func=self)
+        return RewardSpec(
+            name=self.group, weight=self.weight, max_value=self.max_value, func=self, judges_answer=self.JUDGES_ANSWER
+        )
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         raise NotImplementedError

@@ -12,7 +12,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
 from align_kit.rewards.base import RewardNode
 
@@ -21,6 +20,9 @@ from align_kit.rewards.base import RewardNode
 class CoinFlip(RewardNode):
     p_one: float = knob(
         0.5,
+        gt=0,
+        lt=1,
+        text="a number strictly between 0 and 1 (0 or 1 gives every group zero advantage, so nothing trains)",
         help="The chance that a completion scores 1; strictly between 0 and 1. 0.5 gives the most groups with mixed "
         "scores, so every step has a gradient that carries no signal, only the clip bounds' bias.",
         source="DAPO §3.1, arXiv 2503.14476",
@@ -33,12 +35,7 @@ class CoinFlip(RewardNode):
     )
 
     def validate(self) -> None:
-        super().validate()
-        if not 0.0 < self.p_one < 1.0:
-            raise ConfigError(
-                f"reward.{self.group}.p_one={self.p_one} must lie strictly between 0 and 1 "
-                "(0 or 1 gives every group zero advantage, so nothing trains)"
-            )
+        super().validate()  # p_one's range is its field's (knob)
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         # Seeded by the training step, so a resumed run draws the same coins as an uninterrupted one.

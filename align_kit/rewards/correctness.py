@@ -21,6 +21,8 @@ def final_answer(text: str) -> str:
 
 @dataclass
 class Correctness(RewardNode):
+    JUDGES_ANSWER = True
+
     answer_column: str = knob(
         "answer",
         help="The dataset column holding the reference answer; `answer` for every built-in task and task=hf_dataset.",

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -28,11 +29,16 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.experiment.schema import allowed_packages, resolved
+from align_kit.experiment.schema import allowed_packages, check_code_switches, command_line_only, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
+from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
+# What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
+# YAML (Hydra lets the parser's error through).
+COMPOSE_ERRORS = (HydraException, OmegaConfBaseException, yaml.YAMLError)
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))
 # Hydra's own flags that print or inspect instead of running a job: only what Hydra would build or log is checked.
 _INSPECTING = ("help", "hydra_help", "cfg", "info", "shell_completion")
@@ -152,6 +158,8 @@ def validate_job(
 
     cfg = shared.composer.compose(overrides, job_index) if shared else compose(overrides, job_index, config_dir)
     data = check_buildable(cfg)
+    if job_index is not None:  # the sweep's manifest records what each job composes to (sweep_manifest.job_configs)
+        composed_jobs[task_key(overrides)] = data
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
@@ -164,8 +172,28 @@ def validate_job(
         check_resume(Path(run_dir), data)
     choices = tagged_choices(HydraConfig.get().runtime.choices)
     if shared is None:
-        return validate_composed(cfg, choices, run_dir, data=data)
-    return validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
+        plan = validate_composed(cfg, choices, run_dir, data=data)
+    else:
+        plan = validate_composed(cfg, choices, run_dir, shared.datasets, shared.built, data)
+    check_idle_overrides(overrides, plan)
+    return plan
+
+
+def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
+    """A value the user sets (on the command line or in a sweep's params) for a field its node ignores as configured
+    (Component.idle_fields) is refused: as any setting without effect, and in a sweep it would make arms that train
+    the same thing."""
+    for override in override_parser().parse_overrides(list(overrides)):
+        if override.is_delete():
+            continue
+        group, _, name = override.key_or_group.partition(".")
+        node = plan.components.get(group)
+        fix = node.idle_fields().get(name) if node is not None and name else None
+        if fix is not None:
+            raise ConfigError(
+                f"{override.input_line.lstrip('+')} changes nothing in this config: "
+                f"{group}.{name} counts only with {fix}; drop it, or set {fix.split('|')[0]}"
+            )
 
 
 def check_buildable(cfg: DictConfig) -> dict:
@@ -176,7 +204,9 @@ def check_buildable(cfg: DictConfig) -> dict:
 
     hydra_cfg = HydraConfig.get()
     data = resolved(cfg)
-    allowed = allowed_packages(data, OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    allowed = allowed_packages(data, task_overrides)
+    check_code_switches(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
     return data
 
@@ -194,11 +224,17 @@ def sweep_jobs(
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     (composer or SweepComposer(config_dir)).compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}
-    for key in params:
-        if str(key).lstrip("+~") == "train.allowed_targets":  # each job would read it as a command-line override
+    for key in params:  # each job would read a sweep file's params as command-line overrides
+        name = str(key).lstrip("+~")
+        if name == "train.allowed_targets":
             raise ConfigError(
                 f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
                 "on the command line: train.allowed_targets=[my_package]"
+            )
+        if command_line_only(name):
+            raise ConfigError(
+                f"hydra.sweeper.params.{key}: a sweep file may not let a model's folder run its own Python; only you "
+                f"may allow it: add {name}=true to the command line (only for a model you trust)"
             )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
@@ -257,10 +293,13 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     try:
         _one_sweep(overrides, config_dir)
         if not multirun:
-            return [validate_job(overrides, config_dir=config_dir)]
+            plan = validate_job(overrides, config_dir=config_dir)
+            check_trl_accepts(plan.grpo_kwargs, plan.field_sources)  # last: it imports TRL
+            return [plan]
+        composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
-    except (HydraException, OmegaConfBaseException) as error:
+    except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
     plans, folders = [], {}
@@ -271,11 +310,28 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
                 plans.append(validate_job(job, index, config_dir, shared))
             except ConfigError as error:
                 raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
-            except (HydraException, OmegaConfBaseException) as error:
+            except COMPOSE_ERRORS as error:
                 raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {one_line(error)}") from None
             _own_folder(index, jobs, folders)
             advance()
+    _trl_accepts_every_job(plans, jobs, arms)  # last: it imports TRL
     return plans
+
+
+def _trl_accepts_every_job(plans: list[ExperimentPlan], jobs: list[list[str]], arms: set[str]) -> None:
+    """TRL's GRPOConfig accepts each job's values (align_kit.experiment.trl_accepts), checked once per distinct set
+    (the fields align_kit derives per job, such as the seed and folder, are never what TRL refuses)."""
+    seen = set()
+    for index, plan in enumerate(plans):
+        distinct = repr(sorted((k, repr(v)) for k, v in plan.grpo_kwargs.items() if k not in DERIVED))
+        if distinct in seen:
+            continue
+        seen.add(distinct)
+        try:
+            check_trl_accepts(plan.grpo_kwargs, plan.field_sources)
+        except ConfigError as error:
+            arm = " ".join(override for override in jobs[index] if override.partition("=")[0] in arms)
+            raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
 
 
 @contextlib.contextmanager
@@ -313,7 +369,16 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
     relaunch would count the second job as finished by the first."""
     from hydra.core.hydra_config import HydraConfig
 
-    subdir = str(HydraConfig.get().sweep.subdir)
+    sweep = HydraConfig.get().sweep
+    subdir = str(sweep.subdir)
+    inside = os.path.normpath(os.path.join(str(sweep.dir), subdir))
+    relative = os.path.relpath(inside, os.path.normpath(str(sweep.dir)))
+    if Path(subdir).is_absolute() or relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
+        raise ConfigError(
+            f"sweep job {index} of {len(jobs)}: hydra.sweep.subdir={subdir} puts its folder at {inside}, not inside "
+            f"hydra.sweep.dir={sweep.dir}; a job's folder is a folder inside the sweep's, "
+            "e.g. hydra.sweep.subdir=${hydra.job.num} (the default) or ${hydra.job.override_dirname}"
+        )
     if subdir in folders:
         first = folders[subdir]
         raise ConfigError(
@@ -325,21 +390,58 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
 
 
 def one_line(error: BaseException) -> str:
+    if isinstance(error, yaml.YAMLError):  # a config file (a --config-dir recipe, a sweep file) that is not YAML
+        mark = getattr(error, "problem_mark", None)
+        where = f"{mark.name} line {mark.line + 1}" if mark is not None else "a config file"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        return f"{where}: not valid YAML ({problem}); fix the file (a YAML mapping of keys and values)"
     text = str(error).split("Config search path:")[0]  # Hydra appends its search path: noise here
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return "; ".join(lines) or type(error).__name__
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """`argv` with Hydra's flags (and the values they take) moved before the overrides, each group in its order:
+    Hydra's parser reads the overrides as one run of positional arguments, so a flag between two overrides
+    (`seed=1 --config-dir DIR recipe=x`) would leave the rest unread. A flag is accepted anywhere on the line."""
+    flags, words = split_flags(argv)
+    return [*flags, *words]
+
+
+def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's flags with their values, the other words), each in its order."""
+    actions = {name: action for action in command_line_parser()._actions for name in action.option_strings}
+    flags, overrides = [], []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        action = actions.get(name)
+        if action is None:
+            (flags if arg.startswith("-") and "=" not in arg else overrides).append(arg)
+            index += 1
+            continue
+        flags.append(arg)
+        index += 1
+        takes = action.nargs is None or (action.nargs == "?" and action.choices is not None)
+        if takes and "=" not in arg and index < len(argv):
+            value = argv[index]
+            if action.nargs is None or value in (action.choices or ()):
+                flags.append(value)
+                index += 1
+    return flags, overrides
 
 
 def run_preflight(argv: list[str]) -> None:
     """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): returns when every
     job is valid, else prints one line and exits 2. A command that only inspects (`--cfg`, `--help`, ...)
     is checked for what Hydra would build or log (it configures logging too), not for the data."""
-    args, unknown = command_line_parser().parse_known_args(argv)
+    args, unknown = command_line_parser().parse_known_args(flags_first(argv))
     try:
         if unknown:  # Hydra's own parser refuses them too, with its usage text
             raise ConfigError(
-                f"unrecognized arguments: {' '.join(unknown)} (put -m, --config-dir and Hydra's other flags before "
-                "the overrides)"
+                f"unrecognized arguments: {' '.join(unknown)} (Hydra's flags: -m, --config-dir DIR, --cfg job, ...; "
+                "overrides are key=value)"
             )
         config_dir = check_entry_arguments(args)
         if any(getattr(args, name, None) for name in _INSPECTING):
@@ -370,7 +472,7 @@ def check_entry_arguments(args) -> str | None:
             )
     try:
         check_hydra_overrides(args.overrides)
-    except (HydraException, OmegaConfBaseException) as error:
+    except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     if args.config_dir is not None:
         check_search_folder(f"--config-dir {args.config_dir}", args.config_dir)
@@ -382,6 +484,8 @@ def check_inspecting(overrides: list[str], config_dir: str | None) -> None:
     Hydra would build or log is checked; a config that does not compose is Hydra's to report."""
     try:
         cfg = compose(overrides, config_dir=config_dir)
-    except (HydraException, OmegaConfBaseException):
+    except yaml.YAMLError as error:  # Hydra would print the parser's lines
+        raise ConfigError(one_line(error)) from None
+    except COMPOSE_ERRORS:
         return
     check_buildable(cfg)

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import struct
 import sys
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +56,7 @@ from align_kit.core.run_files import (
     require_checkpoint,
     unused_name,
 )
+from align_kit.runs.config_changes import RESUME_MAY_CHANGE_TEXT, config_differences, flatten  # noqa: F401
 from align_kit.runs.run_lock import LOCK_FILE, RunLock, acquire, held, release
 from align_kit.runs.sweep_manifest import MANIFEST_FILE, live_launcher
 
@@ -72,16 +73,6 @@ MULTI_PROCESS_SWEEP_REFUSED = (
     "a sweep runs its jobs one process each; launch a multi-process job on its own (torchrun --nproc_per_node N "
     "-m align_kit.train ... hydra.run.dir=<folder>), one job at a time"
 )
-# Keys a resume may change: they say how long to train, how to log and where files live, not what is trained.
-RESUME_MAY_CHANGE = (
-    "train.resume",
-    "train.overwrite",
-    "trainer.max_steps",
-    "trainer.disable_tqdm",
-    "logger.*",
-    "paths.*",
-)
-RESUME_MAY_CHANGE_TEXT = "trainer.max_steps (raised), trainer.disable_tqdm, logger.*, paths.*"
 
 
 def folder_kind(folder: Path) -> str:
@@ -214,44 +205,6 @@ def move_aside(folder: Path, key: str) -> Path:
 # --- resume -----------------------------------------------------------------------------------------------------
 
 
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(config, dict):
-        return {prefix.rstrip("."): config}
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        flat.update(
-            flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
-        )
-    return flat
-
-
-def _may_change(key: str, saved: Any, composed: Any) -> bool:
-    if key == "trainer.max_steps":
-        return isinstance(saved, int) and isinstance(composed, int) and composed >= saved
-    return any(
-        key == allowed or (allowed.endswith("*") and key.startswith(allowed[:-1])) for allowed in RESUME_MAY_CHANGE
-    )
-
-
-def _same(saved: Any, composed: Any) -> bool:
-    if isinstance(saved, float) and isinstance(composed, float) and math.isnan(saved) and math.isnan(composed):
-        return True
-    return saved == composed and type(saved) is type(composed)
-
-
-def config_differences(saved: dict, composed: dict) -> list[str]:
-    """`key (saved -> composed)` for every key outside RESUME_MAY_CHANGE that differs; absent keys show as unset."""
-    old, new = flatten(saved), flatten(composed)
-    unset = object()
-    differing = []
-    for key in sorted(old.keys() | new.keys()):
-        before, after = old.get(key, unset), new.get(key, unset)
-        if not _same(before, after) and not _may_change(key, before, after):
-            shown = ["unset" if value is unset else repr(value) for value in (before, after)]
-            differing.append(f"{key} ({shown[0]} -> {shown[1]})")
-    return differing
-
-
 def check_resume(folder: Path, composed: dict) -> Path:
     """Refuse a resume that would not continue the run in `folder` as it was configured; returns the checkpoint."""
     checkpoint = require_checkpoint(folder)
@@ -341,11 +294,34 @@ def _other_file_problem(checkpoint: Path, skipped: tuple[str, ...]) -> str | Non
             continue
         if path.suffix in (".pt", ".pth", ".bin") and not _torch_archive(path):
             return f"has an unreadable {path.name} (truncated or corrupt: not a torch.save file)"
+        if path.name.startswith("rng_state") and path.suffix == ".pth":
+            problem = _data_problem(path)
+            if problem:
+                return f"has an unreadable {path.name} (truncated or corrupt: {problem})"
         if path.suffix == ".json":
             try:
                 json.loads(path.read_bytes())
             except (ValueError, OSError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 return f"has an unreadable {path.name} (not JSON)"
+    return None
+
+
+def _data_problem(path: Path) -> str | None:
+    """Why torch cannot load `path` as plain data, as HF's resume loads the RNG states (weights_only, numpy's
+    types allowed), or None. Small files only: this loads them whole. torch's own message advises weights_only=False,
+    which would run whatever the file names: only its reason is kept."""
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    try:
+        with safe_globals(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols: the outcome says enough
+            torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:  # torch raises many kinds for a damaged file (RuntimeError, UnpicklingError, ...)
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = next((line for line in lines if line.startswith("WeightsUnpickler error")), None)
+        reason = reason or next((line for line in lines if "weights_only" not in line), type(error).__name__)
+        return reason.rstrip(".")[:200]
     return None
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import sys
@@ -276,6 +277,10 @@ def _manifest_problem(manifest: Any) -> str | None:
         return "task_overrides is not a list of overrides"
     if not _strings(manifest.get("hydra_overrides", [])):
         return "hydra_overrides is not a list of overrides"
+    if not isinstance(manifest.get("config_dir"), str | None):
+        return "config_dir is not a folder name"
+    if not isinstance(manifest.get("config_base", {}), dict):
+        return "config_base is not an object"
     if not isinstance(manifest.get("launches", 1), int) or isinstance(manifest.get("launches"), bool):
         return "launches is not a whole number"
     for number, entry in enumerate(manifest["jobs"]):
@@ -317,8 +322,12 @@ def write(sweep_dir: Path, manifest: dict) -> None:
     path = Path(sweep_dir) / MANIFEST_FILE
     temporary = path.with_name(f".{MANIFEST_FILE}.{os.getpid()}")
     kept = {key: value for key, value in manifest.items() if key != TORN}
-    temporary.write_text(json.dumps(kept, indent=2))
-    temporary.replace(path)
+    try:
+        temporary.write_text(json.dumps(kept, indent=2))
+        temporary.replace(path)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a full disk leaves no half-written copy behind
+        raise
 
 
 def _write_folded(sweep_dir: Path, manifest: dict) -> None:
@@ -401,11 +410,15 @@ def _launcher() -> dict:
     return {"launcher_pid": os.getpid(), "launcher_started": process_start_time()}
 
 
-def new_manifest(task: list[str], hydra_overrides: list[str], jobs: list[list[str]]) -> dict:
-    """The manifest of a sweep's first launch: every job pending."""
+def new_manifest(
+    task: list[str], hydra_overrides: list[str], jobs: list[list[str]], config_dir: str | None = None
+) -> dict:
+    """The manifest of a sweep's first launch: every job pending (`config_dir`: the command's --config-dir, which
+    a resume composes from again)."""
     return {
         "task_overrides": task,
         "hydra_overrides": hydra_overrides,
+        "config_dir": config_dir,
         **_launcher(),
         "launches": 1,
         "jobs": [
@@ -415,6 +428,111 @@ def new_manifest(task: list[str], hydra_overrides: list[str], jobs: list[list[st
     }
 
 
+# Each sweep job's resolved config as this process's pre-flight (align_kit.runs.preflight) composed it, by the
+# job's task overrides: the manifest records them at the sweep's start, so a resume can tell what changed since.
+composed_jobs: dict[tuple[str, ...], dict] = {}
+
+
+def task_key(overrides: list[str]) -> tuple[str, ...]:
+    """A job's overrides without Hydra's own (`hydra.*`, `hydra/...`): its task overrides, as Hydra splits them."""
+    return tuple(o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0].split("/")[0] != "hydra")
+
+
+# `align-kit sweep --resume FOLDER --replan`: jobs whose config changed since the sweep's first launch run again
+# under the new config, instead of the resume being refused.
+REPLAN_FLAG = "--replan"
+replan = False
+
+
+def job_configs(jobs: list[list[str]]) -> list[dict] | None:
+    """Each job's resolved config, flattened (`key.sub: value`), as this process's pre-flight composed it (None where
+    it did not compose them all: a launch that skipped the pre-flight records none)."""
+    from align_kit.runs.config_changes import flatten
+
+    found = [composed_jobs.get(task_key(job)) for job in jobs]
+    return None if any(config is None for config in found) else [flatten(config) for config in found]
+
+
+def config_hash(flat: dict) -> str:
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def record_configs(manifest: dict, configs: list[dict], jobs: list[int] | None = None) -> None:
+    """Record each job's config (`jobs`: only these) in `manifest`: its hash, and what differs from the sweep's
+    `config_base` (job 0's config at the first launch), so the keys a later change touches can be named."""
+    base = manifest.setdefault("config_base", configs[0])
+    for number in range(len(configs)) if jobs is None else jobs:
+        flat = configs[number]
+        manifest["jobs"][number]["config_hash"] = config_hash(flat)
+        manifest["jobs"][number]["config"] = {
+            "set": {key: value for key, value in flat.items() if key not in base or base[key] != value},
+            "unset": sorted(base.keys() - flat.keys()),
+        }
+
+
+def recorded_config(manifest: dict, number: int) -> dict | None:
+    """Job `number`'s flattened config as the manifest recorded it (None where it recorded none)."""
+    entry, base = manifest["jobs"][number], manifest.get("config_base")
+    record = entry.get("config")
+    if not isinstance(base, dict) or not isinstance(record, dict):
+        return None
+    unset, changed = record.get("unset"), record.get("set")
+    if not _strings(unset) or not isinstance(changed, dict):
+        return None
+    return {**{key: value for key, value in base.items() if key not in set(unset)}, **changed}
+
+
+def changed_configs(manifest: dict, configs: list[dict]) -> dict[int, list[str]]:
+    """The jobs whose config differs from the manifest's record, each with `key (before -> after)` (the keys a run's
+    own resume may change too are left out: align_kit.runs.config_changes.RESUME_MAY_CHANGE)."""
+    from align_kit.runs.config_changes import config_differences
+
+    changed = {}
+    for number, flat in enumerate(configs):
+        before = recorded_config(manifest, number)
+        if before is not None and manifest["jobs"][number].get("config_hash") != config_hash(flat):
+            differing = config_differences(before, flat)
+            if differing:
+                changed[number] = differing
+    return changed
+
+
+def check_replan(sweep_dir: Path, manifest: dict, configs: list[dict] | None) -> dict[int, list[str]]:
+    """A relaunch's check that each job composes as it did (`configs`: as it composes now): a change is refused,
+    with the keys that changed, unless `replan`; returns the changed jobs."""
+    if configs is None or len(configs) != len(manifest["jobs"]):
+        return {}
+    changed = changed_configs(manifest, configs)
+    if changed and not replan:
+        first = min(changed)
+        keys = sorted({key.split(" (")[0] for differing in changed.values() for key in differing})
+        shown = ", ".join(changed[first][:4]) + (", ..." if len(changed[first]) > 4 else "")
+        source = f" (its config files: --config-dir {manifest['config_dir']})" if manifest.get("config_dir") else ""
+        raise ConfigError(
+            f"hydra.sweep.dir={sweep_dir}: {len(changed)} of its {len(configs)} jobs would now compose differently "
+            f"from the sweep's first launch{source}, at {', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''} "
+            f"(job {first}: {shown}); a resume runs what the sweep started: restore those files, or run the changed "
+            f"jobs again under the new config: align-kit sweep --resume {sweep_dir} {REPLAN_FLAG}"
+        )
+    return changed
+
+
+def _replanned(sweep_dir: Path, manifest: dict, configs: list[dict] | None) -> dict:
+    """`check_replan`, then (with `replan`) the changed jobs recorded anew, to start again."""
+    changed = check_replan(sweep_dir, manifest, configs)
+    if not changed:
+        return manifest
+    record_configs(manifest, configs, sorted(changed))
+    for number in changed:
+        manifest["jobs"][number].update(status=PENDING, outcome=None, error=None, restart=True)
+    print(
+        f"align-kit: {REPLAN_FLAG}: {len(changed)} jobs changed ({', '.join(map(str, sorted(changed)[:20]))}"
+        f"{', ...' if len(changed) > 20 else ''}); they start again under the new config",
+        file=sys.stderr,
+    )
+    return manifest
+
+
 def start_sweep(config: DictConfig) -> dict:
     """At the start of a multirun: write the manifest of a new sweep, or check a resumed one against it."""
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -422,7 +540,9 @@ def start_sweep(config: DictConfig) -> dict:
     hydra_overrides = _kept_hydra_overrides(list(config.hydra.overrides.hydra))
     params = config.hydra.sweeper.get("params")
     params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else {}
-    jobs = job_overrides(task, params, command_line_config_dir(config))
+    config_dir = command_line_config_dir(config)
+    jobs = job_overrides(task, params, config_dir)
+    configs = job_configs(jobs)
     with locked(sweep_dir):
         saved = _read(sweep_dir)
         if saved is not None:
@@ -439,10 +559,14 @@ def start_sweep(config: DictConfig) -> dict:
                     f"with its own definition (align-kit sweep --resume {sweep_dir}), so start changed sweeps in a "
                     "new folder: hydra.sweep.dir=<new folder>"
                 )
-            manifest = {**saved, "hydra_overrides": hydra_overrides, **_launcher()}
+            manifest = _replanned(sweep_dir, {**saved, "hydra_overrides": hydra_overrides, **_launcher()}, configs)
             manifest["launches"] = int(saved.get("launches", 1)) + 1
+            if "config_base" not in manifest and configs is not None:  # a manifest from before configs were kept
+                record_configs(manifest, configs)
         else:
-            manifest = new_manifest(task, hydra_overrides, jobs)
+            manifest = new_manifest(task, hydra_overrides, jobs, config_dir and str(Path(config_dir).resolve()))
+            if configs is not None:
+                record_configs(manifest, configs)
         _write_folded(sweep_dir, manifest)  # the earlier launches' job log, folded in
     return manifest
 
@@ -487,7 +611,8 @@ def _resumable_checkpoint(folder: Path, sweep_dir: Path, job: int) -> Path | Non
 def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
     """In a sweep job, before it trains: SKIP (finished earlier), RESUME (from its checkpoint) or FRESH."""
     folder, sweep = Path(run_dir), Path(sweep_dir)
-    previous = (job_entry(sweep, job) or {}).get("status", PENDING)
+    entry = job_entry(sweep, job) or {}
+    previous = FAILED if entry.get("restart") else entry.get("status", PENDING)  # replanned: starts again
     if previous != FAILED and (folder / SUMMARY_FILE).is_file():
         action = SKIP
     elif previous != FAILED and folder.is_dir() and _resumable_checkpoint(folder, sweep, job) is not None:
@@ -504,7 +629,7 @@ def begin_job(run_dir: str, job: int, sweep_dir: str) -> str:
         print(f"align-kit: job {job}: resumes from {latest_checkpoint(folder).name}", file=sys.stderr)
     # An earlier launch's outcome no longer holds: until this launch ends, the job is running (or interrupted).
     update_job(sweep, job, status=RUNNING, pid=os.getpid(), pid_started=process_start_time(), folder=str(folder),
-               action=action, outcome=None, error=None)  # fmt: skip
+               action=action, outcome=None, error=None, restart=False)  # fmt: skip
     return action
 
 
@@ -527,5 +652,13 @@ def shown_status(entry: dict) -> str:
 
 
 def resume_command(sweep_dir: Path, manifest: dict) -> list[str]:
-    """`align-kit train -m` arguments that relaunch the sweep in its folder."""
-    return ["-m", *manifest["task_overrides"], *manifest.get("hydra_overrides", []), f"hydra.sweep.dir={sweep_dir}"]
+    """`align-kit train -m` arguments that relaunch the sweep in its folder (from the --config-dir it started with)."""
+    config_dir = manifest.get("config_dir")
+    source = ["--config-dir", config_dir] if isinstance(config_dir, str) else []
+    return [
+        "-m",
+        *source,
+        *manifest["task_overrides"],
+        *manifest.get("hydra_overrides", []),
+        f"hydra.sweep.dir={sweep_dir}",
+    ]

@@ -26,6 +26,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from align_kit.core.disk_space import DISK_FULL_EXIT_CODE, DiskFull, writing
 from align_kit.core.errors import ConfigError
 from align_kit.core.run_files import ERROR_LOG
 from align_kit.runs.sweep_manifest import (
@@ -167,11 +168,18 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.outcomes = []
+        sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
-            start_sweep(config)
+            with writing(
+                sweep_dir, MANIFEST_FILE, then="run the sweep again (align-kit sweep --resume <sweep folder>)"
+            ):
+                start_sweep(config)
         except ConfigError as error:
             print(f"align-kit: config error: {error}", file=sys.stderr)
             sys.exit(2)
+        except DiskFull as full:  # the same line as a run's (align_kit.train)
+            print(f"align-kit: disk full: {full.strerror}", file=sys.stderr)
+            sys.exit(DISK_FULL_EXIT_CODE)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if config.hydra.mode == RunMode.MULTIRUN:

@@ -46,6 +46,7 @@ def make_problem(a: int, b: int, domain: str) -> Problem:
 class ArithmeticTask(GeneratedTask, TaskNode):
     min_operand: int = knob(
         10,
+        ge=0,
         help="The smallest operand drawn (>= 0); 10 with max_operand 99 gives two-digit problems such as 37+45=.",
     )
     max_operand: int = knob(99, help="The largest operand drawn (>= min_operand); 99 keeps operands two-digit.")
@@ -70,8 +71,6 @@ class ArithmeticTask(GeneratedTask, TaskNode):
                 f"task.min_operand={self.min_operand} and task.max_operand={self.max_operand} "
                 "must satisfy 0 <= min <= max"
             )
-        if self.num_train < 1:
-            raise ConfigError(f"task.num_train={self.num_train} must be >= 1")
 
     def draw(self, rng: random.Random, index: int) -> Problem:
         operands = rng.randint(self.min_operand, self.max_operand), rng.randint(self.min_operand, self.max_operand)

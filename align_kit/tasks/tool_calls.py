@@ -138,6 +138,7 @@ class ToolCallsTask(TaskNode):
     )
     turn_tokens: int = knob(
         128,
+        ge=1,
         help="The most tokens one model turn may take (>= 1); 128 fits a Thought, a Plan and a JSON call.",
     )
     observation_chars: int = knob(
@@ -147,6 +148,8 @@ class ToolCallsTask(TaskNode):
     )
     slip_share: float = knob(
         0.1,
+        ge=0,
+        le=1,
         help="The share of warm-start demonstrations holding one bad attempt (bad JSON, an unknown tool, wrong "
         "argument types) before the retry, in [0, 1]; the attempt is masked out, so the policy learns to recover "
         "without learning the error.",
@@ -154,12 +157,14 @@ class ToolCallsTask(TaskNode):
     )
     code_timeout_s: float = knob(
         2.0,
+        gt=0,
         help="Seconds a code_exec call may run in the sandbox (> 0, at most the sandbox's limit); a call past it "
         "fails its step, as a crash does, and the step mask can mask it.",
         source="16.6.2",
     )
     code_memory_mb: int = knob(
         256,
+        ge=1,
         help="Memory in MB a code_exec call may use in the sandbox (>= 1, at most the sandbox's limit).",
         source="16.6.2",
     )
@@ -185,12 +190,7 @@ class ToolCallsTask(TaskNode):
                 f"task.max_turns={self.max_turns} leaves no turn to finish a {self.max_calls}-call episode; "
                 f"set task.max_turns >= task.max_calls + 1 = {self.max_calls + 1}"
             )
-        if not 0.0 <= self.slip_share <= 1.0:
-            raise ConfigError(f"task.slip_share={self.slip_share} must lie in [0, 1]")
-        if self.code_timeout_s <= 0 or self.code_memory_mb < 1 or self.turn_tokens < 1 or self.num_train < 1:
-            raise ConfigError(
-                "task.code_timeout_s must be > 0 and task.code_memory_mb, task.turn_tokens, task.num_train >= 1"
-            )
+        # slip_share, code_timeout_s, code_memory_mb, turn_tokens, num_train: their ranges are their fields' (knob)
         from align_kit.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S  # run_python's own bounds, checked before step 0
 
         if self.code_timeout_s > MAX_TIMEOUT_S:

@@ -27,9 +27,14 @@ def find_offline_runs(folder: str | Path) -> list[Path]:
 
 
 def iter_records(run_folder: str | Path) -> Iterator[Any]:
+    """The run file's records in order. A chunk whose checksum fails ends the read (a torn tail); a record whose
+    checksum holds but which does not decode (damaged before it was framed, or not W&B's) is a ValueError naming it."""
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2
 
-    data = next(Path(run_folder).glob("run-*.wandb")).read_bytes()
+    path = next(Path(run_folder).glob("run-*.wandb"))
+    data = path.read_bytes()
+    number = 0
     if not data.startswith(_FILE_MAGIC):
         raise ValueError(f"{run_folder}: not a W&B run file")
     position, pending = len(_FILE_MAGIC) + 1, b""
@@ -48,8 +53,12 @@ def iter_records(run_folder: str | Path) -> Iterator[Any]:
         position += _HEADER.size + length
         pending = payload if kind in (1, 2) else pending + payload
         if kind in (1, 4):
+            number += 1
             record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
+            try:
+                record.ParseFromString(pending)
+            except DecodeError as error:
+                raise ValueError(f"{path}: record {number} does not decode ({error})") from None
             yield record
 
 
@@ -60,7 +69,10 @@ def _items_to_dict(items, into: dict | None = None) -> dict:
         node = result
         for key in keys[:-1]:
             node = node.setdefault(key, {})
-        node[keys[-1]] = json.loads(item.value_json)
+        try:
+            node[keys[-1]] = json.loads(item.value_json)
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+            raise ValueError(f"the value of {'/'.join(keys)} is not JSON ({error})") from None
     return result
 
 

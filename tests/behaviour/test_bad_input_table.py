@@ -190,6 +190,17 @@ TRAINER = [
     (["train", "trainer.save_total_limit=0"], "trainer.save_total_limit=0"),
     (["train", "trainer.warmup_steps=-3"], "trainer.warmup_steps=-3"),
     (["train", "trainer.report_to=[tensorboard]"], "trainer.report_to"),
+    # what only TRL's GRPOConfig refuses: refused before the model loads, naming our keys
+    (
+        ["train", "trainer.generation_batch_size=64", "trainer.steps_per_generation=2"],
+        "trainer.generation_batch_size=64 with trainer.steps_per_generation=2: TRL's GRPOConfig refuses these values",
+    ),
+    (["train", "trainer.auto_find_batch_size=true"], "trainer.auto_find_batch_size=True"),
+    (["train", "trainer.log_completions_hub_repo=me/x"], "trainer.log_completions_hub_repo=me/x"),
+    (
+        ["train", "-m", "seed=1,2", "trainer.generation_batch_size=64", "trainer.steps_per_generation=2"],
+        "sweep job 0 of 2 (seed=1): trainer.generation_batch_size=64 with trainer.steps_per_generation=2",
+    ),
 ]
 TOP_LEVEL = [
     (["train", "train.resume=true"], "train.resume=true"),
@@ -265,7 +276,7 @@ SANDBOX = [
     (["train", "task=tool_calls", "task.code_timeout_s=5e300"], "task.code_timeout_s=5e+300"),
     (["train", "task=tool_calls", "task.code_timeout_s=nan"], "task.code_timeout_s=nan"),
     (["train", "recipe=tool_calls", "task.code_timeout_s=-inf"], "task.code_timeout_s=-inf"),
-    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s must be > 0"),
+    (["train", "task=tool_calls", "task.code_timeout_s=-0.5"], "task.code_timeout_s=-0.5: expected a number > 0"),
     (["train", "task=tool_calls", "task.code_timeout_s=yes"], "task.code_timeout_s=yes"),
     (["train", "task=tool_calls", "task.code_memory_mb=1048577"], "task.code_memory_mb=1048577: the sandbox takes"),
     (["train", "recipe=tool_calls", "task.code_memory_mb=9223372036854775807"], "code_memory_mb=9223372036854775807"),
@@ -297,6 +308,13 @@ QUANTIZED_SAMPLER = [
     ),
     (["train", "rollout.dtype=bfloat16", "rollout.quant_scale=null"], "rollout.quant_scale=null"),
     (["train", "rollout.quantize_router=maybe"], "rollout.quantize_router=maybe"),
+    # a value the node ignores as configured: arms that would train the same thing
+    (
+        ["train", "-m", "rollout.quant_scale=channel,tensor"],
+        "sweep job 0 of 2 (rollout.quant_scale=channel): rollout.quant_scale=channel changes nothing in this config",
+    ),
+    (["train", "rollout.quantize_router=true"], "rollout.quantize_router counts only with rollout.quantization=fp8"),
+    (["sweep", "clip_higher", "rollout.quant_scale=tensor"], "rollout.quant_scale=tensor changes nothing"),
     (["train", "model=tiny_moe", "rollout.dtype=bfloat16", "rollout.quantize_router=2"], "rollout.quantize_router=2"),
     (["train", "rollout=vllm", "rollout.quantization=fp8"], "rollout.quantization"),
 ]
@@ -783,12 +801,33 @@ SECURITY = [
     (["train", "--config-dir", "{data}/presets", "clip=broken"], "clip.eps_high=abc"),
     (
         ["train", "seed=1", "-m", "--config-dir", "{data}/presets", "recipe=shared"],
-        "unrecognized arguments: recipe=shared",
+        "sweep job 0 of 1 (seed=1 recipe=shared): hydra.callbacks.telemetry._target_=shutil.copyfile",
     ),
     (["train", "-m", "hydra.searchpath=[{data}/presets]", "clip=broken,symmetric"], "sweep job 0 of 2 (clip=broken)"),
+    (["sweep", "--config-dir", "{data}/presets", "evil"], "hydra.callbacks.telemetry._target_=shutil.copyfile"),
+    (
+        ["sweep", "--config-dir", "{data}/presets", "allow", "seed=3"],
+        "a sweep file may not name the packages a run builds",
+    ),
+    (["train", "recipe=makedirs", "--config-dir", "{data}/presets", "seed=2"], "clip._target_=os.makedirs"),
     (["train", "--config-name", "other"], "--config-name other: align-kit composes its own train config"),
     (["train", "--config-path", "{data}/presets", "--config-name", "shared"], "--config-name shared"),
     (["train", "--experimental-rerun", "{victim}"], "--experimental-rerun {victim}: not accepted"),
+    # YAML typos in shared files: the file, its line and the parser's reason
+    (["train", "--config-dir", "{data}/presets", "recipe=typo"], "presets/recipe/typo.yaml line 4: not valid YAML"),
+    (["train", "--config-dir", "{data}/presets", "recipe=typo", "--cfg", "job"], "recipe/typo.yaml line 4: not valid"),
+    (["sweep", "typo", "--config-dir", "{data}/presets"], "presets/sweep/typo.yaml line 6: not valid YAML"),
+    (["train", "-m", "seed=1,2", "recipe=typo", "--config-dir", "{data}/presets"], "recipe/typo.yaml line 4: not"),
+    # switches that run a model folder's Python: the command line's alone
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=remote_code"],
+        "model.trust_remote_code=true comes from a config file; it lets the model's folder run its own Python",
+    ),
+    (["train", "--config-dir", "{data}/presets", "recipe=trl_remote_code"], "trainer.trust_remote_code=true comes"),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=remote_code"],
+        "hydra.sweeper.params.model.trust_remote_code: a sweep file may not let a model's folder run its own Python",
+    ),
 ]
 # Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
 # symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
@@ -834,10 +873,22 @@ LIFECYCLE = [
     (["train", "hydra.run.dir={data}/runs/rng", *RESUME], "has an unreadable rng_state.pth (truncated or corrupt"),
     (["train", "hydra.run.dir={data}/runs/empty_rng", *RESUME], "has an unreadable rng_state_0.pth"),
     (["train", "hydra.run.dir={data}/runs/scaler", *RESUME], "has an unreadable scaler.pt"),
+    (
+        ["train", "hydra.run.dir={data}/runs/rng_code", *RESUME],
+        "unreadable rng_state.pth (truncated or corrupt: Trying",
+    ),
+    (
+        ["train", "hydra.run.dir={data}/runs/rng_pickle", *RESUME],
+        "unreadable rng_state.pth (truncated or corrupt: Unsupp",
+    ),
     (["train", "hydra.run.dir={data}/runs/state", *RESUME], "has an unreadable trainer_state.json (not JSON)"),
     (["train", "hydra.run.dir={data}/runs/latin1_state", *RESUME], "has an unreadable trainer_state.json"),
     (["train", "hydra.run.dir={data}/runs/model_config", *RESUME], "has an unreadable config.json (not JSON)"),
     (["train", "hydra.run.dir={data}/runs/hooks", *RESUME], "has an unreadable align_kit_hooks.json (not JSON)"),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir=../../x_${hydra.job.num}"], "not inside hydra.sweep.dir="),
+    (["train", "-m", "seed=1,2", "hydra.sweep.subdir={victim_dir}/${hydra.job.num}"], "{victim_dir}/0, not inside"),
+    (["train", "-m", "seed=1", "hydra.sweep.subdir=."], "hydra.sweep.subdir=. puts its folder at"),
+    (["sweep", "clip_higher", "hydra.sweep.subdir=a/../../b${hydra.job.num}"], "hydra.sweep.subdir=a/../../b0 puts"),
     (["sweep", "--status", "{data}/manifests/not_json"], "sweep_manifest.json is not valid JSON (Expecting"),
     (["sweep", "--status", "{data}/manifests/latin1"], "manifests/latin1/sweep_manifest.json is not UTF-8"),
     (["sweep", "--status", "{data}/manifests/list"], "holds a JSON list, not an object"),
@@ -877,6 +928,14 @@ LIFECYCLE_OTHER = [
     ),
     (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
     (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
+    # a W&B run file whose checksums hold but whose second record does not decode
+    (["compare", "{data}/compare/bad_wandb"], "align-kit: compare error: ", "run-x.wandb: record 2 does not decode"),
+    (["compare", "--power", "1e308:1"], "align-kit: compare error: ", "--power: effect / sd is 1e+308, outside"),
+    (["compare", "--power", "1:1e-300"], "align-kit: compare error: ", "--power: effect / sd is 1e+300, outside"),
+    (["compare", "--power=-1e308:1e-308"], "align-kit: compare error: ", "--power: effect / sd is inf, outside"),
+    (["compare", "--power", "1:1:1e200"], "align-kit: compare error: ", "sd per arm / sd is 1e+200, outside"),
+    (["sweep", "--status", "{data}/good.jsonl"], "align-kit sweep --status: ", "good.jsonl is a file, not a sweep"),
+    (["sweep", "--resume", "{data}/good.jsonl"], "align-kit sweep --resume: ", "good.jsonl is a file, not a sweep"),
 ]
 # `align-kit doctor` on what a new user hands it (issue 35, item 7): each one line, exit 2, nothing written. The
 # inputs the doctor reads but reports on (a column all NaN, steps logged twice, a log rewritten under --follow) are
@@ -1097,6 +1156,22 @@ def _job(number: int, **changes) -> dict:
     return {**entry, "folder": None, **changes}
 
 
+class _NamesCode:
+    """Pickled as a call of os.getcwd: a file that would run code if loaded without weights_only."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.getcwd, ())
+
+
+def _torch_file_naming_code(path: Path) -> None:
+    """A whole torch.save archive (the structure check passes it) whose pickle names a function to call."""
+    import torch
+
+    torch.save({"python": _NamesCode()}, path)
+
+
 def make_lifecycle_files(folder: Path) -> None:
     """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
     (folder / "dangling").symlink_to(folder / "nowhere")
@@ -1113,6 +1188,8 @@ def make_lifecycle_files(folder: Path) -> None:
         "latin1_state": lambda run: (run / "checkpoint-8" / "trainer_state.json").write_bytes(b'{"a": "\xe9"}'),
         "model_config": lambda run: (run / "checkpoint-8" / "config.json").write_text('{"model_type": '),
         "hooks": lambda run: (run / "checkpoint-8" / "align_kit_hooks.json").write_text("{kl: 1}"),
+        "rng_code": lambda run: _torch_file_naming_code(run / "checkpoint-8" / "rng_state.pth"),
+        "rng_pickle": lambda run: (run / "checkpoint-8" / "rng_state.pth").write_bytes(b"\x80\x04garbage"),
     }
     for name, damaged in damage.items():
         damaged(write_run(folder / "runs" / name, RUN))
@@ -1133,6 +1210,13 @@ def make_lifecycle_files(folder: Path) -> None:
         run.mkdir(parents=True)
         (run / "config.yaml").write_bytes(b"seed: 1\nnote: caf\xe9\n")
         (run / "metrics.jsonl").write_text(_jsonl([{"step": 1, "reward": 0.5}]))
+    from tests.tracking.test_wandb_offline import history_record, run_file
+
+    (folder / "compare" / "bad_wandb" / "wandb" / "offline-run-1").mkdir(parents=True)
+    (folder / "compare" / "bad_wandb" / "config.yaml").write_text("seed: 1\n")
+    run_file(
+        folder / "compare" / "bad_wandb" / "wandb" / "offline-run-1", history_record("reward", "0.5"), b"\n\xff\xff"
+    )
     for name, text in {**manifests, "latin1": None}.items():
         (folder / "manifests" / name).mkdir(parents=True)
         path = folder / "manifests" / name / "sweep_manifest.json"
@@ -1164,6 +1248,12 @@ PRESETS = {
     + "  evil: {'()': os.makedirs, name: ../victim_dir/made}\n",
     "hydra/launcher/evil.yaml": "_target_: shutil.copyfile\nsrc: /etc/hostname\ndst: ../victim.txt\n",
     "clip/broken.yaml": "_target_: align_kit.components.clip.TokenClip\neps_low: 0.2\neps_high: abc\n",
+    "recipe/remote_code.yaml": _GLOBAL
+    + "defaults:\n  - override /model: hf\nmodel:\n  name_or_path: ../victim_dir\n  trust_remote_code: true\n",
+    "recipe/trl_remote_code.yaml": _GLOBAL + "trainer:\n  trust_remote_code: true\n",
+    "sweep/remote_code.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      model.trust_remote_code: 'true'\n",
+    "recipe/typo.yaml": _GLOBAL + "clip:\n  eps_high: [0.3\n",
+    "sweep/typo.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n   bad: : x\n",
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
 }
 

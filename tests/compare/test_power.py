@@ -137,3 +137,16 @@ def test_power_from_a_sweep_folder(sweep):
         report_power("0.3:0.1", [str(sweep)])
     with pytest.raises(CompareError, match="not logged by every run"):
         report_power("kl", [str(sweep)])
+
+
+def test_huge_or_tiny_numbers_answer_by_their_ratio_or_are_refused_in_one_line():
+    from align_kit.compare import CompareError
+    from align_kit.compare.power import seeds_needed
+
+    # only the ratios matter: 0.05:0.03 and the same scaled by 1e300 need the same seeds
+    small, huge = seeds_needed(0.05, 0.03, draws=2000), seeds_needed(0.05e300, 0.03e300, draws=2000)
+    assert (small.seeds, small.power) == (huge.seeds, huge.power)
+    assert huge.line().startswith("effect +5e+298, sd of paired difference 3e+298")
+    for effect, sd, arm in ((1e308, 1, None), (1, 1e-300, None), (-1e308, 1e-308, None), (1, 1, 1e200)):
+        with pytest.raises(CompareError, match=r"is \S+, outside \[1e-06, 1e\+06\]"):
+            seeds_needed(effect, sd, arm, draws=100)

@@ -18,7 +18,7 @@ BAD_CONFIGS = [
     ),
     (
         ["kl=constant", "kl.beta=-0.01"],
-        "kl.beta=-0.01 is negative; use kl.beta >= 0 (or kl=none for no KL term)",
+        "kl.beta=-0.01: expected a number >= 0 (kl=none for no KL term)",
     ),
     (
         ["clip=gspo", "advantage=dr_grpo"],
@@ -81,8 +81,8 @@ BAD_CONFIGS = [
     ),
     (
         ["reward=[coin_flip]", "reward.coin_flip.p_one=1.0"],
-        "reward.coin_flip.p_one=1.0 must lie strictly between 0 and 1 (0 or 1 gives every group zero advantage, "
-        "so nothing trains)",
+        "reward.coin_flip.p_one=1.0: expected a number strictly between 0 and 1 (0 or 1 gives every group zero "
+        "advantage, so nothing trains)",
     ),
     (
         ["rollout=vllm", "rollout.mode=remote"],
@@ -194,3 +194,30 @@ def test_a_sweeps_jobs_share_each_nodes_build_but_not_the_node(tmp_path):
     assert not any(first.components[group] is second.components[group] for group in first.components)
     assert first.rewards[1].func is not second.rewards[1].func and first.monitor is not second.monitor
     assert [group for group, _ in built].count("arena") == 1
+
+
+def test_a_node_telling_the_monitor_a_name_it_does_not_know_is_refused_before_the_trainer_is_built():
+    from dataclasses import dataclass
+
+    from align_kit.core.component import Component
+    from align_kit.experiment.plan import _check_monitor_facts
+
+    @dataclass
+    class Declares(Component):
+        facts: dict
+
+        def monitor_facts(self):
+            return self.facts
+
+    _check_monitor_facts({"sampling": Declares({"dynamic_sampling": True, "max_gen_batches": 4})}, {})
+    with pytest.raises(ConfigError, match=r"^sampling=mine: its monitor_facts\(\) names dynamic_sampler, which the"):
+        _check_monitor_facts({"sampling": Declares({"dynamic_sampler": True})}, {"sampling": "mine"})
+
+
+def test_the_reward_that_judges_answers_is_found_by_its_declaration_not_its_name():
+    plan = plan_for(
+        "+reward.right={_target_: align_kit.rewards.correctness.Correctness, weight: 0.8}", "~reward.correctness"
+    )
+    assert [spec.name for spec in plan.rewards if spec.judges_answer] == ["right"]
+    assert plan.answer_judge.__name__ == "right"
+    assert plan_for("reward=[coin_flip]", "reward.coin_flip.weight=1").answer_judge is None

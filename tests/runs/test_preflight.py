@@ -4,6 +4,7 @@ and what a config can make Hydra build or write."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
@@ -299,7 +300,7 @@ def test_a_sweeps_last_job_is_refused_as_its_full_composition_is_and_named(tmp_p
         check_command(command, True, config_dir)
     last = sweep_jobs(command, config_dir)[2]
     kind, alone = _outcome(last, 2, config_dir)
-    assert kind == "refused" and alone.startswith("clip.eps_low=0.2 and clip.eps_high=-1.0 must both be > 0")
+    assert kind == "refused" and alone.startswith("clip.eps_high=-1.0: expected a number > 0")
     assert str(refused.value) == f"sweep job 2 of 3 (clip=broken): {alone}"
     assert not (tmp_path / "sweep").exists()
 
@@ -328,3 +329,70 @@ def test_a_large_sweeps_preflight_shows_a_bar_with_the_time_left_on_a_terminal(m
             advance()
     shown = terminal.getvalue()
     assert "align-kit: pre-flight:" in shown and "0/60 [00:00<?, ?job/s]" in shown
+
+
+def test_code_from_a_model_folder_is_switched_on_only_from_the_command_line(tmp_path):
+    from align_kit.runs.preflight import check_buildable
+
+    presets = tmp_path / "recipe"
+    presets.mkdir()
+    (presets / "code.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: hf\nmodel:\n  trust_remote_code: true\n"
+    )
+    refused = "model.trust_remote_code=true comes from a config file; .* add model.trust_remote_code=true to the"
+    with pytest.raises(ConfigError, match=refused):
+        check_buildable(compose(["recipe=code"], config_dir=str(tmp_path)))
+    check_buildable(compose(["recipe=code", "model.trust_remote_code=true"], config_dir=str(tmp_path)))
+    # TRL's own switch, and the one inside the keyword arguments TRL passes to from_pretrained
+    check_buildable(compose(["trainer.trust_remote_code=true"]))
+    check_buildable(compose(["+trainer.model_init_kwargs={trust_remote_code: true}"]))
+    (presets / "trl.yaml").write_text("# @package _global_\ntrainer:\n  model_init_kwargs: {trust_remote_code: 1}\n")
+    with pytest.raises(ConfigError, match=r"^trainer.model_init_kwargs.trust_remote_code=1 comes from a config file"):
+        check_buildable(compose(["recipe=trl"], config_dir=str(tmp_path)))
+    # false from a file switches nothing on
+    (presets / "off.yaml").write_text("# @package _global_\ntrainer:\n  trust_remote_code: false\n")
+    check_buildable(compose(["recipe=off"], config_dir=str(tmp_path)))
+
+
+def test_a_sweep_file_may_not_switch_on_a_model_folders_code(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "code.yaml").write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      +trainer.trust_remote_code: 'true'\n"
+    )
+    with pytest.raises(ConfigError, match=r"hydra.sweeper.params.\+trainer.trust_remote_code: a sweep file may not"):
+        sweep_jobs(["sweep=code"], str(tmp_path))
+
+
+def test_hydras_flags_move_before_the_overrides_with_their_values():
+    from align_kit.runs.preflight import flags_first
+
+    assert flags_first(["seed=1", "--config-dir", "d", "recipe=x", "-m"]) == [
+        "--config-dir",
+        "d",
+        "-m",
+        "seed=1",
+        "recipe=x",
+    ]
+    assert flags_first(["a=1", "--cfg", "job", "--info", "b=2"]) == ["--cfg", "job", "--info", "a=1", "b=2"]
+    assert flags_first(["a=1", "--info", "defaults", "--config-dir=d"]) == [
+        "--info",
+        "defaults",
+        "--config-dir=d",
+        "a=1",
+    ]
+    assert flags_first(["a=1", "--bogus", "b=2"]) == ["--bogus", "a=1", "b=2"]
+
+
+def test_a_sweep_job_folder_outside_the_sweep_folder_is_refused():
+    for subdir, shown in (("../../x_${hydra.job.num}", "../../x_0"), ("/tmp/x${hydra.job.num}", "/tmp/x0"), (".", ".")):
+        with pytest.raises(ConfigError, match=f"^sweep job 0 of 2: hydra.sweep.subdir={re.escape(shown)} puts its"):
+            check_command(["seed=1,2", f"hydra.sweep.subdir={subdir}"], True)
+    check_command(["seed=1,2", "hydra.sweep.subdir=a/../b${hydra.job.num}"], True)  # inside, however written
+
+
+def test_a_value_its_node_ignores_is_refused_and_counts_once_the_node_uses_it():
+    with pytest.raises(ConfigError, match=r"^sweep job 0 of 2 \(rollout.quant_scale=channel\): rollout.quant_scale=ch"):
+        check_command(["rollout.quant_scale=channel,tensor"], True)
+    quantized = ["rollout.dtype=bfloat16", "rollout.quantization=int8"]
+    plans = check_command([*quantized, "rollout.quant_scale=channel,tensor"], True)
+    assert [plan.components["rollout"].quant_scale for plan in plans] == ["channel", "tensor"]

@@ -199,3 +199,75 @@ def test_a_job_outside_the_manifest_records_nothing(tmp_path):
     write_sweep(tmp_path, 1)
     manifest_files.update_job(tmp_path, 3, status="running")  # no such job
     assert not (tmp_path / manifest_files.JOB_LOG).exists()
+
+
+# A job records what it would train (its seed and clip.eps_high) and ends without training.
+SITE_RECORDING_VALUES = """
+import json, os
+if os.environ.get("STUB_LOG"):
+    from pathlib import Path
+    import align_kit.train as train
+
+    def stub_run(cfg, choices, run_dir, group=None, name="default"):
+        with open(os.environ["STUB_LOG"], "a") as handle:
+            handle.write(json.dumps({"seed": cfg.seed, "eps_high": cfg.clip.eps_high}) + "\\n")
+        (Path(run_dir) / "metrics.jsonl").write_text("{}\\n")
+        (Path(run_dir) / "summary.json").write_text("{}")
+        return {}
+
+    train.run = stub_run
+"""
+
+
+def test_a_resume_whose_jobs_compose_differently_is_refused_naming_the_keys_unless_replanned(cache_dir, tmp_path):
+    conf = tmp_path / "conf"
+    (conf / "sweep").mkdir(parents=True)
+    sweep_file = conf / "sweep" / "mine.yaml"
+    sweep_file.write_text(
+        "# @package _global_\nhydra:\n  sweeper:\n    params:\n      seed: 1,2\nclip:\n  eps_high: 0.25\n"
+    )
+    env, log = stubbed_cli_env(cache_dir, tmp_path, SITE_RECORDING_VALUES)
+    sweep = tmp_path / "sweep"
+
+    def align_kit(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "align_kit.cli", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    def ran() -> list[dict]:
+        return [json.loads(line) for line in log.read_text().splitlines()]
+
+    first = align_kit("sweep", "mine", "logger=none", "--config-dir", str(conf), f"hydra.sweep.dir={sweep}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert ran() == [{"seed": 1, "eps_high": 0.25}, {"seed": 2, "eps_high": 0.25}]
+    manifest = json.loads((sweep / MANIFEST_FILE).read_text())
+    assert manifest["config_dir"] == str(conf.resolve())
+    assert manifest["config_base"]["clip.eps_high"] == 0.25 and manifest["config_base"]["seed"] == 1
+    assert [job["config"]["set"] for job in manifest["jobs"]] == [{}, {"seed": 2}]
+
+    # --status prints a command that works as printed: here it relaunches the finished sweep, which skips both jobs
+    status = align_kit("sweep", "--status", str(sweep))
+    printed = status.stdout.splitlines()[-1].split("(= ", 1)[1].rstrip(")").split()
+    assert printed[:5] == ["align-kit", "train", "-m", "--config-dir", str(conf.resolve())]
+    again = align_kit(*printed[1:])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(ran()) == 2
+
+    # job 1 stopped before it finished; then the sweep file changed
+    (sweep / "1" / "summary.json").unlink()
+    sweep_file.write_text(sweep_file.read_text().replace("0.25", "0.3"))
+    refused = align_kit("sweep", "--resume", str(sweep))
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        f"align-kit: config error: hydra.sweep.dir={sweep}: 2 of its 2 jobs would now compose differently from the "
+        f"sweep's first launch (its config files: --config-dir {conf.resolve()}), at clip.eps_high (job 0: "
+        "clip.eps_high (0.25 -> 0.3)); a resume runs what the sweep started: restore those files, or run the changed "
+        f"jobs again under the new config: align-kit sweep --resume {sweep} --replan"
+    ]
+    assert len(ran()) == 2  # nothing ran
+
+    replanned = align_kit("sweep", "--resume", str(sweep), "--replan")
+    assert replanned.returncode == 0, replanned.stderr[-3000:]
+    assert ran()[2:] == [{"seed": 1, "eps_high": 0.3}, {"seed": 2, "eps_high": 0.3}]  # both again, none mixed
+    assert (sweep / ".attempts").is_dir()  # the first attempts' files are kept
+    assert align_kit("sweep", "--resume", str(sweep)).returncode == 0  # now the record matches: nothing left to run
+    assert len(ran()) == 4
