@@ -189,6 +189,43 @@ OPENRLHF = {
 # align_kit logs TRL's names and its own, which are the concepts themselves.
 ALIGN_KIT = {**TRL, **{concept: concept for concept in CONCEPTS}}
 
+# Names printed on console step lines (`readers.step_pairs`), normalised: lower case, words joined by `_`, dots of
+# abbreviations dropped. Sources: mlx-lm's mlx_lm/tuner/grpo_trainer.py (the `Iter N: Train loss ...` report);
+# prime-rl's trainer (src/prime_rl/trainer/rl/train.py, `Step N | Loss | Entropy | Mismatch KL | Grad. Norm | LR`)
+# and orchestrator (src/prime_rl/orchestrator/orchestrator.py, `Step N | Reward | Seq. Length`); DeepSpeed-Chat's
+# step 3 (training/step3_rlhf_finetuning/main.py: `act_loss`, `cri_loss`, `average reward score`); Megatron's
+# iteration line (megatron/training/training.py: `learning rate`, `grad norm`, `loss`).
+PRINTED = {
+    **ALIGN_KIT,
+    "train_loss": "loss",
+    "act_loss": "loss",  # DeepSpeed-Chat: the actor's (policy) loss
+    "total_rewards_mean": "reward",
+    "total_rewards_std": "reward_std",
+    "val_total_rewards_mean": "eval_reward",
+    "average_reward_score": "reward",
+    "mismatch_kl": "mismatch/kl",
+    "lr": "learning_rate",
+    "learning_rate": "learning_rate",
+    "grad_norm": "grad_norm",
+    "seq_length": "completions/mean_length",
+}
+# Printed metric names no rule reads, still evidence that a line is a metric line (a critic's loss, throughput).
+PRINTED_OTHER = frozenset(
+    {
+        "cri_loss",
+        "unsuper_loss",
+        "val_loss",
+        "grouped_rewards_mean",
+        "grouped_rewards_std",
+        "throughput",
+        "mfu",
+        "tokens/sec",
+        "it/sec",
+        "peak_mem",
+        "loss_scale",
+    }
+)
+
 BUILT_IN = {
     "trl": TRL,
     "trl_ppo": TRL_PPO,
@@ -200,9 +237,10 @@ BUILT_IN = {
     "llamafactory": LLAMAFACTORY,
     "align_kit": ALIGN_KIT,
     "generic": ALIGN_KIT,
+    "printed": PRINTED,
 }
 # Whose terms the advice uses, for a family of names that is not a framework the advice knows by that name.
-ADVICE_FRAMEWORK = {"trl_ppo": "trl"}
+ADVICE_FRAMEWORK = {"trl_ppo": "trl", "printed": "generic"}
 # A logged value that is another quantity's function: read as the concept's value.
 CONVERSIONS = {"token_mult_prob_error": lambda value: math.log(value) if value > 0 else math.nan}
 
@@ -288,7 +326,7 @@ def builtin_concept(key: str, framework: str) -> str | None:
     bare = _bare(key)
     if bare in table:
         return table[bare]
-    if framework in ("trl", "align_kit", "generic") and (match := PER_REWARD.match(bare)):
+    if framework in ("trl", "align_kit", "generic", "printed") and (match := PER_REWARD.match(bare)):
         return f"rewards/{match.group(1)}/mean"
     return None
 
@@ -304,6 +342,11 @@ def known_concept(key: str) -> str | None:
         (concept for family in BUILT_IN if (concept := builtin_concept(key, family)) is not None), None
     )
     return concept
+
+
+def is_printed_metric(key: str) -> bool:
+    """Whether a normalised console name is a metric no rule reads (`PRINTED_OTHER`): evidence, not a concept."""
+    return key in PRINTED_OTHER
 
 
 def is_known_metric(key: str) -> bool:

@@ -921,7 +921,8 @@ BAD_INPUTS = [
         "notes.txt",
         "nothing to see here\njust words\n",
         r"notes\.txt: no metric rows found \(verl_console: no `step:N - key:value` lines; trl_log_lines: no printed "
-        r"log dicts; table: no table with a step or metric column\); expected metrics\.jsonl, trainer_state\.json, "
+        r"log dicts; step_pairs: no step-tagged `key: value` lines; table: no table with a step or metric column\); "
+        r"expected metrics\.jsonl, trainer_state\.json, "
         r"TRL log lines, verl step lines, a W&B run, TensorBoard events or a CSV/JSONL with --map",
     ),
     (
@@ -971,8 +972,8 @@ def test_a_file_of_configs_says_what_each_family_found(tmp_path):
         read_runs(str(path))
     assert (
         "no metric rows found (jsonl: no JSON object rows; verl_console: no `step:N - key:value` lines; "
-        "trl_log_lines: 0 of 0 rows with metric names (2 config dict(s) skipped); table: no table with a step or "
-        "metric column); expected"
+        "trl_log_lines: 0 of 0 rows with metric names (2 config dict(s) skipped); step_pairs: no step-tagged "
+        "`key: value` lines; table: no table with a step or metric column); expected"
     ) in str(raised.value)
 
 

@@ -201,9 +201,11 @@ def read_text(
     trl = Found("trl_log_lines", {"": lines.trl}, configs=lines.configs, absent="no printed log dicts")
     if lines.configs:
         shared.append(f"left out {lines.configs} printed config or data dict(s): settings, not metrics")
+    pairs = Found("step_pairs", {"": lines.pairs.rows}, absent="no step-tagged `key: value` lines", framework="printed")
     candidates += [
         count(verl, (row for _, row in lines.verl), columns),
         count(trl, (row for _, row in lines.trl), columns),
+        count(pairs, (row for _, row in lines.pairs.rows), columns),
     ]
     if html_tables is None and "<table" in text:
         html_tables = notebooks.html_tables(text, key_map)  # a notebook exported to markdown or HTML keeps its table

@@ -18,6 +18,8 @@ from typing import Any
 
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
 from align_kit.doctor.readers.evidence import is_config
+from align_kit.doctor.readers.prefixes import strip_prefix
+from align_kit.doctor.readers.step_pairs import StepPairs
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # verl: `step:N - ` after the start of the line or a non-key character (Ray's prefix ends with ') ').
@@ -88,13 +90,18 @@ def _continues_verl(line: str) -> bool:
     return all(part and " " not in part for part in text.split(" - "))
 
 
+_KEY_OPENS = re.compile(r"""^(['"])[^'"]+\1:\s""")
+# The text before a dict that makes it a value inside another: a quoted key and its colon (`'optim': {`).
+_NESTED = re.compile(r"""['"]\s*:$""")
+
+
 def _dict_start(line: str) -> int:
     """Where a printed dict starts on a line, or -1: a dict that is a value inside another (`'optim': {'lr': ...`,
     a line of a pretty-printed config) is no log line; an item of a printed list of log dicts is."""
     for opener in ("{'", '{"'):
         start = line.find(opener)
         while start >= 0:
-            if not line[:start].rstrip().endswith(":"):
+            if not _NESTED.search(line[:start].rstrip()):
                 return start
             start = line.find(opener, start + 1)
     return -1
@@ -115,6 +122,7 @@ class LogLines:
         self.unparsed = 0
         self.configs = 0
         self.joined = 0  # dicts a paste or a terminal wrapped over several lines, joined
+        self.pairs = StepPairs()  # step-tagged `key: value` lines
 
     def _take(self, text: str) -> bool:
         """Parse one printed dict (or a list of them on one line); whether it held a metric row."""
@@ -138,6 +146,7 @@ class LogLines:
         verl_rest = None  # the key:value text of the verl line just read, while continuation lines may follow
         wrapped: list[str] | None = None  # the pieces of a dict still open at the end of its line
         for line in text.splitlines():
+            line = strip_prefix(line)
             if wrapped is not None:
                 if _dict_start(line) >= 0 or "step:" in line or len(wrapped) >= WRAP_LIMIT:
                     self.unparsed += 1  # a new dict or step line before this one closed: it was cut
@@ -165,6 +174,13 @@ class LogLines:
                 self.verl[-1] = (self.verl[-1][0], _verl_items(verl_rest))
                 continue
             verl_rest = None
+            if (
+                line.startswith(("'", '"'))
+                and "{" not in line
+                and line.rstrip().endswith("}")
+                and _KEY_OPENS.match(line)
+            ):
+                line = "{" + line  # a dict whose opening brace a paste or a wrap left on the line before
             if "{" in line and ("':" in line or '":' in line or line.rstrip().endswith(("{'", '{"'))):
                 if "\x1b" in line:
                     line = ANSI.sub("", line)
@@ -175,7 +191,9 @@ class LogLines:
                 if piece.count("{") > piece.count("}"):
                     wrapped = [piece.rstrip()]
                     continue
-                self._take(piece[: piece.rfind("}") + 1])
+                if self._take(piece[: piece.rfind("}") + 1]):
+                    continue
+            self.pairs.line(line)
         if wrapped is not None:
             self.unparsed += 1
         return self

@@ -1,0 +1,88 @@
+"""Console lines of metric pairs tagged with a step, as several frameworks print them: `Step 12 | Reward: 0.41 |
+KL: 0.002` (prime-rl), `Iter 10: Train loss 0.5, KL 0.001, ...` (mlx-lm's GRPO), `epoch: 0|step: 3|act_loss: 0.2`
+(DeepSpeed-Chat step 3), `iteration 7/ 2174 | loss: ... | grad norm: 0.016` (Megatron), `[step 5] reward=0.3
+entropy=1.2`. A line is a row only with a step and at least two recognised metric names (`keymaps.PRINTED`), so
+prose with a number in it is never one. A line with recognised pairs and no step right after a row (DeepSpeed-Chat's
+`average reward score: -7.8` under its step line) belongs to that row.
+
+Keys are normalised (lower case, words joined by `_`, abbreviation dots dropped: `Grad. Norm` -> `grad_norm`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from align_kit.doctor.keymaps import is_known_metric, is_printed_metric
+from align_kit.doctor.readers.common import RawRows
+
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
+# The step: `Step 12`, `step: 12`, `[step 5]`, `Iter 10:`, `iteration 7/ 2174`, `global_step=3`.
+_STEP = re.compile(
+    r"(?<![\w/.])(?:global[_ ]step|step|iter|iteration)\s*[:=]?\s*(\d+)(?:\s*/\s*\d+)?\s*[\]:|,]?",
+    re.IGNORECASE,
+)
+# One `key: value`, `key=value` or `key value` piece (a unit may follow the value: `4.29s`, `5.4%`, `17.4 GiB`).
+_PAIR = re.compile(
+    r"^\s*(?P<key>[A-Za-z][\w./()\- ]*?)\s*(?:[:=]\s*|\s+)(?P<value>" + _NUMBER + r")\s*[A-Za-z%/]*(?:\s*\(.*\))?\s*$",
+    re.IGNORECASE,
+)
+_EQUALS = re.compile(r"(?P<key>[A-Za-z][\w./\-]*)\s*=\s*(?P<value>" + _NUMBER + r")(?![\w.])", re.IGNORECASE)
+_SEPARATORS = re.compile(r"\s*\|\s*|,\s+|\s+-\s+")
+# At least this many recognised names on a step line: one number beside a step is prose or a progress bar.
+MIN_NAMES = 2
+# A line without a step joins the row above only this many lines after it.
+FOLLOW_LINES = 2
+
+
+def normalise(key: str) -> str:
+    """`Grad. Norm` -> `grad_norm`, `Total rewards mean` -> `total_rewards_mean`."""
+    words = key.strip().lower().replace(". ", " ").rstrip(".").split()
+    return "_".join(words)
+
+
+def pairs(text: str) -> dict[str, Any]:
+    """The `key: value` pairs of a piece of a line (values as text; to_float reads them)."""
+    row: dict[str, Any] = {}
+    for piece in _SEPARATORS.split(text):
+        if piece.count("=") > 1:
+            for match in _EQUALS.finditer(piece):
+                row[normalise(match.group("key"))] = match.group("value")
+            continue
+        match = _PAIR.match(piece)
+        if match:
+            row[normalise(match.group("key"))] = match.group("value")
+    return row
+
+
+def _names(row: dict[str, Any]) -> int:
+    return sum(1 for key in row if is_known_metric(key) or is_printed_metric(key))
+
+
+class StepPairs:
+    """Rows of step-tagged pair lines, in file order."""
+
+    def __init__(self) -> None:
+        self.rows: RawRows = []
+        self._since = FOLLOW_LINES + 1  # lines since the last row
+
+    def line(self, line: str) -> bool:
+        """Read one line (prefixes already stripped); whether it added to a row."""
+        self._since += 1
+        if not any(char.isdigit() for char in line):
+            return False
+        match = _STEP.search(line)
+        if match is None:
+            if self.rows and self._since <= FOLLOW_LINES and ("=" in line or ":" in line):
+                extra = pairs(line)
+                if extra and _names(extra):
+                    self.rows[-1][1].update({key: value for key, value in extra.items() if key not in self.rows[-1][1]})
+                    self._since = 0
+                    return True
+            return False
+        rest = line[: match.start()] + " | " + line[match.end() :]
+        row = pairs(rest)
+        if _names(row) < MIN_NAMES:
+            return False
+        self.rows.append((int(match.group(1)), row))
+        self._since = 0
+        return True
