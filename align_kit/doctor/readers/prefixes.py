@@ -23,10 +23,23 @@ _PREFIX = re.compile(
 )
 
 
+# The first characters a prefix can start with (a timestamp's digits are checked for their `:` or `-`).
+_STARTS = frozenset("[( \trTDISWEC-")
+
+
+def _may_have_prefix(line: str) -> bool:
+    head = line[:1]
+    if head.isdigit():
+        return line[2:3] == ":" or line[4:5] == "-"
+    return head in _STARTS
+
+
 def strip_prefix(line: str) -> str:
     """The line without the launcher's and logger's prefixes (unchanged when it has none)."""
     if "\x1b" in line:
         line = ANSI.sub("", line)
+    if not _may_have_prefix(line):
+        return line
     while True:
         match = _PREFIX.match(line)
         if match is None or not match.end():

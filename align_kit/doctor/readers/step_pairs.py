@@ -27,6 +27,7 @@ _PAIR = re.compile(
     re.IGNORECASE,
 )
 _EQUALS = re.compile(r"(?P<key>[A-Za-z][\w./\-]*)\s*=\s*(?P<value>" + _NUMBER + r")(?![\w.])", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
 _SEPARATORS = re.compile(r"\s*\|\s*|,\s+|\s+-\s+")
 # At least this many recognised names on a step line: one number beside a step is prose or a progress bar.
 MIN_NAMES = 2
@@ -68,7 +69,7 @@ class StepPairs:
     def line(self, line: str) -> bool:
         """Read one line (prefixes already stripped); whether it added to a row."""
         self._since += 1
-        if not any(char.isdigit() for char in line):
+        if " " not in line and "|" not in line or _DIGIT.search(line) is None:
             return False
         match = _STEP.search(line)
         if match is None:
