@@ -60,6 +60,7 @@ TRL = {
     "eval_reward": "eval_reward",
     "frac_reward_zero_std": "frac_reward_zero_std",
     "entropy": "entropy",
+    "entropy/mean": "entropy",  # ms-swift's GRPO (TRL's names otherwise): entropy/mean, /max, /min
     "completions/mean_length": "completions/mean_length",
     "completion_length": "completions/mean_length",
     "completions/max_length": "completions/max_length",
@@ -304,16 +305,18 @@ def detect_framework(keys: Iterable[str]) -> str:
     if any(key.startswith(_VERL_MARKS) for key in keys):
         return "verl"
     bare = {_bare(key) for key in keys}
-    for family, marks in _MARKS:
-        if bare & marks:
-            return family
+    marked = [family for family, marks in _MARKS if bare & marks]
     if bare & _OPENRLHF_ONLY:
-        return "openrlhf"
+        marked.append("openrlhf")
     if bare & _ALIGN_KIT_ONLY:
-        return "align_kit"
+        marked.append("align_kit")
     if any(key in TRL or PER_REWARD.match(key) for key in bare):
-        return "trl"
-    return "generic"
+        marked.append("trl")
+    if not marked:
+        return "generic"
+    # One telling name is not enough: ms-swift logs TRL's names with prime-rl's `entropy/mean` beside them. The family
+    # whose table names the most keys wins (the first of the marked families on a tie).
+    return max(marked, key=lambda family: sum(builtin_concept(key, family) is not None for key in keys))
 
 
 def builtin_concept(key: str, framework: str) -> str | None:

@@ -99,6 +99,10 @@ def test_built_in_names(key, framework, concept):
         (["loss/mean", "entropy/mean", "mismatch_kl/mean"], "prime_rl"),
         (["policy/policy_entropy", "reward/avg_raw_reward"], "skyrl"),
         (["rewards/accuracy/mean", "reward"], "trl"),  # `accuracy`, a role concept, is no align_kit mark
+        # ms-swift: TRL's names with one prime-rl mark (entropy/mean) beside them; TRL's table names 5 keys of 6,
+        # prime-rl's 1: the family naming the most keys wins, not the first family with a mark.
+        (["loss", "reward", "reward_std", "frac_reward_zero_std", "entropy/mean", "step_time"], "trl"),
+        (["loss/mean", "entropy/mean", "optim/grad_norm", "reward"], "prime_rl"),  # 3 of prime-rl's names to TRL's 2
     ],
 )
 def test_framework_from_keys(keys, framework):

@@ -25,7 +25,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # verl: `step:N - ` after the start of the line or a non-key character (Ray's prefix ends with ') ').
 VERL_STEP = re.compile(r"(?:^|[\s)\]|>])step:\s*(\d+)\s+-\s+")
 # A bare nan / inf value in a printed dict (after ': ', before ',' or '}').
-_BARE = re.compile(r"(:\s*)(-?)(nan|inf)(?=\s*[,}])")
+# Any spelling: `nan`, `NaN` (ms-swift's `'kl': NaN`), `inf`, `Infinity`, `-inf`.
+_BARE = re.compile(r"(:\s*)([-+]?)(nan|inf(?:inity)?)(?=\s*[,}])", re.IGNORECASE)
 # numpy / torch scalars as newer libraries print them: np.float64(0.5), tensor(0.5, device='cuda:0').
 _SCALAR = re.compile(r"(?:np|numpy)\.(?:float|int)\d*\(\s*([^()]*?)\s*\)|tensor\(\s*([^,()]+?)\s*(?:,[^()]*)?\)")
 _JSON_SPELLING = {"nan": "NaN", "inf": "Infinity"}
@@ -33,11 +34,12 @@ STEP_KEYS = ("step", "global_step", "global_step/max_steps")
 
 
 def _json_non_finite(match: re.Match) -> str:
-    return f"{match.group(1)}{match.group(2)}{_JSON_SPELLING[match.group(3)]}"
+    sign = "-" if match.group(2) == "-" else ""
+    return f"{match.group(1)}{sign}{_JSON_SPELLING[match.group(3).lower()[:3]]}"
 
 
 def _quoted_non_finite(match: re.Match) -> str:
-    return f"{match.group(1)}'{match.group(2)}{match.group(3)}'"
+    return f"{match.group(1)}'{match.group(2)}{match.group(3).lower()[:3]}'"
 
 
 def _scalar(match: re.Match) -> str:

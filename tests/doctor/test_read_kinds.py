@@ -1,0 +1,29 @@
+"""Kinds of published logs the readers once misread: a family told by one name, bare NaN in printed dicts, older
+TRL reward names, abbreviated table headers. Expected values are read by hand off the fixtures in data/."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from align_kit.doctor.readers import read_runs
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_trl_names_beside_one_prime_rl_name_read_in_trl_terms():
+    (history,) = read_runs(str(DATA / "trl_names_with_entropy_mean.jsonl"))
+    assert history.framework == "trl"
+    assert [values["reward"] for _, values in history.rows] == [0.2, 0.4]
+    assert [values["entropy"] for _, values in history.rows] == [0.8, 0.7]
+    assert [values["frac_reward_zero_std"] for _, values in history.rows] == [0.5, 0.25]
+
+
+def test_bare_non_finite_values_in_printed_dicts_are_kept_in_any_spelling():
+    # Rows 1 and 2 hold a value JSON refuses (a quote inside a string, True), so they take the literal_eval path.
+    (history,) = read_runs(str(DATA / "printed_dicts_bare_nan.log"))
+    assert [step for step, _ in history.rows] == [1, 2, 3]
+    first, second, third = (values for _, values in history.rows)
+    assert math.isnan(first["kl"]) and math.isnan(first["clip_ratio/region_mean"])
+    assert second["kl"] == math.inf and second["clip_ratio/region_mean"] == -math.inf
+    assert third["kl"] == 0.01
