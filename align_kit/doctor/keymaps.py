@@ -8,6 +8,7 @@ datasets) the first in the built-in order wins and the others are listed as unma
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -345,6 +346,32 @@ def known_concept(key: str) -> str | None:
         (concept for family in BUILT_IN if (concept := builtin_concept(key, family)) is not None), None
     )
     return concept
+
+
+_MEAN_SUFFIXES = ("_mean", "/mean", " mean")
+_SHORTEST_PREFIX = 4  # `rewa` may start reward or reward_std: shorter prefixes name too much
+
+
+@functools.lru_cache(maxsize=4096)  # a table's title cells repeat; prose lines tried as headers repeat words
+def abbreviated_name(header: str) -> str | None:
+    """The TRL/align_kit name a shortened table header stands for, when exactly one concept fits: the last part of a
+    name, whole or cut short (`mean_len` -> completions/mean_length), a name with `_mean` added (`reward_mean` ->
+    reward), or a header cut short (`completions/clipp...` -> completions/clipped_ratio). None when none or several
+    concepts fit."""
+    header = header.strip().rstrip(".…").strip()
+    if len(header) < _SHORTEST_PREFIX:
+        return None
+    if header in ALIGN_KIT:
+        return header
+    for suffix in _MEAN_SUFFIXES:
+        if header.endswith(suffix) and header[: -len(suffix)] in ALIGN_KIT:
+            return header[: -len(suffix)]
+    fits = {
+        name: concept
+        for name, concept in ALIGN_KIT.items()
+        if name.startswith(header) or ("/" in name and name.rsplit("/", 1)[1].startswith(header))
+    }
+    return next(iter(fits)) if len(set(fits.values())) == 1 else None
 
 
 def is_printed_metric(key: str) -> bool:

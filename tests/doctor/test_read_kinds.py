@@ -27,3 +27,27 @@ def test_bare_non_finite_values_in_printed_dicts_are_kept_in_any_spelling():
     assert math.isnan(first["kl"]) and math.isnan(first["clip_ratio/region_mean"])
     assert second["kl"] == math.inf and second["clip_ratio/region_mean"] == -math.inf
     assert third["kl"] == 0.01
+
+
+def test_abbreviated_table_headers_map_when_one_concept_fits_and_rows_after_an_ellipsis_are_kept():
+    (history,) = read_runs(str(DATA / "table_abbreviated_headers.txt"))
+    assert history.mapping == {
+        "loss": "loss",
+        "reward": "reward",  # reward_mean
+        "completions/clipped_ratio": "completions/clipped_ratio",  # the last part of the name
+        "completions/mean_length": "completions/mean_length",  # mean_len: a cut-short last part
+    }  # `rew` starts reward, reward_std, ...: too short to say which, left unmapped
+    assert [step for step, _ in history.rows] == [1, 2, 12]
+    assert [values["reward"] for _, values in history.rows] == [0.25, 0.5, 0.75]
+    assert history.rows[2][1]["completions/mean_length"] == 260.0
+
+
+def test_older_trl_reward_names_without_mean_read_as_components(tmp_path):
+    path = tmp_path / "old.log"
+    path.write_text(
+        "{'loss': 0.01, 'reward': 0.5, 'rewards/accuracy_reward': 0.25, 'rewards/format_reward': 0.25, 'step': 1}\n"
+        "{'loss': 0.02, 'reward': 0.75, 'rewards/accuracy_reward': 0.5, 'rewards/format_reward': 0.25, 'step': 2}\n"
+    )
+    (history,) = read_runs(str(path))
+    assert history.mapping["rewards/accuracy_reward"] == "rewards/accuracy_reward/mean"
+    assert [values["rewards/accuracy_reward/mean"] for _, values in history.rows] == [0.25, 0.5]

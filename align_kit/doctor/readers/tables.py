@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from align_kit.doctor.keymaps import is_known_metric
+from align_kit.doctor.keymaps import abbreviated_name, is_known_metric
 from align_kit.doctor.readers.common import RawRows, as_step
 
 STEP_COLUMNS = ("step", "global_step", "_step", "Step", "iteration", "train/global_step", "trainer/global_step")
@@ -26,6 +26,7 @@ WANDB_TIME_COLUMNS = frozenset({"Wall Time", "Relative Time (Process)", "Relativ
 _SLASH = re.compile(r"\s*/\s*")
 _SEPARATOR = re.compile(r"^\|?\s*:?-{2,}")
 _MULTIWORD = re.compile(r"Training Loss|Validation Loss")
+_ELISION = frozenset(".…⋮|, \t")
 
 
 def column_key(name: str, key_map_columns: frozenset[str]) -> str:
@@ -41,7 +42,15 @@ def column_key(name: str, key_map_columns: frozenset[str]) -> str:
     lowered = key.lower().replace(" ", "_")
     if lowered != key and is_known_metric(lowered):
         return lowered
+    if not is_known_metric(key):
+        return abbreviated_name(lowered) or key
     return key
+
+
+def _elided(line: str) -> bool:
+    """A line an author put in place of rows left out (`...`, `…`, `| ... | ... |`): the table goes on after it."""
+    text = line.strip()
+    return bool(text) and set(text) <= _ELISION and ("..." in text or "…" in text or "⋮" in text)
 
 
 def _delimiter(line: str) -> str:
@@ -158,7 +167,7 @@ def _text_rows(body: Iterable[str], delimiter: str, width: int) -> tuple[list[li
     for row_line in body:
         used += 1
         stripped = row_line.strip()
-        if not stripped or _SEPARATOR.match(stripped):
+        if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
             if rows and not stripped:
                 break
             continue
@@ -178,6 +187,8 @@ def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
     lines = iter(body)
     for line in lines:
         used += 1
+        if _elided(line):
+            continue
         try:
             cells = next(csv.reader([line]))
         except (csv.Error, StopIteration):
