@@ -211,6 +211,9 @@ PRINTED = {
     "grad_norm": "grad_norm",
     "seq_length": "completions/mean_length",
 }
+# One reward function's mean as mlx-lm prints it: `r1_accuracy_reward_func mean` -> r1_accuracy_reward_func_mean (not
+# a validation line's `val_...`, and not the totals above, which the table names first).
+PRINTED_COMPONENT = re.compile(r"^(?!val_|total_|grouped_)(\w*reward\w*?)_mean$")
 # Printed metric names no rule reads, still evidence that a line is a metric line (a critic's loss, throughput).
 PRINTED_OTHER = frozenset(
     {
@@ -330,6 +333,8 @@ def builtin_concept(key: str, framework: str) -> str | None:
     bare = _bare(key)
     if bare in table:
         return table[bare]
+    if framework == "printed" and (match := PRINTED_COMPONENT.match(key)) and match.group(1) not in table:
+        return f"rewards/{match.group(1)}/mean"
     if framework in ("trl", "align_kit", "generic", "printed") and (match := PER_REWARD.match(bare)):
         return f"rewards/{match.group(1)}/mean"
     return None

@@ -42,6 +42,9 @@ def test_iter_lines_with_space_separated_names_and_a_val_line_at_the_same_step()
     assert first["eval_reward"] == 0.2 and first["reward"] == 0.25 and first["loss"] == 0.05
     assert [values["reward_std"] for _, values in history.rows] == [0.4, 0.35, 0.3]
     assert [values["kl"] for _, values in history.rows] == [0.001, 0.003, 0.006]
+    # mlx-lm prints each reward function's mean as `<name> mean`: a component, here the accuracy role.
+    assert first["rewards/r1_accuracy_reward_func/mean"] == 0.125 and first["accuracy"] == 0.125
+    assert history.roles == {"accuracy": "r1_accuracy_reward_func_mean"}
 
 
 def test_bracketed_step_with_equals_pairs():
