@@ -8,17 +8,30 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.doctor.history import DoctorInputError, RunHistory
-from align_kit.doctor.keymaps import NOT_METRICS, detect_framework, resolve, to_float, unknown_concepts
+from align_kit.doctor.keymaps import (
+    ADVICE_FRAMEWORK,
+    CONVERSIONS,
+    NOT_METRICS,
+    PER_REWARD,
+    detect_framework,
+    resolve,
+    role_keys,
+    to_float,
+    unknown_concepts,
+)
 
 RawRows = list[tuple[int, dict[str, Any]]]
 
 UNKNOWN_FORMAT = (
-    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run "
-    "or a CSV/JSONL with --map"
+    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run, "
+    "TensorBoard events or a CSV/JSONL with --map"
 )
 # The flat-group shares the rules read (align_kit's, TRL's), and verl's advantage range they can be derived from.
 FLAT_SHARES = ("groups/flat_fraction", "frac_reward_zero_std")
 ADVANTAGE_MAX, ADVANTAGE_MIN = "critic/advantages/max", "critic/advantages/min"
+# Ratios of two probabilities are never exactly 0: a 0 in these columns is a table's filler for "not logged" (the
+# Trainer's progress table writes 0 before the first value of a metric logged only on some steps).
+NEVER_ZERO = frozenset({"sampling/importance_sampling_ratio/mean", "policy_ratio/mean"})
 # HF's end-of-training row (train_runtime, train_loss, ...) summarises the run: it is not a step.
 SUMMARY_KEYS = ("train_runtime", "train_loss")
 
@@ -73,9 +86,17 @@ def history_from_rows(
             f"{len(raw)} rows found but no key maps to a metric the rules read (keys: {shown or 'none'}); "
             "pass --map concept=column, e.g. --map reward=<column>",
         )
-    items = list(mapping.items())
+    components = [key for key, concept in mapping.items() if PER_REWARD.match(concept)]
+    roles, role_notes = role_keys(mapping, key_map, _flat(raw, components))
+    notes += role_notes
+    items = list(mapping.items()) + list(roles.items())  # a role's component is read under both names
+    conversions = {
+        key: CONVERSIONS[key.removeprefix("train/")] for key in mapping if key.removeprefix("train/") in CONVERSIONS
+    }
+    for key in conversions:
+        notes.append(f"{key} read through its conversion to {mapping[key]} (see the key maps)")
     by_step: dict[int, dict[str, float]] = {}
-    nulls = 0
+    nulls = fillers = 0
     for step, row in raw:
         values = by_step.get(step)
         if values is None:
@@ -90,9 +111,16 @@ def history_from_rows(
                         nulls += 1
                     else:
                         continue
+                if conversions and key in conversions:
+                    number = conversions[key](number)
+                if number == 0.0 and concept in NEVER_ZERO:
+                    fillers += 1
+                    continue
                 values[concept] = number
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
+    if fillers:
+        notes.append(f"{fillers} value(s) of exactly 0 in a probability-ratio column read as not logged")
     if not set(FLAT_SHARES) & set(mapping.values()):
         notes += _flat_from_advantages(raw, by_step)
     rows = [(step, values) for step, values in sorted(by_step.items()) if values]
@@ -102,13 +130,14 @@ def history_from_rows(
     return RunHistory(
         source=str(source),
         format=format,
-        framework=advice_framework or family,
+        framework=advice_framework or ADVICE_FRAMEWORK.get(family, family),
         rows=rows,
         mapping=mapping,
         unmapped=unmapped,
         notes=notes,
         context=context or {},
         name=name,
+        roles={role: key for key, role in roles.items()},
     )
 
 
@@ -131,6 +160,16 @@ def _flat_from_advantages(raw: RawRows, by_step: dict[int, dict[str, float]]) ->
         f"{ADVANTAGE_MAX} and {ADVANTAGE_MIN} are exactly 0 on all {len(ranges)} rows that log them: every advantage "
         "is 0, so every group was flat; read as frac_reward_zero_std = 1.0 on those rows"
     ]
+
+
+def _flat(raw: RawRows, keys: list[str]) -> list[str]:
+    """The keys among `keys` whose logged value never changes."""
+    values: dict[str, set] = {key: set() for key in keys}
+    for _, row in raw:
+        for key in keys:
+            if key in row and len(values[key]) < 2:
+                values[key].add(row[key])
+    return [key for key, seen in values.items() if len(seen) < 2]
 
 
 def _numeric_somewhere(raw: RawRows, key: str) -> bool:
