@@ -12,11 +12,11 @@ such knob, the line says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from align_kit.doctor.keymaps import finite_number, whole_number
+from align_kit.monitor.rules import RunContext
 
 # 18.3.8: 1 data, 2 clipping, 3 KL and learning rate, 4 sampling and generation.
 PRIORITY: dict[str, int] = {
@@ -47,46 +47,6 @@ FRAMEWORKS = ("align_kit", "trl", "verl", "openrlhf", "generic")
 
 
 @dataclass(frozen=True)
-class Setup:
-    """What the run has on, as far as its log says (`RunHistory.context`, the run's RunContext)."""
-
-    clip_higher: bool = False
-    sequence_clip: bool = False
-    eps_high: float | None = None
-    kl_on: bool = False
-    beta: float | None = None
-    learning_rate: float | None = None
-    max_completion_length: int | None = None
-    dynamic_sampling: bool = False
-    overlong_filter: bool = False
-    overlong_shaping: bool = False
-    advantage: str = "grpo"
-    routing_replay: bool = False
-    num_generations: int | None = None
-
-    @classmethod
-    def from_context(cls, context: Any, stated: Mapping[str, Any]) -> Setup:
-        """`context`: the RunContext the replay used; `stated`: `RunHistory.context` (what the log says)."""
-        choices = stated.get("choices") or {}
-        overlong = str(choices.get("overlong", ""))
-        return cls(
-            clip_higher=bool(getattr(context, "clip_higher", False)),
-            sequence_clip=bool(getattr(context, "sequence_clip", False)),
-            eps_high=getattr(context, "eps_high", None),
-            kl_on=bool(getattr(context, "kl_on", False)),
-            beta=finite_number(stated.get("beta")),
-            learning_rate=finite_number(stated.get("learning_rate")),
-            max_completion_length=getattr(context, "max_completion_length", None),
-            dynamic_sampling=bool(getattr(context, "dynamic_sampling", False)),
-            overlong_filter=bool(stated.get("mask_truncated_completions")) or overlong.startswith("filter"),
-            overlong_shaping=bool(getattr(context, "overlong_shaping", False)),
-            advantage=str(getattr(context, "advantage", "grpo")),
-            routing_replay=bool(getattr(context, "routing_replay", False)),
-            num_generations=whole_number(stated.get("num_generations")),
-        )
-
-
-@dataclass(frozen=True)
 class Advice:
     fix: str
     priority: int  # 18.3.8: 1 data, 2 clipping, 3 KL and learning rate, 4 sampling
@@ -108,7 +68,7 @@ def _now(value: float | None) -> str:
     return f" (now {value:g})" if value is not None else ""
 
 
-def resolve(fix: str, setup: Setup) -> str | None:
+def resolve(fix: str, setup: RunContext) -> str | None:
     """The fix the run still lacks: None when it is already on and there is no further step, or the next step
     (clip_higher with Clip-Higher on -> raise_eps_high; add_kl with KL on -> raise_kl)."""
     if fix == "clip_higher" and (setup.clip_higher or setup.sequence_clip):
@@ -134,7 +94,7 @@ def _double(value: int | None) -> str:
     return str(2 * value) if value else "a larger value"
 
 
-def _next_eps_high(setup: Setup) -> str:
+def _next_eps_high(setup: RunContext) -> str:
     # DAPO's 0.28, then the chapter's upper end 0.3 and beyond (18.3.8: eps_high 0.28-0.3).
     if setup.sequence_clip:
         return f"{2 * setup.eps_high:g}" if setup.eps_high else "a wider bound"
@@ -143,16 +103,16 @@ def _next_eps_high(setup: Setup) -> str:
     return f"{max(0.3, round(setup.eps_high + 0.05, 2)):g}"
 
 
-def _lower_lr(setup: Setup) -> str:
+def _lower_lr(setup: RunContext) -> str:
     # 18.3.8: start from 1e-6.
     return f"{setup.learning_rate / 2:g}" if setup.learning_rate else "1e-6"
 
 
-def _raised_beta(setup: Setup) -> str:
+def _raised_beta(setup: RunContext) -> str:
     return f"{2 * setup.beta:g}" if setup.beta else "twice its value"
 
 
-def text(fix: str, framework: str, setup: Setup) -> str:
+def text(fix: str, framework: str, setup: RunContext) -> str:
     """The fix `fix` for a `framework` run (align_kit | trl | verl | openrlhf | generic)."""
     framework = framework if framework in FRAMEWORKS else "generic"
     table = _TEXTS[fix]
@@ -357,7 +317,7 @@ _TEXTS: dict[str, dict[str, Any]] = {
 }
 
 
-def advise(fired: Iterable[tuple[str, tuple[str, ...]]], framework: str, setup: Setup) -> list[Advice]:
+def advise(fired: Iterable[tuple[str, tuple[str, ...]]], framework: str, setup: RunContext) -> list[Advice]:
     """`fired`: (rule, its fixes best first) for each alert that counts, in timeline order. One line per fix the
     run lacks, naming the rules it answers, in 18.3.8's order (then the order the rules asked for them)."""
     rules_of: dict[str, list[str]] = {}

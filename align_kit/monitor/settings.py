@@ -14,10 +14,9 @@ from typing import Any, Literal, get_type_hints
 
 from align_kit.core.component import buildable
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import field_facts, knob
 
 Action = Literal["log", "warn", "halt"]
-ACTIONS = ("log", "warn", "halt")
 
 
 def _action(default: str) -> Any:
@@ -29,11 +28,13 @@ def _action(default: str) -> Any:
 
 
 def _span(default: int, source: str | None = None) -> Any:
-    return knob(default, help="Logged points averaged on each side of the comparison, >= 1.", source=source)
+    return knob(default, help="Logged points averaged on each side of the comparison, >= 1.", source=source, ge=1)
 
 
 def _fall(default: float, source: str) -> Any:
-    return knob(default, help="The share of entropy lost that alerts, strictly between 0 and 1.", source=source)
+    return knob(
+        default, help="The share of entropy lost that alerts, strictly between 0 and 1.", source=source, gt=0, lt=1
+    )
 
 
 @dataclass
@@ -56,7 +57,10 @@ class EntropyDrop:
     action: Action = _action("warn")
     span: int = _span(10)
     window_steps: int = knob(
-        100, help="Training steps back to the highest smoothed entropy the latest is compared with.", source="18.3.7"
+        100,
+        help="Training steps back to the highest smoothed entropy the latest is compared with.",
+        source="18.3.7",
+        ge=1,
     )
     fall: float = _fall(0.5, "18.3.7")
 
@@ -89,7 +93,7 @@ class RisingShare:
     action: Action = _action("warn")
     span: int = _span(10)
     threshold: float = knob(0.3, ge=0, help="The share the recent mean must exceed (30 %).", source="18.3.2")
-    window: int = knob(40, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    window: int = knob(40, help="Logged points whose two halves are compared, >= 2.", source="18.3.2", ge=2)
     rise: float = knob(
         0.15,
         ge=0,
@@ -119,6 +123,8 @@ class LengthNearMax:
     span: int = _span(1)
     margin: float = knob(
         0.05,
+        gt=0,
+        lt=1,
         help="Alert when the mean length is within this share of trainer.max_completion_length, strictly between 0 "
         "and 1.",
         source="16.6.5, table 16-6",
@@ -137,6 +143,7 @@ class RewardPlateau:
     action: Action = _action("warn")
     window: int = knob(
         100,
+        ge=2,
         help="Logged points whose two halves are compared, >= 2; over 50, a slowly rising healthy reward read as "
         "flat within the noise.",
         source="16.6.5, table 16-6",
@@ -150,7 +157,7 @@ class GradNormVanishing:
     """Every one of the last `window` points below `floor` (the training-stability chapter, table 16-6)."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points that must all be below floor, >= 1.", source="16.6.5, table 16-6")
+    window: int = knob(10, help="Logged points that must all be below floor, >= 1.", source="16.6.5, table 16-6", ge=1)
     floor: float = knob(1e-4, ge=0, help="The gradient norm below which an update counts as vanished.")
 
 
@@ -159,7 +166,7 @@ class Rising:
     """Strictly increasing over the last `window` points."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points that must each rise above the one before, >= 2.", source="18.3.7")
+    window: int = knob(10, help="Logged points that must each rise above the one before, >= 2.", source="18.3.7", ge=2)
 
 
 @dataclass
@@ -169,7 +176,9 @@ class ClipRatioZero:
     on-policy run is not a drop."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points of zero clipping, after as many that clipped, >= 1.", source="18.3.4")
+    window: int = knob(
+        10, help="Logged points of zero clipping, after as many that clipped, >= 1.", source="18.3.4", ge=1
+    )
     min_before: float = knob(
         1e-3, ge=0, help="The mean clip ratio the earlier window must have had for the drop to zero to count."
     )
@@ -194,7 +203,7 @@ class TrainEvalDivergence:
     mean train reward logged since the previous evaluation."""
 
     action: Action = _action("warn")
-    window: int = knob(4, help="Evaluations whose two halves are compared, >= 2.", source="18.3.7")
+    window: int = knob(4, help="Evaluations whose two halves are compared, >= 2.", source="18.3.7", ge=2)
     min_train_gain: float = knob(0.05, ge=0, help="The train reward's gain that must be exceeded, >= 0.")
     max_eval_gain: float = knob(
         0.01, help="The eval reward's gain it must stay below; may be negative: only when eval reward falls."
@@ -211,6 +220,8 @@ class RewardDecline:
     span: int = _span(20)
     drop: float = knob(
         0.1,
+        gt=0,
+        lt=1,
         help="The fall below the best smoothed reward, as a share of the attainable maximum, that alerts; strictly "
         "between 0 and 1.",
         source="16.6.1, figure 16-10",
@@ -226,7 +237,7 @@ class RewardCollapse:
     (TRL logs them as rewards/<name>/mean)."""
 
     action: Action = _action("warn")
-    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.2", ge=2)
     min_format_gain: float = knob(0.1, ge=0, help="The format reward's gain that must be exceeded, >= 0.")
     max_correctness_gain: float = knob(0.02, help="The correctness reward's gain it must stay below; may be negative.")
     format_reward: str = knob("format", help="The reward node that scores the format (rewards/<name>/mean).")
@@ -270,10 +281,16 @@ class LengthPinned:
     action: Action = _action("warn")
     span: int = _span(10, "18.3.1")
     clipped: float = knob(
-        0.9, help="The mean truncated share that counts as pinned, strictly between 0 and 1.", source="18.3.7"
+        0.9,
+        help="The mean truncated share that counts as pinned, strictly between 0 and 1.",
+        source="18.3.7",
+        gt=0,
+        lt=1,
     )
     margin: float = knob(
         0.05,
+        gt=0,
+        lt=1,
         help="How close to max_completion_length the mean length must be (a share of it), strictly between 0 and 1.",
         source="16.6.5, table 16-6",
     )
@@ -296,7 +313,7 @@ class SamplerGapDrift:
         help="How far the smoothed IS ratio may move from 1.0; 16.6.1's 0.01 logp gap is a ratio of about 1 +- 0.01.",
         source="16.6.1",
     )
-    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="16.6.1")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="16.6.1", ge=2)
     rise: float = knob(
         1.0, gt=0, help="The relative growth of the logp gap between the halves that alerts (1.0: it doubled)."
     )
@@ -321,6 +338,7 @@ class KlRisingFlatReward:
     action: Action = _action("warn")
     window: int = knob(
         40,
+        ge=2,
         help="Logged points whose trend is read, >= 2; also the start-up skipped. A healthy run with kl=constant "
         "(benchmarks/alert_calibration.py) rose from 0 for about 30 logged points, then held.",
         source="18.3.7",
@@ -353,7 +371,11 @@ class NoSignal:
         0.01, ge=0, help="How close to reward_min each reward must be, as a share of the reward range.", source="16.6.5"
     )
     flat: float = knob(
-        0.99, help="The flat-group share that counts as every group, strictly between 0 and 1.", source="16.6.5"
+        0.99,
+        help="The flat-group share that counts as every group, strictly between 0 and 1.",
+        source="16.6.5",
+        gt=0,
+        lt=1,
     )
 
 
@@ -482,29 +504,25 @@ class HealthMonitorConfig:
                 except TypeError as error:
                     raise ConfigError(f"monitor.{rule}: {error}; check its keys") from None
                 setattr(self, rule, block)
-            _validate(rule, block)
+            _check(rule, block)
 
     @staticmethod
     def rule_names() -> list[str]:
         return [f.name for f in fields(HealthMonitorConfig) if f.name != "enabled"]
 
 
-def _validate(rule: str, settings: Any) -> None:
-    action = settings.action
-    if action not in ACTIONS:
-        raise ConfigError(f"monitor.{rule}.action={action!r}: choose one of {', '.join(ACTIONS)}")
-    own = {f.name: getattr(settings, f.name) for f in fields(settings)}
-    for name in ("span", "window", "window_steps"):
-        if name in own and not (isinstance(own[name], int) and own[name] >= 1):
-            raise ConfigError(f"monitor.{rule}.{name}={own[name]!r} must be a whole number >= 1")
-    # A trend needs two points: a one-point "rising" window would always fire.
-    trends = Rising | RewardPlateau | TrainEvalDivergence | RisingShare | RewardCollapse | SamplerGapDrift
-    if isinstance(settings, trends | KlRisingFlatReward) and (settings.window < 2):
-        raise ConfigError(f"monitor.{rule}.window={settings.window} must be >= 2: the rule follows a trend")
-    if isinstance(settings, NonFinite) and not (
-        isinstance(settings.metrics, list) and settings.metrics and all(isinstance(m, str) for m in settings.metrics)
-    ):
-        raise ConfigError(f"monitor.{rule}.metrics={settings.metrics!r} must be a non-empty list of metric names")
-    for name in ("fall", "margin", "drop", "clipped", "flat"):
-        if name in own and not 0 < own[name] < 1:
-            raise ConfigError(f"monitor.{rule}.{name}={own[name]} must lie strictly between 0 and 1")
+def _check(rule: str, settings: Any) -> None:
+    """Each value of a rule's block against its field's facts: its choices (`Literal`), an integer where the field
+    is one, its range (`knob`), in the schema's words (align_kit.experiment.schema)."""
+    hints = get_type_hints(type(settings))
+    for facts in field_facts(type(settings)):
+        value, key = getattr(settings, facts.name), f"monitor.{rule}.{facts.name}"
+        if facts.choices is not None and value not in facts.choices:
+            raise ConfigError(f"{key}={value!r}: expected one of [{', '.join(facts.choices)}]")
+        integer = hints[facts.name] is int
+        if integer and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{key}={value!r}: expected an integer")
+        if facts.bounds is not None and not facts.bounds.holds(value):
+            raise ConfigError(f"{key}={value!r}: expected {facts.bounds.describe(integer)}")
+        if hints[facts.name] == list[str] and not (value and all(isinstance(item, str) and item for item in value)):
+            raise ConfigError(f"{key}={value!r}: expected a non-empty list of metric names")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from align_kit.doctor.advice import FRAMEWORKS, PRIORITY, Setup, advise, resolve, text
+from align_kit.doctor.advice import FRAMEWORKS, PRIORITY, advise, resolve, text
+from align_kit.monitor.rules import RunContext as Setup
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
-from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, run_context, worst
+from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, worst
+from align_kit.monitor.rules import RunContext
+
+run_context = RunContext.from_stated
 from tests.doctor.histories import history, series
 
 

@@ -1,0 +1,149 @@
+"""Entropy rules: collapse, fast drop, slow decline and explosion (18.3.1, 18.3.3, 18.3.7, figure 18-8; 16.6)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping
+from operator import itemgetter
+from statistics import fmean
+
+from align_kit.monitor.rules.base import (
+    CLIPPED,
+    Finding,
+    History,
+    Memory,
+    rule,
+    span_points,
+)
+from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.length import overlong_advice
+from align_kit.monitor.settings import (
+    EntropyCollapse,
+    EntropyDecline,
+    EntropyDrop,
+    EntropyExploding,
+)
+
+ENTROPY_FIXES = ("clip_higher", "raise_eps_high", "lower_lr")
+
+
+def _entropy_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    if context.sequence_clip:
+        return (
+            f"GSPO clips sequence ratios: raise clip.eps_high (now {context.eps_high:g}) or lower trainer.learning_rate"
+        )
+    if context.clip_higher:
+        return (
+            f"Clip-Higher is already on (clip.eps_high={context.eps_high:g}): raise clip.eps_high "
+            "(DAPO, arXiv 2503.14476, uses 0.28; try 0.3-0.4) or lower trainer.learning_rate"
+        )
+    return "enable Clip-Higher (eps_high >= 0.28): clip=clip_higher"
+
+
+@rule(
+    "entropy_collapse",
+    ("entropy",),
+    "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g})",
+    _entropy_advice,
+    memory=lambda s: Memory(head=s.span, tail=s.span),
+    severity="failing",
+    fixes=ENTROPY_FIXES,
+    points=lambda s: 2 * s.span,
+)
+def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Finding | None:
+    series = history["entropy"]
+    if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
+        return None
+    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    threshold = (1 - s.fall) * early
+    values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+    return Finding(recent < threshold, values, "entropy", points=2 * s.span, first_step=series.start)
+
+
+@rule(
+    "entropy_drop",
+    ("entropy",),
+    "smoothed entropy {latest:.4g} < {threshold:.4g} (its maximum in the window {window_max:.4g})",
+    _entropy_advice,
+    memory=lambda s: Memory(tail=s.window_steps + s.span),
+    fixes=ENTROPY_FIXES,
+    points=span_points,
+)
+def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | None:
+    series = history["entropy"]
+    if series.count < s.span:
+        return None
+    # The smoothed values whose last point lies in the window (the span - 1 points before it are read too).
+    means = series.smoothed(s.span)
+    since = series.steps[-1] - s.window_steps
+    window = means[bisect_left(means, since, key=itemgetter(1)) :]
+    latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
+    threshold = (1 - s.fall) * window_max
+    values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
+    return Finding(latest < threshold, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
+
+
+def _entropy_decline_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    return _entropy_advice(context, values) + "; check that response length rises while entropy holds"
+
+
+@rule(
+    "entropy_decline",
+    ("entropy",),
+    "smoothed entropy {latest:.4g} < {threshold:.4g} (initial mean {initial:.4g})",
+    _entropy_decline_advice,
+    memory=lambda s: Memory(head=s.span, tail=s.span),
+    fixes=ENTROPY_FIXES,
+    points=span_points,
+)
+def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Finding | None:
+    series = history["entropy"]
+    if series.count < s.span:
+        return None
+    initial, latest = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    threshold = (1 - s.fall) * initial
+    values = {"initial": initial, "latest": latest, "threshold": threshold}
+    points = min(series.count, 2 * s.span)  # the first and the last span overlap on a short history
+    return Finding(latest < threshold, values, "entropy", points=points, first_step=series.start)
+
+
+def _entropy_exploding_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    if values.get("truncated") == "no":
+        return (
+            "few completions are truncated, so the updates themselves are too large: lower trainer.learning_rate "
+            "or take fewer updates per rollout (trainer.steps_per_generation, trainer.num_iterations)"
+        )
+    # Figure 18-8: without overlong filtering, truncated samples' noisy rewards make entropy explode.
+    return f"{overlong_advice(context, values)}; or lower trainer.learning_rate"
+
+
+def _entropy_exploding_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    if words.get("truncated") == "no":
+        return ("lower_lr", "fewer_updates", "clip_higher")
+    return ("overlong_filter", "overlong_shaping", "lower_lr", "clip_higher")
+
+
+@rule(
+    "entropy_exploding",
+    ("entropy",),
+    "entropy: recent mean {recent_mean:.4g} > {threshold:.4g} (early mean {early_mean:.4g}): entropy is exploding",
+    _entropy_exploding_advice,
+    reads=(CLIPPED,),
+    inputs=lambda _s: (("entropy",),),
+    memory=lambda s: Memory(head=s.span, tail=s.span),
+    severity="failing",
+    fixes=_entropy_exploding_fixes,
+    points=lambda s: 2 * s.span,
+)
+def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> Finding | None:
+    series = history["entropy"]
+    if series.count < 2 * s.span:  # the start and the recent span must not overlap
+        return None
+    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    threshold = s.factor * early
+    values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+    # Figure 18-8's cause is truncated samples; without truncation, the updates themselves are too large.
+    clipped = history[CLIPPED]
+    truncated = "unknown" if not clipped.count else "yes" if fmean(clipped.last(s.span)) >= s.truncated else "no"
+    words = {"truncated": truncated}
+    return Finding(recent > threshold, values, "entropy", words, points=2 * s.span, first_step=series.start)

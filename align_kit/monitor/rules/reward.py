@@ -1,0 +1,327 @@
+"""Reward rules: flat groups, zero advantages, format hacking, decline, plateau, no signal and train/eval divergence
+(16.6.1, 16.6.5 table 16-6; 18.3.2, 18.3.7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from statistics import fmean
+
+from align_kit.monitor.rules.base import (
+    EVAL_REWARD,
+    FLAT_FRACTION,
+    TRAIN_REWARD,
+    Check,
+    Finding,
+    History,
+    Memory,
+    Rule,
+    first_logged,
+    half_change,
+    last_span,
+    last_window,
+    options,
+    register,
+    rule,
+    span_points,
+    window_points,
+)
+from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.settings import (
+    AboveThreshold,
+    NoSignal,
+    RewardCollapse,
+    RewardDecline,
+    RewardPlateau,
+    RisingShare,
+    TrainEvalDivergence,
+)
+
+
+def _difficulty(history: History, context: RunContext, flat: float, span: int) -> str:
+    """Whether flat groups are mostly solved or mostly failed prompts (18.3.2: "the model has either mastered most
+    training prompts or cannot solve them at all"). With a share `flat` of groups flat, a batch whose flat groups
+    all score the maximum has its reward at least `flat` of the way up the range, one whose flat groups all score
+    the minimum at most 1 - `flat`: the reward's level over the same points says which, "" when both or neither."""
+    rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
+    if not rewards.count or scale <= 0:
+        return ""
+    level = (fmean(rewards.last(span)) - context.reward_min) / scale
+    easy, hard = level >= flat, level <= 1 - flat
+    return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
+
+
+def _difficulty_words(history: History, context: RunContext, flat: float, span: int) -> dict[str, str]:
+    """The finding's words for flat groups: their difficulty, and the message's tail that says it."""
+    difficulty = _difficulty(history, context, flat, span)
+    return {"difficulty": difficulty, "why": _WHY[difficulty]}
+
+
+# What a flat group is, by difficulty (the alert message's tail).
+_WHY = {
+    "too easy": " (reward near its maximum: the data is too easy)",
+    "too hard": " (reward near its minimum: the data is too hard)",
+    "": "",
+}
+
+
+def _dynamic_sampling_is_on(context: RunContext) -> str:
+    return (
+        f"dynamic sampling is on, yet the batch that trains still holds flat groups (filled from dropped ones "
+        f"once sampling.max_gen_batches={context.max_gen_batches} rounds were spent): raise "
+        "sampling.max_gen_batches or change the data difficulty"
+    )
+
+
+def _flat_group_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    """Flat groups of solved prompts call for harder data, of failed ones for easier data or a virtual full-score
+    sample (18.3.2: the data no longer matches the model, one way or the other)."""
+    difficulty = words.get("difficulty", "")
+    if difficulty == "too easy":
+        return ("harder_data", "dynamic_sampling")
+    if difficulty == "too hard":
+        return ("easier_data", "dynamic_sampling", "ngrpo")
+    return ("dynamic_sampling", "ngrpo", "fix_reward")
+
+
+def _flat_groups_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    chosen = options(
+        [
+            ("inject a virtual full-score sample (advantage=ngrpo)", context.advantage == "ngrpo"),
+            ("refine the reward function", False),
+            ("sampling=dynamic", context.dynamic_sampling),
+        ],
+        "",
+    )
+    return f"{_dynamic_sampling_is_on(context)}; or {chosen}" if context.dynamic_sampling else chosen
+
+
+@rule(
+    "zero_std_groups",
+    FLAT_FRACTION,
+    "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal{why}",
+    _flat_groups_advice,
+    reads=(TRAIN_REWARD,),
+    memory=last_span,
+    fixes=_flat_group_fixes,
+    inputs=lambda _s: (FLAT_FRACTION,),
+    points=span_points,
+    level=True,
+)
+def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Finding | None:
+    metric = first_logged(history, FLAT_FRACTION)
+    series = history[metric]
+    if series.count < s.span:
+        return None
+    recent = fmean(series.last(s.span))
+    values = {"recent_mean": recent, "threshold": s.threshold}
+    return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
+
+
+def _rising_share(metric: str) -> Check:
+    def check(s: RisingShare, history: History, context: RunContext) -> Finding | None:
+        series = history[metric]
+        if series.count < max(s.span, s.window):
+            return None
+        recent, change = fmean(series.last(s.span)), half_change(series.last(s.window))
+        values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
+        words = _difficulty_words(history, context, recent, s.span)
+        return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
+
+    return check
+
+
+def _zero_advantage_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    if context.dynamic_sampling:
+        return _dynamic_sampling_is_on(context)
+    return "enable dynamic sampling or adjust the data difficulty: sampling=dynamic"
+
+
+register(
+    Rule(
+        "zero_advantage",
+        ("adv/zero_std_fraction",),
+        _rising_share("adv/zero_std_fraction"),
+        "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window){why}",
+        _zero_advantage_advice,
+        reads=(TRAIN_REWARD,),
+        memory=lambda s: Memory(tail=max(s.span, s.window)),
+        fixes=_flat_group_fixes,
+        inputs=lambda _s: (("adv/zero_std_fraction",),),
+        points=lambda s: max(s.span, s.window),
+    )
+)
+
+
+def _reward_collapse_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    weight = context.reward_weights.get(values["format"])
+    lower = f"lower the format weight (reward.{values['format']}.weight" + (f", now {weight:g})" if weight else ")")
+    if context.advantage == "gdpo":
+        return f"GDPO is already on: {lower}, or refine the correctness reward"
+    return (
+        "normalise each reward in its group before summing (GDPO, the training-stability chapter, 16.6.3: "
+        f"advantage=gdpo) or {lower}"
+    )
+
+
+@rule(
+    "reward_collapse",
+    lambda s: (f"rewards/{s.format_reward}/mean", f"rewards/{s.correctness_reward}/mean"),
+    "{format} reward rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
+    "the policy may be learning the format without the content",
+    _reward_collapse_advice,
+    memory=last_window,
+    severity="failing",
+    fixes=("gdpo", "lower_format_weight"),
+    points=window_points,
+    inputs=lambda s: ((f"rewards/{s.format_reward}/mean",), (f"rewards/{s.correctness_reward}/mean",)),
+)
+def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
+    format_metric = f"rewards/{s.format_reward}/mean"
+    formats, correct = history[format_metric], history[f"rewards/{s.correctness_reward}/mean"]
+    if min(formats.count, correct.count) < s.window:
+        return None
+    format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
+    return Finding(
+        format_gain > s.min_format_gain and correctness_gain < s.max_correctness_gain,
+        {
+            "format_gain": format_gain,
+            "correctness_gain": correctness_gain,
+            "min_format_gain": s.min_format_gain,
+            "max_correctness_gain": s.max_correctness_gain,
+        },
+        format_metric,
+        {"format": s.format_reward, "correctness": s.correctness_reward},
+    )
+
+
+def _reward_decline_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    advice = (
+        "the policy is getting worse: lower trainer.learning_rate or take fewer updates per rollout "
+        "(trainer.steps_per_generation, trainer.num_iterations)"
+    )
+    return advice if context.routing_replay else advice + "; on an MoE model, routing_replay=r2"
+
+
+@rule(
+    "reward_decline",
+    ("reward",),
+    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
+    _reward_decline_advice,
+    memory=lambda s: Memory(tail=s.span, best_span=s.span),
+    severity="failing",
+    fixes=("lower_lr", "fewer_updates", "routing_replay"),
+    points=span_points,
+)
+def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
+    series = history["reward"]
+    if series.count < s.span:
+        return None
+    latest, best = fmean(series.last(s.span)), series.best[s.span]
+    threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
+    return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
+
+
+def _reward_plateau_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    harder = options(
+        [("sampling=dynamic", context.dynamic_sampling), ("advantage=ngrpo", context.advantage == "ngrpo")],
+        "change the data difficulty",
+    )
+    return (
+        f"check the reward's attainable maximum ({values['reward_max']:g}) is 1.0; if it is, the data may be "
+        f"too hard: {harder.replace(', ', ' or ')}"
+    )
+
+
+@rule(
+    "reward_plateau",
+    ("reward",),
+    "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    _reward_plateau_advice,
+    memory=last_window,
+    fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
+    points=window_points,
+)
+def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> Finding | None:
+    series = history["reward"]
+    if series.count < s.window:
+        return None
+    window = series.last(s.window)
+    change, mean = half_change(window), fmean(window)
+    scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
+    ceiling, tolerance = context.reward_max - s.gap * scale, s.tolerance * scale
+    return Finding(
+        abs(change) < tolerance and mean <= ceiling,
+        {
+            "window_mean": mean,
+            "change": change,
+            "tolerance": tolerance,
+            "reward_max": context.reward_max,
+            "ceiling": ceiling,
+        },
+        "reward",
+    )
+
+
+def _no_signal_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    return (
+        "no completion earns reward, so every advantage is zero: check the reward function scores these "
+        "completions (format, parsing), or use easier prompts"
+    )
+
+
+@rule(
+    "no_signal",
+    (TRAIN_REWARD,),
+    "every reward of the last {points_read} logged points <= {floor:.3g} (at most {reward_max_seen:.3g}) and "
+    "{flat_metric} mean {flat_mean:.3f} >= {flat:g}: no completion earns anything, nothing is learnt",
+    _no_signal_advice,
+    reads=FLAT_FRACTION,
+    memory=last_span,
+    severity="failing",
+    fixes=("fix_reward", "easier_data"),
+    points=span_points,
+    inputs=lambda _s: ((TRAIN_REWARD,), FLAT_FRACTION),
+    level=True,
+)
+def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    rewards = history[TRAIN_REWARD]
+    flat_metric = first_logged(history, FLAT_FRACTION)
+    flats = history[flat_metric]
+    if min(rewards.count, flats.count) < s.span:
+        return None
+    highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+    floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
+    values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
+    words = {"flat_metric": flat_metric, "points_read": str(s.span)}
+    return Finding(highest <= floor and flat >= s.flat, values, TRAIN_REWARD, words)
+
+
+def _divergence_advice(context: RunContext, _: Mapping[str, float]) -> str:
+    constraint = "raise kl.beta" if context.kl_on else "a KL constraint (kl=constant)"
+    return f"possible reward hacking or overfitting: add training data or {constraint}"
+
+
+@rule(
+    "train_eval_divergence",
+    (EVAL_REWARD,),
+    "train reward gained {train_gain:+.3f} while eval reward gained {eval_gain:+.3f}",
+    _divergence_advice,
+    reads=(TRAIN_REWARD,),
+    fixes=("more_data", "add_kl", "raise_kl"),
+    memory=last_window,
+    points=window_points,
+    unjudged=lambda s, history: (
+        f"needs {s.window} evaluations paired with train rewards, the run has {len(history.train_eval.pairs)}"
+    ),
+)
+def _train_eval_divergence(s: TrainEvalDivergence, history: History, _: RunContext) -> Finding | None:
+    pairs = history.train_eval.pairs  # (mean train reward since the previous evaluation, eval reward)
+    if len(pairs) < s.window:
+        return None
+    train_gain = half_change([t for t, _ in pairs])
+    eval_gain = half_change([e for _, e in pairs])
+    return Finding(
+        train_gain > s.min_train_gain and eval_gain < s.max_eval_gain,
+        {"train_gain": train_gain, "eval_gain": eval_gain},
+        "eval_reward",
+    )
