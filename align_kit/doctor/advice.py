@@ -38,7 +38,16 @@ PRIORITY: dict[str, int] = {
     **dict.fromkeys(("clip_higher", "raise_eps_high", "gspo"), 2),
     **dict.fromkeys(("lower_lr", "fewer_updates", "add_kl", "raise_kl"), 3),
     **dict.fromkeys(
-        ("raise_max_length", "match_sampler_precision", "is_correction", "routing_replay", "group_size", "temperature"),
+        (
+            "raise_max_length",
+            "match_sampler_precision",
+            "is_correction",
+            "unfiltered_sampler",
+            "router_aux_off",
+            "routing_replay",
+            "group_size",
+            "temperature",
+        ),
         4,
     ),
 }
@@ -292,6 +301,35 @@ _TEXTS: dict[str, dict[str, Any]] = {
             "algorithm.rollout_correction.rollout_is=token algorithm.rollout_correction.rollout_is_threshold=2.0"
         ),
         "openrlhf": _t("--enable_vllm_is_correction --vllm_is_truncated_threshold 2"),
+    },
+    "unfiltered_sampler": {
+        "generic": _t(
+            "sample from the whole distribution while the importance-sampling correction is on (top_p 1, no top_k, "
+            "no min_p), or turn the correction off: a filtered sampler scales every ratio by the kept mass"
+        ),
+        "align_kit": _t("rollout.top_p=1.0 (and trainer.top_k=0 trainer.min_p=null), or rollout.is_correction=none"),
+        "trl": _t(
+            "top_p=1.0, top_k=0, min_p=None while vllm_importance_sampling_correction=True (TRL issue 6789), or "
+            "vllm_importance_sampling_correction=False"
+        ),
+        "verl": _t(
+            "actor_rollout_ref.rollout.top_p=1.0 actor_rollout_ref.rollout.top_k=-1 while "
+            "algorithm.rollout_correction is on, or turn the correction off"
+        ),
+        "openrlhf": _t("--top_p 1.0 (no top-k) while --enable_vllm_is_correction is on, or drop that flag"),
+    },
+    "router_aux_off": {
+        "generic": _t("turn the MoE router's auxiliary (load-balancing) loss off for RL"),
+        "align_kit": _t("the policy model's router_aux_loss_coef=0 (or output_router_logits=false) for RL"),
+        "trl": _t(
+            'model_init_kwargs={"output_router_logits": False} (transformers adds router_aux_loss_coef x the '
+            "load-balancing loss only when it is True)"
+        ),
+        "verl": _t(
+            "actor_rollout_ref.model.override_config.router_aux_loss_coef=0 (Megatron: "
+            "actor_rollout_ref.actor.megatron.override_transformer_config.moe_aux_loss_coeff=0)"
+        ),
+        "openrlhf": _t("--aux_loss_coef 0"),
     },
     "routing_replay": {
         "generic": _t("on an MoE model, replay the sampler's expert routing in training (routing replay)"),

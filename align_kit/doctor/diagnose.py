@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from align_kit.doctor.advice import Advice, advise
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
-from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RuleCoverage, RunContext
+from align_kit.monitor.rules import RULES, Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
 # The rules whose thresholds are shares of the reward range (reward_max - reward_min).
@@ -99,7 +99,7 @@ class Replay:
 
     def finish(self) -> Diagnosis:
         self.alerts += self.monitor.finish()
-        alerts = sorted(self.alerts, key=lambda alert: alert.step)
+        alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
         coverage = list(self.monitor.coverage())
         notes: list[str] = []
         if not self.scale_stated and self.high != -math.inf:
@@ -117,18 +117,42 @@ class Replay:
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
+def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
+    """Each alert whose condition the rest of the run reversed, judged against the whole history: a note (action
+    log) saying the span of the episode, not the verdict (an entropy dip that recovered, a flat reward that later
+    rose)."""
+    spans = {(item.rule, item.fired): item.recovered for item in recoveries}
+    kept = []
+    for alert in alerts:
+        until = spans.get((alert.rule, alert.step))
+        if until is not None:
+            alert = replace(
+                alert,
+                action="log",
+                message=f"{alert.message} [recovered: an episode from step {alert.step} to {until}, which the rest "
+                "of the run reversed]",
+                words={**alert.words, "recovered": str(until)},
+            )
+        kept.append(alert)
+    return kept
+
+
 def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[list[Alert], list[RuleCoverage]]:
     """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
     kept = []
     for alert in alerts:
-        if alert.rule in REWARD_SCALE_RULES:
+        # no_signal's zero-spread reading needs no scale.
+        if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
             continue
         if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
             words = {**alert.words, "difficulty": ""}
             alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
         kept.append(alert)
+    spread = {alert.rule for alert in kept}
     covered = [
-        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN) if item.rule in REWARD_SCALE_RULES else item
+        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN)
+        if item.rule in REWARD_SCALE_RULES and item.rule not in spread
+        else item
         for item in coverage
     ]
     return kept, covered

@@ -37,14 +37,27 @@ def _fall(default: float, source: str) -> Any:
     )
 
 
+def _progress(default: float) -> Any:
+    return knob(
+        default,
+        ge=0,
+        help="How far the accuracy (else the reward) must gain between the same first and last points, as a share "
+        "of its range, for falling entropy to read as convergence (a policy becoming right), not collapse.",
+        source="16.6, figure 16-11; 18.3.1",
+    )
+
+
 @dataclass
 class EntropyCollapse:
     """Mean of the last `span` points below (1 - fall) x the mean of the first `span` (the
-    policy-optimization chapter, 18.3.1)."""
+    policy-optimization chapter, 18.3.1) while the accuracy (else the reward) over the same points stalls or falls:
+    entropy falling while it gains more than `rise` is a policy becoming right (16.6, figure 16-11), the
+    `entropy_converging` note. A run shorter than 2 x `span` is judged at its end on halves of its points."""
 
     action: Action = _action("warn")
     span: int = _span(10, "18.3.1")
     fall: float = _fall(0.5, "18.3.1")
+    rise: float = _progress(0.05)
 
 
 @dataclass
@@ -56,6 +69,7 @@ class EntropyDrop:
 
     action: Action = _action("warn")
     span: int = _span(10)
+    rise: float = _progress(0.05)
     window_steps: int = knob(
         100,
         help="Training steps back to the highest smoothed entropy the latest is compared with.",
@@ -297,6 +311,46 @@ class LengthPinned:
 
 
 @dataclass
+class LengthCollapse:
+    """Completions shrinking to a few tokens while entropy collapses: over the first and the last `span` points,
+    the mean length falls to at most `few` tokens and to at most `shrink` x its start, while entropy falls below
+    (1 - fall) x its start (the policy answers with a few fixed tokens; 18.3.1's collapse with its "repetitive"
+    outputs). A run shorter than 2 x `span` is judged at its end on halves of its points (3 at least)."""
+
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    few: float = knob(
+        10.0, gt=0, help="The mean completion length, in tokens, at or below which answers are a few tokens."
+    )
+    shrink: float = knob(
+        0.25, gt=0, lt=1, help="The share of its start the mean length must fall to, strictly between 0 and 1."
+    )
+    fall: float = _fall(0.5, "18.3.1")
+
+
+@dataclass
+class AllTruncated:
+    """Every completion cut at the length budget: the truncated share (`completions/clipped_ratio`) at least
+    `clipped` on each of the last `rows` rows, or (without the share) the mean length at the budget on each; or on
+    a single row at that share while entropy fell below (1 - entropy_fall) x its first value (a truncation
+    collapse). TRL's default max_completion_length cuts many reasoning runs this way without a word."""
+
+    action: Action = _action("warn")
+    rows: int = knob(2, ge=1, help="Consecutive logged rows that must all be cut, >= 1.")
+    clipped: float = knob(0.99, gt=0, le=1, help="The truncated share that counts as every completion, in (0, 1].")
+    entropy_fall: float = knob(
+        0.9, gt=0, lt=1, help="The share of entropy lost that makes one fully cut row a collapse, in (0, 1)."
+    )
+
+
+@dataclass
+class SetupRule:
+    """A rule on the run's composition, judged once from what the run states (its RunContext)."""
+
+    action: Action = _action("warn")
+
+
+@dataclass
 class SamplerGapDrift:
     """The sampler and the trainer drifting apart (the training-stability chapter, 16.6.1: precision and routing
     differences between the inference engine and the trainer): the mean importance-sampling ratio trainer/sampler
@@ -356,6 +410,18 @@ class KlRisingFlatReward:
         help="The largest change of the reward between the halves, as a share of its range, that counts as flat.",
         source="16.6.5, table 16-6",
     )
+    skip_start: bool = knob(
+        True,
+        help="Skip the first `window` points as KL's start from 0; the end of a run shorter than 2 x window reads "
+        "its whole history from its first non-zero KL instead, where a rise counts only once the KL's second half "
+        "averages at least `far`.",
+    )
+    far: float = knob(
+        1.0,
+        gt=0,
+        help="The KL (nats per token) whose second-half mean makes a rise read over a whole short history a drift "
+        "and not the start-up from the reference: a healthy KL term holds the policy far below it.",
+    )
 
 
 @dataclass
@@ -377,16 +443,23 @@ class NoSignal:
         gt=0,
         lt=1,
     )
+    rows: int = knob(
+        2,
+        ge=2,
+        help="Consecutive rows with zero reward spread (reward_std 0, or every group flat with loss and grad_norm "
+        "0) that are no signal whatever the reward scale, >= 2.",
+    )
 
 
 @dataclass
 class NonFinite:
     """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
-    them, so the alert names the first to go). `halt` stops without saving the broken weights."""
+    them, so the alert names the first to go; a non-finite entropy is itself a failure sign). `halt` stops without
+    saving the broken weights."""
 
     action: Action = _action("halt")
     metrics: list[str] = knob(
-        default_factory=lambda: ["loss", "grad_norm"],
+        default_factory=lambda: ["loss", "grad_norm", "entropy"],
         help="The metrics watched, in the order a step computes them, so the alert names the first to go.",
     )
 
@@ -402,10 +475,15 @@ class HealthMonitorConfig:
 
     enabled: bool = knob(True, help="false (monitor=off) turns every rule off.")
     non_finite: NonFinite = _rule(
-        NonFinite, "A NaN or infinite loss or grad norm: halts, keeping the last finite checkpoint."
+        NonFinite, "A NaN or infinite loss, grad norm or entropy: halts, keeping the last finite checkpoint."
     )
     entropy_collapse: EntropyCollapse = _rule(
         EntropyCollapse, "Entropy fell by more than `fall` from its start (the chapter's own check).", "18.3.1"
+    )
+    entropy_converging: EntropyCollapse = _rule(
+        lambda: EntropyCollapse(action="log"),
+        "Entropy fell by more than `fall` while the accuracy (else the reward) rose: convergence, a note.",
+        "16.6, figure 16-11",
     )
     entropy_drop: EntropyDrop = _rule(
         EntropyDrop, "Entropy falls more than 50 % within 100 steps (the chapter's alert table).", "18.3.7"
@@ -476,9 +554,29 @@ class HealthMonitorConfig:
         "when it is known).",
         "18.3.7, figure 18-8",
     )
+    length_collapse: LengthCollapse = _rule(
+        LengthCollapse, "Completions shrink to a few tokens while entropy collapses.", "18.3.1"
+    )
+    all_truncated: AllTruncated = _rule(
+        AllTruncated,
+        "Every completion cut at the length budget (the truncated share at 1, or the length at the budget).",
+        "18.3.7, figure 18-8",
+    )
     sampler_gap_drift: SamplerGapDrift = _rule(
         SamplerGapDrift,
         "The IS ratio trainer/sampler drifts from 1, or the sampler's logp gap rises.",
+        "16.6.1",
+    )
+    is_correction_filtered: SetupRule = _rule(
+        SetupRule,
+        "An importance-sampling correction while top_p < 1, top_k > 0 or min_p > 0 filter the sampler: the sampler's "
+        "log-probs are renormalised over the kept tokens, so the ratio is scaled by the kept mass (TRL issue 6789).",
+        "16.6.1",
+    )
+    moe_aux_loss: SetupRule = _rule(
+        SetupRule,
+        "An MoE model's router auxiliary (load-balancing) loss on during RL: it trains the router apart from the "
+        "reward, so routing moves between sampling and training.",
         "16.6.1",
     )
     kl_rising_flat_reward: KlRisingFlatReward = _rule(

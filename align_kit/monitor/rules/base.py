@@ -12,7 +12,7 @@ import json
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
@@ -32,8 +32,11 @@ TRAIN_REWARD, EVAL_REWARD = "reward", "eval_reward"
 LOGP_MISMATCH = ("mismatch/logp_abs_diff/mean", "sampling/sampling_logp_difference/mean")
 # Mean importance-sampling ratio trainer/sampler (TRL with vLLM's IS correction).
 IS_RATIO = "sampling/importance_sampling_ratio/mean"
+# The reward components by role (18.3.2): the doctor maps a run's own component names to these concepts.
+ACCURACY, FORMAT = "accuracy", "format"
 CLIPPED = "completions/clipped_ratio"  # the share of completions cut at the length budget
 MEAN_LENGTH = "completions/mean_length"
+MAX_LENGTH = "completions/max_length"  # the longest completion of the batch: at a hard cap, the budget
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,16 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Recovery:
+    """An episode the rest of the run reversed: `rule` fired at `fired` and found its condition false again at
+    `recovered` (an entropy dip that recovered, a flat reward that later rose)."""
+
+    rule: str
+    fired: int
+    recovered: int
+
+
+@dataclass(frozen=True)
 class RuleCoverage:
     """Whether a rule could judge the history it was given, and if not, why."""
 
@@ -286,7 +299,9 @@ class Rule:
     advice: Callable[[RunContext, Mapping[str, float]], str]
     reads: tuple[str, ...] = ()  # further metrics the check reads
     memory: Callable[[Any], Memory] = lambda _settings: Memory()  # what the check reads of each of its metrics
-    severity: str = "warning"  # failing: the run is broken or trains on garbage; warning: a sign to look at
+    # failing: the run is broken or trains on garbage; warning: a sign to look at; note: a fact, never a fault (its
+    # fixes are none)
+    severity: str = "warning"
     fixes: Fixes = ()
     # The logged points of its metrics the check needs before it decides (`needs`).
     points: Callable[[Any], int] = lambda _settings: 1
@@ -294,14 +309,25 @@ class Rule:
     # (alternatives of one another), then each of `reads`.
     inputs: Callable[[Any], tuple[tuple[str, ...], ...]] | None = None
     context: tuple[str, ...] = ()  # RunContext fields it cannot judge without (None there: unknown)
-    # A level rule (a mean over `span` points against a threshold): `HealthMonitor.finish` judges it once on the
-    # points there are when the run ended before `span` of them.
+    # At the end of a run shorter than `needs`: the settings that judge the points there are, None when they are
+    # fewer than the fewest the rule can judge from (`HealthMonitor.finish`). None: the rule never judges short runs.
+    shorten: Callable[[Any, int], Any] | None = None
+    # A level rule (a mean over `span` points against a threshold): shortened, it judges the mean of every point.
     level: bool = False
+    # Whether a later evaluation that finds the condition false again reverses the alert (`Recovery`); False where
+    # the damage stays (a NaN in the weights is not undone by finite values after it).
+    recovers: bool = True
+    # A setup rule judges the run's composition (`RunContext`), not its metrics: once, on the first logged row.
+    setup: bool = False
     # Judged on a call whose trigger is logged but not finite (a NaN is what the rule looks for).
     reads_non_finite: bool = False
     # Why it did not judge when the generic reasons (a missing metric, too few points) do not say: a function of
     # its settings and the history, returning "" when it has nothing to add.
     unjudged: Callable[[Any, History], str] = lambda _settings, _history: ""
+
+    def __post_init__(self) -> None:
+        if self.level and self.shorten is None:
+            object.__setattr__(self, "shorten", _level_shortened)
 
     def triggers(self, settings: Any) -> tuple[str, ...]:
         return self.trigger(settings) if callable(self.trigger) else self.trigger
@@ -315,9 +341,33 @@ class Rule:
         return self.fixes(words) if callable(self.fixes) else self.fixes
 
     def metric_groups(self, settings: Any) -> tuple[tuple[str, ...], ...]:
+        if self.setup:  # it reads the run's composition, no metric
+            return ()
         if self.inputs is not None:
             return self.inputs(settings)
         return (self.triggers(settings), *((name,) for name in self.reads))
+
+
+def _level_shortened(settings: Any, points: int) -> Any:
+    return replace(settings, span=points) if points >= 1 else None
+
+
+def halves_shortened(fewest: int, name: str = "span") -> Callable[[Any, int], Any]:
+    """For a rule comparing the first and the last `name` points: on `points` >= `fewest`, half of them each."""
+
+    def shorten(settings: Any, points: int) -> Any:
+        return replace(settings, **{name: points // 2}) if points >= fewest else None
+
+    return shorten
+
+
+def window_shortened(fewest: int) -> Callable[[Any, int], Any]:
+    """For a rule reading the last `window` points: on `points` >= `fewest`, all of them."""
+
+    def shorten(settings: Any, points: int) -> Any:
+        return replace(settings, window=points) if points >= fewest else None
+
+    return shorten
 
 
 def span_points(settings: Any) -> int:
@@ -378,3 +428,35 @@ def above_threshold(names: tuple[str, ...]) -> Check:
         return Finding(recent > s.threshold, {"recent_mean": recent, "threshold": s.threshold}, metric)
 
     return check
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How the accuracy (else the reward) moved between the first and the last points a rule compares."""
+
+    metric: str
+    early: float
+    recent: float
+    scale: float  # its range: 1 for the accuracy, reward_max - reward_min for the reward
+
+    @property
+    def change(self) -> float:
+        return self.recent - self.early
+
+    def rose(self, share: float) -> bool:
+        return self.change > share * self.scale
+
+
+def progress(history: History, context: RunContext, span: int, since: int | None = None) -> Progress | None:
+    """The accuracy's (else the reward's) mean over its first `span` points and over its last `span` (from the step
+    `since` on, when given); None when neither has two points there."""
+    for name, scale in ((ACCURACY, 1.0), (TRAIN_REWARD, context.reward_max - context.reward_min)):
+        series = history[name]
+        if since is None:
+            values, recent, count = series.first[:span], series.last(span), series.count
+        else:
+            values = [value for step, value in zip(series.steps, series.values, strict=True) if step >= since]
+            values, recent, count = values[:span], values[-span:], len(values)
+        if count >= 2 and values and scale > 0:
+            return Progress(name, fmean(values), fmean(recent), scale)
+    return None

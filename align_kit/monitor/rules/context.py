@@ -42,8 +42,10 @@ class RunContext:
     top_k: int | None = None
     min_p: float | None = None
     is_correction: bool | None = None
-    # An MoE model's router auxiliary (load-balancing) loss coefficient, None when not stated or not MoE.
+    # An MoE model's router auxiliary (load-balancing) loss coefficient, None when not stated or not MoE, and
+    # whether the model adds it to the loss (transformers' output_router_logits; None when not stated).
     router_aux_loss_coef: float | None = None
+    output_router_logits: bool | None = None
 
     @classmethod
     def from_stated(
@@ -96,6 +98,7 @@ class RunContext:
             "min_p": number(stated.get("min_p")),
             "is_correction": flag(stated.get("is_correction")),
             "router_aux_loss_coef": number(stated.get("router_aux_loss_coef")),
+            "output_router_logits": flag(stated.get("output_router_logits")),
         }
         known = {item.name for item in fields(cls)}
         values.update({name: value for name, value in facts.items() if name in known})

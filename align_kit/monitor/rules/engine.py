@@ -23,6 +23,7 @@ from align_kit.monitor.rules.base import (
     Alert,
     Finding,
     History,
+    Recovery,
     Rule,
     RuleCoverage,
     Series,
@@ -58,6 +59,9 @@ class HealthMonitor:
         self._rules = [(rule, getattr(config, rule.name), frozenset(self._triggers[rule.name])) for rule in RULES]
         self.history = History(config.train_eval_divergence.window)
         self._in_episode: set[str] = set()
+        self._recovers = {rule.name: rule.recovers for rule in RULES}
+        self._opened: dict[str, int] = {}  # rule -> the step its open episode's alert fired
+        self.recoveries: list[Recovery] = []  # episodes whose condition the run reversed, in order
         self._judged: set[str] = set()  # rules whose check reached a decision
         self._fired: set[str] = set()
         self._seen: set[str] = set()  # watched metrics logged at least once (a NaN counts: non_finite reads it)
@@ -93,7 +97,10 @@ class HealthMonitor:
         alerts = []
         for rule, settings, triggers in self._rules:
             # A rule that reads non-finite values judges a NaN too; every other needs a finite value of a trigger.
-            if rule.reads_non_finite:
+            if rule.setup:
+                if rule.name in self._judged:
+                    continue
+            elif rule.reads_non_finite:
                 if not any(metrics.get(name) is not None for name in triggers):
                     continue
             elif triggers.isdisjoint(present):
@@ -103,31 +110,48 @@ class HealthMonitor:
                 continue
             self._judged.add(rule.name)
             if not finding.holds:
-                self._in_episode.discard(rule.name)
+                self._close(rule.name, step)
             elif rule.name not in self._in_episode:
-                self._in_episode.add(rule.name)
+                self._open(rule.name, step)
                 alerts.append(self._alert(rule, settings, finding, step))
         return alerts
 
+    def _open(self, name: str, step: int) -> None:
+        self._in_episode.add(name)
+        self._opened[name] = step
+
+    def _close(self, name: str, step: int) -> None:
+        if name in self._in_episode:
+            self._in_episode.discard(name)
+            fired = self._opened.pop(name, None)
+            if fired is not None and self._recovers[name]:
+                self.recoveries.append(Recovery(name, fired, step))
+
     def finish(self) -> list[Alert]:
-        """The end of the history: each level rule (`Rule.level`) that never judged because the run logged fewer
-        than `span` points judges once on the points there are (at least one); its message says so."""
+        """The end of the history: each rule that never judged because the run logged fewer points than it reads
+        during a run judges once on the points there are, when they are at least the fewest it can judge from
+        (`Rule.shorten`); its message says so. Every episode the rest of the run reversed is in `recoveries`."""
         if not self.config.enabled:
             return []
         alerts = []
         for rule, settings, _ in self._rules:
-            if not rule.level or rule.name in self._judged:
+            if rule.shorten is None or rule.name in self._judged:
                 continue
             points = self._points(rule, settings)[0]
-            if not 1 <= points < settings.span:
+            needed = rule.needs(settings)
+            shortened = rule.shorten(settings, points) if points < needed else None
+            if shortened is None:
                 continue
-            finding = rule.check(replace(settings, span=points), self.history, self.context)
+            finding = rule.check(shortened, self.history, self.context)
             if finding is None:
                 continue
             self._judged.add(rule.name)
             if finding.holds and rule.name not in self._in_episode:
-                self._in_episode.add(rule.name)
-                note = f" (over {points} logged points, fewer than the span {settings.span})"
+                self._open(rule.name, self.history.step)
+                if rule.level:
+                    note = f" (over {points} logged points, fewer than the span {needed})"
+                else:
+                    note = f" (judged at the end on {points} logged points, fewer than the {needed} it reads)"
                 alerts.append(self._alert(rule, settings, finding, self.history.step, note, points))
         return alerts
 
@@ -171,6 +195,8 @@ class HealthMonitor:
         declared = rule.unjudged(settings, self.history)
         if declared:
             return declared
+        if rule.setup:
+            return "judged on the first logged row: the run logged none"
         points, metric = self._points(rule, settings)
         needed = rule.needs(settings)
         if points < needed:
@@ -216,6 +242,8 @@ class HealthMonitor:
             "memory": self._memory_json(),
             "reward_max": self.context.reward_max,
             "in_episode": sorted(self._in_episode),
+            "opened": dict(sorted(self._opened.items())),
+            "recoveries": [[item.rule, item.fired, item.recovered] for item in self.recoveries],
             "series": {name: series.state_dict() for name, series in self.history.items()},
             "train_eval": self.history.train_eval.state_dict(),
             "grad_norm_zeros": self.history.grad_norm_zeros.state_dict(),
@@ -232,6 +260,8 @@ class HealthMonitor:
             return False
         self.context = replace(self.context, reward_max=state["reward_max"])
         self._in_episode = set(state["in_episode"])
+        self._opened = {name: int(step) for name, step in state.get("opened", {}).items()}  # older states lack it
+        self.recoveries = [Recovery(*item) for item in state.get("recoveries", ())]
         for name, saved in state["series"].items():
             head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
             self.history[name] = Series(head, tail, best_spans)

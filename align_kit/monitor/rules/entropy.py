@@ -8,10 +8,17 @@ from operator import itemgetter
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
+    ACCURACY,
     CLIPPED,
+    TRAIN_REWARD,
+    Check,
     Finding,
     History,
     Memory,
+    Progress,
+    fixed,
+    halves_shortened,
+    progress,
     rule,
     span_points,
 )
@@ -40,24 +47,62 @@ def _entropy_advice(context: RunContext, _: Mapping[str, float]) -> str:
     return "enable Clip-Higher (eps_high >= 0.28): clip=clip_higher"
 
 
-@rule(
+def _progress_words(found: Progress | None, rise: float) -> dict[str, str]:
+    """The message's tail that says how the accuracy (else the reward) moved over the points the rule compared."""
+    if found is None:
+        return {"while": " (neither accuracy nor reward logged to tell collapse from convergence)"}
+    verb = "rose" if found.rose(rise) else "stalled or fell"
+    return {"while": f" while {found.metric} {verb} ({found.early:.4g} -> {found.recent:.4g})"}
+
+
+def _entropy_fall(converging: bool) -> Check:
+    """Entropy's recent mean below (1 - fall) x its early mean, read as collapse (`converging` False: the accuracy
+    or reward stalled or fell, or neither is logged) or as convergence (`converging`: it rose more than `rise`)."""
+
+    def check(s: EntropyCollapse, history: History, context: RunContext) -> Finding | None:
+        series = history["entropy"]
+        if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
+            return None
+        early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+        threshold = (1 - s.fall) * early
+        values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+        found = progress(history, context, s.span)
+        rose = found is not None and found.rose(s.rise)
+        holds = recent < threshold and rose == converging
+        words = _progress_words(found, s.rise)
+        return Finding(holds, values, "entropy", words, points=2 * s.span, first_step=series.start)
+
+    return check
+
+
+# 16.6, figure 16-11 and 18.3.1: collapse is entropy falling while the model stops getting better (and repeats itself).
+rule(
     "entropy_collapse",
     ("entropy",),
-    "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g})",
+    "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g}){while}",
     _entropy_advice,
+    reads=(ACCURACY, TRAIN_REWARD),
+    inputs=lambda _s: (("entropy",),),  # without accuracy or reward, entropy alone decides (18.3.1's code)
     memory=lambda s: Memory(head=s.span, tail=s.span),
     severity="failing",
     fixes=ENTROPY_FIXES,
     points=lambda s: 2 * s.span,
-)
-def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Finding | None:
-    series = history["entropy"]
-    if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
-        return None
-    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
-    threshold = (1 - s.fall) * early
-    values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
-    return Finding(recent < threshold, values, "entropy", points=2 * s.span, first_step=series.start)
+    shorten=halves_shortened(3),
+)(_entropy_fall(converging=False))
+
+rule(
+    "entropy_converging",
+    ("entropy",),
+    "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g}){while}: the policy is "
+    "converging, not collapsing",
+    fixed("none needed while the accuracy keeps rising; watch that it does not stall as entropy keeps falling"),
+    reads=(ACCURACY, TRAIN_REWARD),
+    inputs=lambda _s: (("entropy",), (ACCURACY, TRAIN_REWARD)),
+    memory=lambda s: Memory(head=s.span, tail=s.span),
+    severity="note",
+    points=lambda s: 2 * s.span,
+    shorten=halves_shortened(3),
+)(_entropy_fall(converging=True))
 
 
 @rule(
@@ -65,11 +110,14 @@ def _entropy_collapse(s: EntropyCollapse, history: History, _: RunContext) -> Fi
     ("entropy",),
     "smoothed entropy {latest:.4g} < {threshold:.4g} (its maximum in the window {window_max:.4g})",
     _entropy_advice,
+    reads=(ACCURACY, TRAIN_REWARD),
+    inputs=lambda _s: (("entropy",),),
+    # A metric is logged at most once per training step: the window holds at most window_steps + 1 points.
     memory=lambda s: Memory(tail=s.window_steps + s.span),
     fixes=ENTROPY_FIXES,
     points=span_points,
 )
-def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | None:
+def _entropy_drop(s: EntropyDrop, history: History, context: RunContext) -> Finding | None:
     series = history["entropy"]
     if series.count < s.span:
         return None
@@ -80,7 +128,10 @@ def _entropy_drop(s: EntropyDrop, history: History, _: RunContext) -> Finding | 
     latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
     threshold = (1 - s.fall) * window_max
     values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
-    return Finding(latest < threshold, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
+    # Falling while the accuracy (else the reward) rose over the same steps is convergence (entropy_converging).
+    found = progress(history, context, s.span, since=window[0][0])
+    holds = latest < threshold and not (found is not None and found.rose(s.rise))
+    return Finding(holds, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
 
 
 def _entropy_decline_advice(context: RunContext, values: Mapping[str, float]) -> str:
@@ -133,6 +184,7 @@ def _entropy_exploding_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     memory=lambda s: Memory(head=s.span, tail=s.span),
     severity="failing",
     fixes=_entropy_exploding_fixes,
+    shorten=halves_shortened(4),
     points=lambda s: 2 * s.span,
 )
 def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> Finding | None:

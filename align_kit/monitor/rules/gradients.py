@@ -13,6 +13,7 @@ from align_kit.monitor.rules.base import (
     options,
     rule,
     window_points,
+    window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
 from align_kit.monitor.settings import (
@@ -29,6 +30,7 @@ from align_kit.monitor.settings import (
     severity="failing",
     fixes=("lower_lr", "fix_reward"),
     reads_non_finite=True,  # its whole point is a NaN or infinite value
+    recovers=False,
 )
 def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None:
     present = [(name, history.latest[name]) for name in s.metrics if history.latest.get(name) is not None]
@@ -58,6 +60,7 @@ def _grad_norm_advice(context: RunContext, _: Mapping[str, float]) -> str:
     memory=last_window,
     fixes=("ngrpo", "dynamic_sampling", "fix_reward"),
     points=window_points,
+    shorten=window_shortened(3),
     unjudged=lambda _s, history: (
         "grad_norm is a logging artefact (exactly 0.0 while the loss and reward_std are not)"
         if history.grad_norm_zeros.artefact()

@@ -4,6 +4,7 @@ or stopping (18.3.4, 18.3.5, 18.3.7)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
@@ -34,13 +35,18 @@ from align_kit.monitor.settings import (
 )
 
 
-def _rising(metric: str) -> Check:
+def _rising(metric: str, from_zero: bool = True) -> Check:
+    """Strictly rising over the last `window` points; with `from_zero` False, a window that starts at exactly 0 is
+    not a rise: the KL to the reference is exactly 0 at the start (the policy is the reference) and rises from
+    there in every run with a KL term."""
+
     def check(s: Rising, history: History, _: RunContext) -> Finding | None:
         series = history[metric]
         if series.count < s.window:
             return None
         window = series.last(s.window)
         rising = all(later > earlier for earlier, later in zip(window, window[1:], strict=False))
+        rising = rising and (from_zero or window[0] != 0.0)
         return Finding(rising, {"window_first": window[0], "latest": window[-1]}, metric)
 
     return check
@@ -50,7 +56,7 @@ register(
     Rule(
         "kl_rising",
         ("kl",),
-        _rising("kl"),
+        _rising("kl", from_zero=False),
         "kl rose monotonically from {window_first:.4g} to {latest:.4g}",
         fixed("raise the KL coefficient (kl.beta) or check the reward is reliable"),
         memory=last_window,
@@ -75,12 +81,19 @@ def _kl_flat_reward_advice(context: RunContext, _: Mapping[str, float]) -> str:
     memory=last_window,
     fixes=("raise_kl", "add_kl", "fix_reward"),
     points=lambda s: 2 * s.window,
+    # A run shorter than 2 x window: its whole history from its first non-zero KL, 8 points at least.
+    shorten=lambda s, points: replace(s, window=points, skip_start=False) if points >= 8 else None,
 )
 def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: RunContext) -> Finding | None:
     kl, reward = history["kl"], history[TRAIN_REWARD]
-    if kl.count < 2 * s.window or reward.count < s.window:  # the first window is KL's start from 0
+    start = s.window if s.skip_start else 0  # the first window is KL's start from 0
+    if kl.count < start + s.window or reward.count < s.window:
         return None
     window = kl.last(s.window)
+    if not s.skip_start:  # the whole history: its leading exact zeros are the start (the policy is the reference)
+        window = window[next((i for i, value in enumerate(window) if value != 0.0), len(window)) :]
+        if len(window) < 4:
+            return None
     first, second, growth = halves_growth(window)
     trend = trend_t(window) if len(window) > 2 else 0.0
     reward_change = half_change(reward.last(s.window))
@@ -93,7 +106,9 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
         "flat": flat,
     }
     holds = growth > s.rise and trend >= s.min_t and abs(reward_change) <= flat
-    return Finding(holds, values, "kl", points=s.window)
+    # Read without its start-up, a rise is a drift only once the KL is far from the reference.
+    holds = holds and (s.skip_start or second >= s.far)
+    return Finding(holds, values, "kl", points=len(window))
 
 
 _FEWER_UPDATES_ADVICE = fixed(

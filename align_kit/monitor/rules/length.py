@@ -8,16 +8,20 @@ from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     CLIPPED,
+    MAX_LENGTH,
     MEAN_LENGTH,
     Finding,
     History,
     Memory,
+    halves_shortened,
     last_span,
     rule,
     span_points,
 )
 from align_kit.monitor.rules.context import RunContext
 from align_kit.monitor.settings import (
+    AllTruncated,
+    LengthCollapse,
     LengthGrowth,
     LengthNearMax,
     LengthPinned,
@@ -47,6 +51,7 @@ def _length_growth_advice(context: RunContext, _: Mapping[str, float]) -> str:
     memory=lambda s: Memory(head=s.span, tail=s.span),
     fixes=("overlong_shaping", "overlong_filter"),
     points=lambda s: 2 * s.span,
+    shorten=halves_shortened(6),
 )
 def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding | None:
     series = history["completions/mean_length"]
@@ -67,7 +72,7 @@ def _length_near_max_advice(context: RunContext, values: Mapping[str, float]) ->
     if values["first"] >= values["threshold"]:
         return (
             f"completions filled the budget from the first step: trainer.max_completion_length="
-            f"{context.max_completion_length} is too short for this task; raise it"
+            f"{values['max_completion_length']:g} is too short for this task; raise it"
         )
     return _length_growth_advice(context, values)
 
@@ -84,7 +89,9 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     "mean length {recent_mean:.1f} >= {threshold:.1f} of max_completion_length {max_completion_length:.0f}: "
     "completions are cut at the budget",
     _length_near_max_advice,
-    memory=lambda s: Memory(head=1, tail=s.span),
+    reads=(MAX_LENGTH,),
+    inputs=lambda _s: ((MEAN_LENGTH,),),
+    memory=lambda s: Memory(head=1, tail=max(s.span, 2)),
     fixes=_length_near_max_fixes,
     points=span_points,
     context=("max_completion_length",),
@@ -92,16 +99,17 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
 )
 def _length_near_max(s: LengthNearMax, history: History, context: RunContext) -> Finding | None:
     series = history["completions/mean_length"]
-    if context.max_completion_length is None or series.count < s.span:
+    limit = budget(history, context, s.span)
+    if limit is None or series.count < s.span:
         return None
     recent = fmean(series.last(s.span))
-    threshold = (1 - s.margin) * context.max_completion_length
+    threshold = (1 - s.margin) * limit
     return Finding(
         recent >= threshold,
         {
             "recent_mean": recent,
             "first": series.first[0],
-            "max_completion_length": context.max_completion_length,
+            "max_completion_length": limit,
             "threshold": threshold,
         },
         "completions/mean_length",
@@ -145,3 +153,94 @@ def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Fi
     else:  # the truncated share alone says it
         also = "" if budget is not None else " (max_completion_length unknown: judged on the truncated share)"
     return Finding(holds, values, CLIPPED, {"also": also})
+
+
+def budget(history: History, context: RunContext, span: int) -> float | None:
+    """The length budget: max_completion_length when the run states it, else the longest completion
+    (`completions/max_length`) when it is the same on each of the last `span` rows (2 at least): a hard cap hit
+    on every batch."""
+    if context.max_completion_length is not None:
+        return float(context.max_completion_length)
+    longest = history[MAX_LENGTH].last(max(span, 2))
+    return longest[0] if len(longest) >= 2 and min(longest) == max(longest) > 0 else None
+
+
+def _all_truncated_advice(context: RunContext, values: Mapping[str, float]) -> str:
+    budget_now = f" (now {context.max_completion_length})" if context.max_completion_length else ""
+    return (
+        f"every answer is cut before it ends, so every reward scores a truncated answer: raise "
+        f"trainer.max_completion_length{budget_now}; {overlong_advice(context, values)}"
+    )
+
+
+@rule(
+    "all_truncated",
+    (CLIPPED, MEAN_LENGTH),
+    "{what}: every completion is cut at the length budget",
+    _all_truncated_advice,
+    reads=("entropy", MAX_LENGTH),
+    inputs=lambda _s: ((CLIPPED, MEAN_LENGTH),),
+    memory=lambda s: Memory(head=1, tail=max(s.rows, 2)),
+    severity="failing",
+    fixes=("raise_max_length", "overlong_filter", "overlong_shaping"),
+    points=lambda s: s.rows,
+)
+def _all_truncated(s: AllTruncated, history: History, context: RunContext) -> Finding | None:
+    clipped, lengths, entropy = history[CLIPPED], history[MEAN_LENGTH], history["entropy"]
+    if clipped.count:
+        shares = clipped.last(s.rows)
+        if len(shares) < s.rows:
+            return None
+        values = {"lowest_share": min(shares), "clipped": s.clipped}
+        sustained = min(shares) >= s.clipped
+        what = f"the truncated share ({CLIPPED}) is >= {s.clipped:g} on each of the last {s.rows} rows"
+        # One fully cut row with entropy gone: the truncation collapse of figure 18-8's kind, at any length.
+        latest = shares[-1] >= s.clipped
+        collapsed = entropy.count >= 2 and entropy.last(1)[0] < (1 - s.entropy_fall) * entropy.first[0]
+        if latest and collapsed and not sustained:
+            what = (
+                f"the truncated share ({CLIPPED}) reached {shares[-1]:.3g} while entropy fell from "
+                f"{entropy.first[0]:.3g} to {entropy.last(1)[0]:.3g}"
+            )
+        return Finding(sustained or (latest and collapsed), values, CLIPPED, {"what": what}, points=len(shares))
+    limit = budget(history, context, s.rows)
+    if limit is None or lengths.count < s.rows:
+        return None
+    recent = lengths.last(s.rows)
+    values = {"lowest_length": min(recent), "budget": limit}
+    what = f"the mean completion length is at the budget {limit:g} on each of the last {s.rows} rows"
+    return Finding(min(recent) >= limit - 0.5, values, MEAN_LENGTH, {"what": what}, points=len(recent))
+
+
+@rule(
+    "length_collapse",
+    (MEAN_LENGTH,),
+    "mean length fell from {early_length:.3g} to {recent_length:.3g} tokens while entropy fell from "
+    "{early_entropy:.3g} to {recent_entropy:.3g}: the policy answers with a few fixed tokens",
+    lambda context, _values: (
+        "the policy collapsed onto a few short answers: check the reward does not pay short or empty answers, "
+        + ("raise clip.eps_high" if context.clip_higher or context.sequence_clip else "clip=clip_higher")
+        + " and lower trainer.learning_rate"
+    ),
+    reads=("entropy",),
+    memory=lambda s: Memory(head=s.span, tail=s.span),
+    severity="failing",
+    fixes=("fix_reward", "clip_higher", "raise_eps_high", "lower_lr"),
+    points=lambda s: 2 * s.span,
+    shorten=halves_shortened(3),
+)
+def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Finding | None:
+    lengths, entropy = history[MEAN_LENGTH], history["entropy"]
+    if min(lengths.count, entropy.count) < 2 * s.span:
+        return None
+    early_length, recent_length = fmean(lengths.first[: s.span]), fmean(lengths.last(s.span))
+    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), fmean(entropy.last(s.span))
+    values = {
+        "early_length": early_length,
+        "recent_length": recent_length,
+        "early_entropy": early_entropy,
+        "recent_entropy": recent_entropy,
+    }
+    short = recent_length <= s.few and recent_length <= s.shrink * early_length
+    holds = short and recent_entropy < (1 - s.fall) * early_entropy
+    return Finding(holds, values, MEAN_LENGTH, points=2 * s.span, first_step=lengths.start)

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
+    ACCURACY,
     EVAL_REWARD,
     FLAT_FRACTION,
+    FORMAT,
     TRAIN_REWARD,
     Check,
     Finding,
@@ -24,6 +26,7 @@ from align_kit.monitor.rules.base import (
     rule,
     span_points,
     window_points,
+    window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
 from align_kit.monitor.settings import (
@@ -153,8 +156,8 @@ register(
 
 
 def _reward_collapse_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    weight = context.reward_weights.get(values["format"])
-    lower = f"lower the format weight (reward.{values['format']}.weight" + (f", now {weight:g})" if weight else ")")
+    weight = context.reward_weights.get(values["reward"])
+    lower = f"lower the format weight (reward.{values['reward']}.weight" + (f", now {weight:g})" if weight else ")")
     if context.advantage == "gdpo":
         return f"GDPO is already on: {lower}, or refine the correctness reward"
     return (
@@ -163,21 +166,30 @@ def _reward_collapse_advice(context: RunContext, values: Mapping[str, float]) ->
     )
 
 
+def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The format and the accuracy series: the concepts `format` and `accuracy` (the doctor maps a run's own
+    component names to them), else align_kit's reward nodes as TRL logs them (rewards/<name>/mean)."""
+    return (FORMAT, f"rewards/{s.format_reward}/mean"), (ACCURACY, f"rewards/{s.correctness_reward}/mean")
+
+
 @rule(
     "reward_collapse",
-    lambda s: (f"rewards/{s.format_reward}/mean", f"rewards/{s.correctness_reward}/mean"),
-    "{format} reward rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
+    lambda s: tuple(name for group in _components(s) for name in group),
+    "{format} rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
     "the policy may be learning the format without the content",
     _reward_collapse_advice,
     memory=last_window,
     severity="failing",
     fixes=("gdpo", "lower_format_weight"),
     points=window_points,
-    inputs=lambda s: ((f"rewards/{s.format_reward}/mean",), (f"rewards/{s.correctness_reward}/mean",)),
+    inputs=_components,
+    recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
+    shorten=window_shortened(4),
 )
 def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
-    format_metric = f"rewards/{s.format_reward}/mean"
-    formats, correct = history[format_metric], history[f"rewards/{s.correctness_reward}/mean"]
+    format_group, accuracy_group = _components(s)
+    format_metric, accuracy_metric = first_logged(history, format_group), first_logged(history, accuracy_group)
+    formats, correct = history[format_metric], history[accuracy_metric]
     if min(formats.count, correct.count) < s.window:
         return None
     format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
@@ -190,8 +202,15 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
             "max_correctness_gain": s.max_correctness_gain,
         },
         format_metric,
-        {"format": s.format_reward, "correctness": s.correctness_reward},
+        {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
+
+
+def _named(metric: str) -> str:
+    """A reward component as the message names it: rewards/format/mean -> the format reward."""
+    if metric.startswith("rewards/") and metric.endswith("/mean"):
+        return f"the {metric[len('rewards/') : -len('/mean')]} reward"
+    return metric
 
 
 def _reward_decline_advice(context: RunContext, _: Mapping[str, float]) -> str:
@@ -271,29 +290,64 @@ def _no_signal_advice(context: RunContext, _: Mapping[str, float]) -> str:
 
 @rule(
     "no_signal",
-    (TRAIN_REWARD,),
-    "every reward of the last {points_read} logged points <= {floor:.3g} (at most {reward_max_seen:.3g}) and "
-    "{flat_metric} mean {flat_mean:.3f} >= {flat:g}: no completion earns anything, nothing is learnt",
+    (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
+    "{what}: no completion earns anything, nothing is learnt",
     _no_signal_advice,
-    reads=FLAT_FRACTION,
-    memory=last_span,
+    reads=("loss", "grad_norm"),
+    memory=lambda s: Memory(tail=max(s.span, s.rows)),
     severity="failing",
     fixes=("fix_reward", "easier_data"),
     points=span_points,
-    inputs=lambda _s: ((TRAIN_REWARD,), FLAT_FRACTION),
+    inputs=lambda _s: ((TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),),
     level=True,
 )
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis)."""
+    spread = _no_spread(s, history)
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
-    if min(rewards.count, flats.count) < s.span:
+    if min(rewards.count, flats.count) >= s.span:
+        highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+        floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
+        values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
+        what = (
+            f"every reward of the last {s.span} logged points <= {floor:.3g} (at most {highest:.3g}) and "
+            f"{flat_metric} mean {flat:.3f} >= {s.flat:g}"
+        )
+        if highest <= floor and flat >= s.flat:
+            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+        if spread is None or not spread.holds:
+            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+    return spread
+
+
+# A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
+NO_SPREAD = 1e-8
+
+
+def _no_spread(s: NoSignal, history: History) -> Finding | None:
+    """Every group flat on each of the last `rows` rows: reward_std 0, or the flat-group share at `flat` with the
+    loss or grad_norm exactly 0 (no advantage, so no policy gradient; a KL term may still leave a small gradient).
+    None when neither is logged on `rows` rows."""
+    spreads = history["reward_std"].last(s.rows)
+    if len(spreads) >= s.rows:
+        values = {"reward_std_max": max(spreads)}
+        what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread"}, s.rows)
+    flat_metric = first_logged(history, FLAT_FRACTION)
+    flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
+    if losses and norms:
+        stills = [loss == 0.0 or norm == 0.0 for loss, norm in zip(losses, norms, strict=False)]
+    else:  # the one logged says it
+        stills = [value == 0.0 for value in losses or norms]
+    if min(len(flats), len(stills)) < s.rows:
         return None
-    highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
-    floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
-    values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
-    words = {"flat_metric": flat_metric, "points_read": str(s.span)}
-    return Finding(highest <= floor and flat >= s.flat, values, TRAIN_REWARD, words)
+    holds = min(flats) >= s.flat and all(stills)
+    what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
+    values = {"flat_min": min(flats)}
+    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread"}, s.rows)
 
 
 def _divergence_advice(context: RunContext, _: Mapping[str, float]) -> str:
