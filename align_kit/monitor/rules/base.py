@@ -142,6 +142,9 @@ class Series:
         self.best = {int(span): value for span, value in state["best"].items()}
 
 
+NOTHING_LOGGED = Series()  # what a rule reads of a metric the run never logged
+
+
 class TrainEvalPairs:
     """(mean train reward since the previous evaluation, eval reward) per evaluation, the last `window` of them.
     The train rewards of the interval in progress are a running sum: steps are logged in order, so every train
@@ -214,7 +217,7 @@ class History(dict):
         self.grad_norm_zeros = GradNormZeros()
 
     def __missing__(self, name: str) -> Series:
-        return Series()
+        return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
 
 
 @dataclass(frozen=True)
@@ -335,6 +338,13 @@ class Rule:
     def needs(self, settings: Any) -> int:
         """How many logged points of each metric it reads the rule needs before it can decide."""
         return self.points(settings)
+
+    def fewest(self, settings: Any) -> int:
+        """The fewest logged points it can judge from: at the end of a run (`shorten`), else `needs`."""
+        needed = self.needs(settings)
+        if self.shorten is None:
+            return needed
+        return next((points for points in range(1, needed) if self.shorten(settings, points) is not None), needed)
 
     def fixes_for(self, words: Mapping[str, str]) -> tuple[str, ...]:
         """The FIX ids that fit what the rule found (its finding's words), best first."""

@@ -198,9 +198,13 @@ class HealthMonitor:
         if rule.setup:
             return "judged on the first logged row: the run logged none"
         points, metric = self._points(rule, settings)
-        needed = rule.needs(settings)
+        needed, fewest = rule.needs(settings), rule.fewest(settings)
+        if points < fewest:
+            return f"needs {fewest} logged points of {metric}, the run has {points}"
         if points < needed:
-            return f"needs {needed} logged points of {metric}, the run has {points}"
+            return (
+                f"needs {needed} logged points of {metric} during a run and {fewest} at its end, the run has {points}"
+            )
         return "its check never reached a decision on the points logged"
 
     def _points(self, rule: Rule, settings: Any) -> tuple[int, str]:

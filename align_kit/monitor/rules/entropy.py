@@ -66,11 +66,12 @@ def _entropy_fall(converging: bool) -> Check:
         early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
         threshold = (1 - s.fall) * early
         values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
+        if recent >= threshold:  # no fall: what the accuracy did does not matter (and is not read)
+            return Finding(False, values, "entropy", {"while": ""}, points=2 * s.span, first_step=series.start)
         found = progress(history, context, s.span)
         rose = found is not None and found.rose(s.rise)
-        holds = recent < threshold and rose == converging
         words = _progress_words(found, s.rise)
-        return Finding(holds, values, "entropy", words, points=2 * s.span, first_step=series.start)
+        return Finding(rose == converging, values, "entropy", words, points=2 * s.span, first_step=series.start)
 
     return check
 
@@ -128,9 +129,10 @@ def _entropy_drop(s: EntropyDrop, history: History, context: RunContext) -> Find
     latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
     threshold = (1 - s.fall) * window_max
     values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
-    # Falling while the accuracy (else the reward) rose over the same steps is convergence (entropy_converging).
-    found = progress(history, context, s.span, since=window[0][0])
-    holds = latest < threshold and not (found is not None and found.rose(s.rise))
+    holds = latest < threshold
+    if holds:  # falling while the accuracy (else the reward) rose over the same steps is convergence
+        found = progress(history, context, s.span, since=window[0][0])
+        holds = not (found is not None and found.rose(s.rise))
     return Finding(holds, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
 
 
