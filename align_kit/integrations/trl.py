@@ -17,12 +17,11 @@ The reward functions' names come from the first logged step (TRL logs `rewards/<
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from align_kit.core.run_files import latest_checkpoint
-from align_kit.doctor.advice import advise
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
@@ -77,17 +76,6 @@ def run_context(args: Any, names: list[str] | None = None, reward_max: float | N
     return RunContext.from_stated({**stated, "reward_weights": weights}, reward_max=float(reward_max))
 
 
-def trl_advice() -> Callable[[Alert, RunContext], str]:
-    """The alerts' advice in GRPOConfig's terms (`epsilon_high=0.28`, not align_kit's `clip=clip_higher`): the
-    doctor's text for each of the alert's fixes the run lacks, in the tuning order of 18.3.8."""
-
-    def advice(alert: Alert, context: RunContext) -> str:
-        lines = advise([(alert.rule, tuple(alert.fixes))], "trl", context)
-        return "; ".join(line.text for line in lines) or alert.advice
-
-    return advice
-
-
 def without_halts(config: HealthMonitorConfig) -> HealthMonitorConfig:
     """`config` with every `halt` action turned into `warn`: the alerts show, training never stops."""
     return dataclasses.replace(
@@ -133,7 +121,7 @@ class HealthCallback(HealthMonitorCallback):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_file = Path(self._given_metrics_file or self.run_dir / "metrics.jsonl")
         self.monitor = HealthMonitor(
-            self.config, context=run_context(args, reward_max=self._reward_max), advice=trl_advice()
+            self.config, context=run_context(args, reward_max=self._reward_max), framework="trl"
         )
         self._rewards_known = False
         self.halted = None

@@ -12,6 +12,7 @@ import pytest
 
 from align_kit.monitor import RULES, Alert, HealthMonitor, HealthMonitorConfig
 from align_kit.monitor.rules import RunContext
+from align_kit.monitor.rules.fixes import in_terms
 from align_kit.monitor.settings import AboveThreshold, EntropyDrop, RewardPlateau
 
 Stream = list[tuple[int, dict[str, float | None]]]
@@ -106,7 +107,9 @@ def test_fires_once_per_episode_and_rearms_after_recovery():
         "action": "warn",
         "values": {"recent_mean": 0.6, "threshold": 0.5},
         "message": "frac_reward_zero_std mean 0.600 > 0.500: the batch lost its learning signal",
-        "advice": "inject a virtual full-score sample (advantage=ngrpo), refine the reward function, sampling=dynamic",
+        "advice": "sampling=dynamic (drop groups whose rewards are all equal, DAPO); advantage=ngrpo (a virtual "
+        "full-score sample gives all-equal groups a signal); check the reward gives signal: score a few completions "
+        "by hand (the reward= nodes)",
         "metric": "frac_reward_zero_std",  # new field: the metric the rule read
         # Newer fields: the decision read one point (span 1), at step 2; no reward logged, so no difficulty.
         "severity": "warning",
@@ -331,19 +334,16 @@ def test_missing_metrics_fire_nothing(configs):
     assert fired(monitor_for(configs["strict"]), stream) == []
 
 
-# Values the advice texts read: a length that grew into the budget, a ceiling of 1.0, the format reward.
-ADVICE_VALUES = {"first": 20.0, "threshold": 30.4, "reward_max": 1.0, "reward": "format"}
-
-
 def advice(rule: str, context: RunContext) -> str:
-    return next(r.advice for r in RULES if r.name == rule)(context, ADVICE_VALUES)
+    """A rule's advice: its fixes (for a finding without words) in align_kit's terms, for the run's composition."""
+    return in_terms(next(r for r in RULES if r.name == rule).fixes_for({}), "align_kit", context)
 
 
 @pytest.mark.parametrize(
     ("rule", "node"),
     [
         ("entropy_collapse", "clip=clip_higher"),
-        ("entropy_drop", "eps_high >= 0.28"),
+        ("entropy_drop", "clip=clip_higher (eps_high 0.28)"),
         ("zero_std_groups", "advantage=ngrpo"),
         ("zero_advantage", "sampling=dynamic"),
         ("reward_collapse", "advantage=gdpo"),
@@ -386,19 +386,22 @@ def test_advice_never_recommends_a_node_already_on(rule):
 
 
 def test_advice_for_what_is_already_on():
-    assert advice("entropy_drop", ALL_ON).startswith(
-        "Clip-Higher is already on (clip.eps_high=0.28): raise clip.eps_high"
-    )
+    # Clip-Higher at 0.28: the next step is 0.33 (18.3.8: 0.28-0.3 and beyond, in steps of 0.05).
+    assert advice("entropy_drop", ALL_ON).startswith("clip.eps_high=0.33 (now 0.28)")
     # Dynamic sampling on and the trained batch still flat (issue: "enable dynamic sampling" told to a run using it).
     for rule in ("zero_advantage", "zero_std_groups"):
-        assert "dynamic sampling is on" in advice(rule, ALL_ON)
-        assert "raise sampling.max_gen_batches or change the data difficulty" in advice(rule, ALL_ON)
-    assert advice("reward_plateau", ALL_ON).endswith("too hard: change the data difficulty")
-    assert advice("reward_plateau", RunContext()).endswith("too hard: sampling=dynamic or advantage=ngrpo")
-    assert advice("grad_norm_vanishing", RunContext(advantage="ngrpo")).endswith(": sampling=dynamic")
-    assert "raise kl.beta" in advice("train_eval_divergence", ALL_ON)
-    assert advice("reward_collapse", ALL_ON).endswith("lower the format weight (reward.format.weight, now 0.2)")
-    assert advice("reward_collapse", RunContext(advantage="gdpo")).startswith("GDPO is already on")
+        assert advice(rule, ALL_ON).startswith("dynamic sampling is on yet flat groups remain: raise sampling.max_gen")
+    assert "dynamic sampling is on" in advice("reward_plateau", ALL_ON)
+    assert "sampling=dynamic" in advice("reward_plateau", RunContext())
+    assert "advantage=ngrpo" in advice("reward_plateau", RunContext())
+    assert advice("grad_norm_vanishing", RunContext(advantage="ngrpo")).startswith("sampling=dynamic")
+    assert "kl.beta=twice its value" in advice("train_eval_divergence", ALL_ON)
+    # KL off: raising its coefficient means adding the term first; the reward check (data, 18.3.8's first) leads.
+    assert advice("kl_rising", RunContext()).endswith("(the reward= nodes); kl=constant (kl.beta=0.04)")
+    assert advice("reward_collapse", RunContext(advantage="gdpo")).startswith("lower the format reward's weight")
+    # Overlong shaping on: filtering is added to it, not put in its place.
+    assert "overlong=filter_and_punish" in advice("length_pinned", ALL_ON)
+    assert "overlong=filter " in advice("length_pinned", RunContext())
 
 
 def test_length_near_max_from_the_first_step_means_the_budget_is_too_short(configs):
@@ -406,9 +409,12 @@ def test_length_near_max_from_the_first_step_means_the_budget_is_too_short(confi
     monitor = HealthMonitor(configs["default"], context=RunContext(max_completion_length=12))
     alerts = monitor.update(1, {"completions/mean_length": 12.0})
     assert [a.rule for a in alerts] == ["length_near_max"]
+    # At the budget from the first step the rule puts a longer budget first (12 x 2); the advice reads in 18.3.8's
+    # order: the data fixes (filtering, shaping) before sampling and generation (the budget).
+    assert alerts[0].fixes == ("raise_max_length", "overlong_filter", "overlong_shaping")
     assert alerts[0].advice == (
-        "completions filled the budget from the first step: trainer.max_completion_length=12 is too short "
-        "for this task; raise it"
+        "overlong=filter (mask truncated completions out of the loss); overlong=soft_punish; "
+        "trainer.max_completion_length=24"
     )
 
 

@@ -299,7 +299,6 @@ class Rule:
     trigger: tuple[str, ...] | Callable[[Any], tuple[str, ...]]  # evaluated on calls carrying one of these
     check: Check
     message: str  # formatted with the finding's values, words and `metric`
-    advice: Callable[[RunContext, Mapping[str, float]], str]
     reads: tuple[str, ...] = ()  # further metrics the check reads
     memory: Callable[[Any], Memory] = lambda _settings: Memory()  # what the check reads of each of its metrics
     # failing: the run is broken or trains on garbage; warning: a sign to look at; note: a fact, never a fault (its
@@ -407,25 +406,15 @@ def register(declared: Rule) -> Rule:
     return declared
 
 
-def rule(name: str, trigger: Any, message: str, advice: Callable[..., str], **facts: Any) -> Callable[[Check], Check]:
-    """Declare the decorated check as the rule `name` (the other arguments are `Rule`'s fields)."""
+def rule(name: str, trigger: Any, message: str, **facts: Any) -> Callable[[Check], Check]:
+    """Declare the decorated check as the rule `name` (the other arguments are `Rule`'s fields); its advice is its
+    fixes, in the run's framework's terms (rules/fixes.py)."""
 
     def declare(check: Check) -> Check:
-        register(Rule(name, trigger, check, message, advice, **facts))
+        register(Rule(name, trigger, check, message, **facts))
         return check
 
     return declare
-
-
-def fixed(text: str) -> Callable[[RunContext, Mapping[str, float]], str]:
-    """Advice that reads nothing of the run."""
-    return lambda _context, _values: text
-
-
-def options(options: list[tuple[str, bool]], fallback: str) -> str:
-    """The options whose node is not on yet, joined; `fallback` when every one is on."""
-    remaining = [text for text, already_on in options if not already_on]
-    return ", ".join(remaining) if remaining else fallback
 
 
 def above_threshold(names: tuple[str, ...]) -> Check:

@@ -12,7 +12,7 @@ The engine knows rules only by what they declare (`Rule`'s fields); their table 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from align_kit.monitor.rules.base import (
     Series,
 )
 from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.fixes import in_terms
 from align_kit.monitor.rules.table import RULES
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -47,12 +48,13 @@ class HealthMonitor:
         max_completion_length: int | None = None,
         reward_max: float = 1.0,
         context: RunContext | None = None,
-        advice: Callable[[Alert, RunContext], str] | None = None,
+        framework: str = "align_kit",
     ):
         self.config = config
         self.context = context or RunContext(max_completion_length=max_completion_length, reward_max=reward_max)
-        # The advice in another framework's terms (from the alert's fixes); the rules' own text is align_kit's.
-        self._advice = advice
+        # The terms the alerts' advice is written in (rules/fixes.py): align_kit's config nodes, or GRPOConfig's
+        # fields for the plain-TRL callback.
+        self.framework = framework
         self._triggers = {rule.name: rule.triggers(getattr(config, rule.name)) for rule in RULES}
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
@@ -224,21 +226,22 @@ class HealthMonitor:
         read = finding.points if finding.points is not None else min(points or rule.needs(settings), series.count)
         first_step = finding.first_step if finding.first_step is not None else series.step_of_last(read)
         words = dict(finding.words)
+        fixes = rule.fixes_for(words)
         alert = Alert(
             step=step,
             rule=rule.name,
             action=settings.action,
             values=finding.values,
             message=rule.message.format(metric=finding.metric, **words, **finding.values) + note,
-            advice=rule.advice(self.context, {**finding.values, **words}),
+            advice=in_terms(fixes, self.framework, self.context) if fixes else "",
             metric=finding.metric,
             severity=rule.severity,
             first_step=first_step,
             points=read,
-            fixes=rule.fixes_for(words),
+            fixes=fixes,
             words=words,
         )
-        return alert if self._advice is None else replace(alert, advice=self._advice(alert, self.context))
+        return alert
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a later `update` depends on, JSON-safe; `memory` says what it was kept for."""

@@ -16,14 +16,12 @@ from align_kit.monitor.rules.base import (
     History,
     Memory,
     Progress,
-    fixed,
     halves_shortened,
     progress,
     rule,
     span_points,
 )
 from align_kit.monitor.rules.context import RunContext
-from align_kit.monitor.rules.length import overlong_advice
 from align_kit.monitor.settings import (
     EntropyCollapse,
     EntropyDecline,
@@ -32,19 +30,6 @@ from align_kit.monitor.settings import (
 )
 
 ENTROPY_FIXES = ("clip_higher", "raise_eps_high", "lower_lr")
-
-
-def _entropy_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    if context.sequence_clip:
-        return (
-            f"GSPO clips sequence ratios: raise clip.eps_high (now {context.eps_high:g}) or lower trainer.learning_rate"
-        )
-    if context.clip_higher:
-        return (
-            f"Clip-Higher is already on (clip.eps_high={context.eps_high:g}): raise clip.eps_high "
-            "(DAPO, arXiv 2503.14476, uses 0.28; try 0.3-0.4) or lower trainer.learning_rate"
-        )
-    return "enable Clip-Higher (eps_high >= 0.28): clip=clip_higher"
 
 
 def _progress_words(found: Progress | None, rise: float) -> dict[str, str]:
@@ -81,7 +66,6 @@ rule(
     "entropy_collapse",
     ("entropy",),
     "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g}){while}",
-    _entropy_advice,
     reads=(ACCURACY, TRAIN_REWARD),
     inputs=lambda _s: (("entropy",),),  # without accuracy or reward, entropy alone decides (18.3.1's code)
     memory=lambda s: Memory(head=s.span, tail=s.span),
@@ -96,7 +80,6 @@ rule(
     ("entropy",),
     "entropy: recent mean {recent_mean:.4g} < {threshold:.4g} (early mean {early_mean:.4g}){while}: the policy is "
     "converging, not collapsing",
-    fixed("none needed while the accuracy keeps rising; watch that it does not stall as entropy keeps falling"),
     reads=(ACCURACY, TRAIN_REWARD),
     inputs=lambda _s: (("entropy",), (ACCURACY, TRAIN_REWARD)),
     memory=lambda s: Memory(head=s.span, tail=s.span),
@@ -110,7 +93,6 @@ rule(
     "entropy_drop",
     ("entropy",),
     "smoothed entropy {latest:.4g} < {threshold:.4g} (its maximum in the window {window_max:.4g})",
-    _entropy_advice,
     reads=(ACCURACY, TRAIN_REWARD),
     inputs=lambda _s: (("entropy",),),
     # A metric is logged at most once per training step: the window holds at most window_steps + 1 points.
@@ -136,15 +118,10 @@ def _entropy_drop(s: EntropyDrop, history: History, context: RunContext) -> Find
     return Finding(holds, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
 
 
-def _entropy_decline_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    return _entropy_advice(context, values) + "; check that response length rises while entropy holds"
-
-
 @rule(
     "entropy_decline",
     ("entropy",),
     "smoothed entropy {latest:.4g} < {threshold:.4g} (initial mean {initial:.4g})",
-    _entropy_decline_advice,
     memory=lambda s: Memory(head=s.span, tail=s.span),
     fixes=ENTROPY_FIXES,
     points=span_points,
@@ -160,16 +137,6 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
     return Finding(latest < threshold, values, "entropy", points=points, first_step=series.start)
 
 
-def _entropy_exploding_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    if values.get("truncated") == "no":
-        return (
-            "few completions are truncated, so the updates themselves are too large: lower trainer.learning_rate "
-            "or take fewer updates per rollout (trainer.steps_per_generation, trainer.num_iterations)"
-        )
-    # Figure 18-8: without overlong filtering, truncated samples' noisy rewards make entropy explode.
-    return f"{overlong_advice(context, values)}; or lower trainer.learning_rate"
-
-
 def _entropy_exploding_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     if words.get("truncated") == "no":
         return ("lower_lr", "fewer_updates", "clip_higher")
@@ -180,7 +147,6 @@ def _entropy_exploding_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     "entropy_exploding",
     ("entropy",),
     "entropy: recent mean {recent_mean:.4g} > {threshold:.4g} (early mean {early_mean:.4g}): entropy is exploding",
-    _entropy_exploding_advice,
     reads=(CLIPPED,),
     inputs=lambda _s: (("entropy",),),
     memory=lambda s: Memory(head=s.span, tail=s.span),

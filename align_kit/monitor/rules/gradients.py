@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from align_kit.monitor.rules.base import (
     Finding,
     History,
-    fixed,
     last_window,
-    options,
     rule,
     window_points,
     window_shortened,
@@ -26,7 +23,6 @@ from align_kit.monitor.settings import (
     "non_finite",
     lambda s: tuple(s.metrics),
     "{metric} is {value}: the first non-finite value among {checked}",
-    fixed("lower trainer.learning_rate or check the rewards and the data for NaN/inf values"),
     severity="failing",
     fixes=("lower_lr", "fix_reward"),
     reads_non_finite=True,  # its whole point is a NaN or infinite value
@@ -44,19 +40,10 @@ def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None
     return Finding(True, {}, name, words, points=1, first_step=history.step)
 
 
-def _grad_norm_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    fixes = options(
-        [("advantage=ngrpo", context.advantage == "ngrpo"), ("sampling=dynamic", context.dynamic_sampling)],
-        "refine the reward or the data difficulty",
-    )
-    return f"check zero-variance groups (groups/flat_fraction) or gradients cancelling between rewards: {fixes}"
-
-
 @rule(
     "grad_norm_vanishing",
     ("grad_norm",),
     "grad_norm stayed below {floor:g} (window max {window_max:.3g})",
-    _grad_norm_advice,
     memory=last_window,
     fixes=("ngrpo", "dynamic_sampling", "fix_reward"),
     points=window_points,

@@ -3,7 +3,6 @@ or stopping (18.3.4, 18.3.5, 18.3.7)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from statistics import fmean
 
@@ -15,7 +14,6 @@ from align_kit.monitor.rules.base import (
     Memory,
     Rule,
     above_threshold,
-    fixed,
     half_change,
     halves_growth,
     last_span,
@@ -58,7 +56,6 @@ register(
         ("kl",),
         _rising("kl", from_zero=False),
         "kl rose monotonically from {window_first:.4g} to {latest:.4g}",
-        fixed("raise the KL coefficient (kl.beta) or check the reward is reliable"),
         memory=last_window,
         fixes=("raise_kl", "add_kl", "fix_reward"),
         points=window_points,
@@ -66,17 +63,11 @@ register(
 )
 
 
-def _kl_flat_reward_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    constraint = "raise kl.beta" if context.kl_on else "add a KL constraint (kl=constant)"
-    return f"the policy moves away from the reference without earning reward: {constraint}, or check the reward"
-
-
 @rule(
     "kl_rising_flat_reward",
     ("kl",),
     "kl rose from {kl_first_half:.4g} to {kl_second_half:.4g} between the window's halves (trend t "
     "{trend_t:.2g}) while the reward moved {reward_change:+.3f} (flat within {flat:.3g})",
-    _kl_flat_reward_advice,
     reads=(TRAIN_REWARD,),
     memory=last_window,
     fixes=("raise_kl", "add_kl", "fix_reward"),
@@ -111,16 +102,10 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
     return Finding(holds, values, "kl", points=len(window))
 
 
-_FEWER_UPDATES_ADVICE = fixed(
-    "fewer updates per rollout (trainer.num_iterations, trainer.steps_per_generation) or a lower trainer.learning_rate"
-)
-
-
 @rule(
     "policy_ratio_drift",
     ("policy_ratio/mean",),
     "policy ratio mean {recent_mean:.3f} is more than {deviation} away from 1.0",
-    _FEWER_UPDATES_ADVICE,
     memory=last_span,
     fixes=("fewer_updates", "lower_lr"),
     points=span_points,
@@ -142,7 +127,6 @@ register(
         ("policy_ratio/abs_dev",),
         above_threshold(("policy_ratio/abs_dev",)),
         "mean |policy ratio - 1| {recent_mean:.3f} > {threshold:g}: each update moves the policy far",
-        _FEWER_UPDATES_ADVICE,
         memory=last_span,
         fixes=("fewer_updates", "lower_lr"),
         points=span_points,
@@ -157,7 +141,6 @@ register(
         ("clip_ratio/region_mean",),
         _rising("clip_ratio/region_mean"),
         "clip ratio rose monotonically from {window_first:.4g} to {latest:.4g}",
-        _FEWER_UPDATES_ADVICE,
         memory=last_window,
         fixes=("fewer_updates", "lower_lr"),
         points=window_points,
@@ -169,7 +152,6 @@ register(
     "clip_ratio_zero",
     ("clip_ratio/region_mean",),
     "clip ratio dropped to zero (it averaged {earlier_mean:.4g} over the window before)",
-    fixed("the policy has nearly stopped updating: check grad_norm and adv/zero_std_fraction"),
     memory=lambda s: Memory(tail=2 * s.window),
     fixes=("dynamic_sampling", "ngrpo"),
     points=lambda s: 2 * s.window,

@@ -28,26 +28,10 @@ from align_kit.monitor.settings import (
 )
 
 
-def overlong_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    if context.overlong_shaping:
-        return (
-            "overlong reward shaping is already on: also mask truncated completions out of the loss "
-            "(overlong=filter_and_punish) or lower trainer.learning_rate"
-        )
-    return "mask truncated completions out of the loss (overlong=filter) or shape their reward (overlong=soft_punish)"
-
-
-def _length_growth_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    if context.overlong_shaping:
-        return "overlong reward shaping is already on: raise overlong.punish_weight or widen overlong.cache_length"
-    return "enable overlong reward shaping: overlong=soft_punish"
-
-
 @rule(
     "length_growth",
     ("completions/mean_length",),
     "mean length {recent_mean:.1f} > {threshold:.1f} (early mean {early_mean:.1f})",
-    _length_growth_advice,
     memory=lambda s: Memory(head=s.span, tail=s.span),
     fixes=("overlong_shaping", "overlong_filter"),
     points=lambda s: 2 * s.span,
@@ -68,15 +52,6 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
     )
 
 
-def _length_near_max_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    if values["first"] >= values["threshold"]:
-        return (
-            f"completions filled the budget from the first step: trainer.max_completion_length="
-            f"{values['max_completion_length']:g} is too short for this task; raise it"
-        )
-    return _length_growth_advice(context, values)
-
-
 def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     if words.get("from_start") == "yes":  # at the budget from the first step: the budget is too short
         return ("raise_max_length", "overlong_filter", "overlong_shaping")
@@ -88,7 +63,6 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     ("completions/mean_length",),
     "mean length {recent_mean:.1f} >= {threshold:.1f} of max_completion_length {max_completion_length:.0f}: "
     "completions are cut at the budget",
-    _length_near_max_advice,
     reads=(MAX_LENGTH,),
     inputs=lambda _s: ((MEAN_LENGTH,),),
     memory=lambda s: Memory(head=1, tail=max(s.span, 2)),
@@ -117,18 +91,11 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
     )
 
 
-def _length_pinned_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    budget = context.max_completion_length
-    raise_it = f"raise trainer.max_completion_length (now {budget})" if budget else "raise the length budget"
-    return f"the answers are cut before they end: {raise_it}; {overlong_advice(context, values)}"
-
-
 @rule(
     "length_pinned",
     (CLIPPED,),
     "truncated share ({metric}) mean {clipped_mean:.3f} >= {clipped:g}{also}: completions are pinned at the "
     "length budget",
-    _length_pinned_advice,
     reads=(MEAN_LENGTH,),
     memory=last_span,
     severity="failing",
@@ -165,19 +132,10 @@ def budget(history: History, context: RunContext, span: int) -> float | None:
     return longest[0] if len(longest) >= 2 and min(longest) == max(longest) > 0 else None
 
 
-def _all_truncated_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    budget_now = f" (now {context.max_completion_length})" if context.max_completion_length else ""
-    return (
-        f"every answer is cut before it ends, so every reward scores a truncated answer: raise "
-        f"trainer.max_completion_length{budget_now}; {overlong_advice(context, values)}"
-    )
-
-
 @rule(
     "all_truncated",
     (CLIPPED, MEAN_LENGTH),
     "{what}: every completion is cut at the length budget",
-    _all_truncated_advice,
     reads=("entropy", MAX_LENGTH),
     inputs=lambda _s: ((CLIPPED, MEAN_LENGTH),),
     memory=lambda s: Memory(head=1, tail=max(s.rows, 2)),
@@ -217,11 +175,6 @@ def _all_truncated(s: AllTruncated, history: History, context: RunContext) -> Fi
     (MEAN_LENGTH,),
     "mean length fell from {early_length:.3g} to {recent_length:.3g} tokens while entropy fell from "
     "{early_entropy:.3g} to {recent_entropy:.3g}: the policy answers with a few fixed tokens",
-    lambda context, _values: (
-        "the policy collapsed onto a few short answers: check the reward does not pay short or empty answers, "
-        + ("raise clip.eps_high" if context.clip_higher or context.sequence_clip else "clip=clip_higher")
-        + " and lower trainer.learning_rate"
-    ),
     reads=("entropy",),
     memory=lambda s: Memory(head=s.span, tail=s.span),
     severity="failing",

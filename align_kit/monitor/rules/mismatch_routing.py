@@ -3,7 +3,6 @@ judged from the run's composition: an IS correction over a filtered sampler, a r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
@@ -15,7 +14,6 @@ from align_kit.monitor.rules.base import (
     Rule,
     above_threshold,
     first_logged,
-    fixed,
     halves_growth,
     last_span,
     register,
@@ -37,10 +35,6 @@ register(
         LOGP_MISMATCH,
         above_threshold(LOGP_MISMATCH),
         "train/inference |logp difference| ({metric}) mean {recent_mean:.4g} > {threshold:g}",
-        fixed(
-            "align the inference engine's precision with the trainer's (e.g. bf16 on both) and check "
-            "tokenization round-trips; for MoE models use routing replay"
-        ),
         memory=last_span,
         fixes=SAMPLER_FIXES,
         points=span_points,
@@ -49,19 +43,10 @@ register(
 )
 
 
-def _sampler_gap_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    advice = (
-        "the sampler and the trainer disagree more and more: run the sampler in the trainer's precision (bf16 on "
-        "both), correct with importance sampling (rollout.is_correction)"
-    )
-    return advice if context.routing_replay else advice + ", and on an MoE model use routing_replay=r2"
-
-
 @rule(
     "sampler_gap_drift",
     (IS_RATIO, *LOGP_MISMATCH),
     "{what}: the sampler drifts away from the trainer",
-    _sampler_gap_advice,
     memory=lambda s: Memory(tail=max(s.span, s.window)),
     fixes=SAMPLER_FIXES,
     points=lambda s: min(s.span, s.window),
@@ -106,10 +91,6 @@ def _filters(context: RunContext) -> list[str]:
     "the importance-sampling correction is on while {filters} filter the sampler: the sampler's log-probs are "
     "renormalised over the kept tokens, the trainer's are over the whole vocabulary, so every ratio is scaled by "
     "the kept probability mass (biased, not a policy change)",
-    lambda context, values: (
-        "sample from the whole distribution while correcting: trainer.top_p=1.0 trainer.top_k=0 trainer.min_p=null "
-        "(rollout.top_p=1.0), or turn the correction off (rollout.is_correction=none)"
-    ),
     context=("is_correction",),
     fixes=("unfiltered_sampler",),
     setup=True,
@@ -126,10 +107,6 @@ def _is_correction_filtered(_s: SetupRule, _history: History, context: RunContex
     (),
     "the router's auxiliary loss is on (router_aux_loss_coef={coef}{added}) during RL: it moves the routing apart "
     "from the reward, so the experts that sampled a token are not those that train it",
-    lambda context, values: (
-        "turn the router's load-balancing loss off for RL (model output_router_logits=false or "
-        "router_aux_loss_coef=0)" + ("" if context.routing_replay else ", and replay the routing: routing_replay=r2")
-    ),
     context=("router_aux_loss_coef",),
     fixes=("router_aux_off", "routing_replay"),
     setup=True,

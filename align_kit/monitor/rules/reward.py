@@ -21,7 +21,6 @@ from align_kit.monitor.rules.base import (
     half_change,
     last_span,
     last_window,
-    options,
     register,
     rule,
     span_points,
@@ -67,14 +66,6 @@ _WHY = {
 }
 
 
-def _dynamic_sampling_is_on(context: RunContext) -> str:
-    return (
-        f"dynamic sampling is on, yet the batch that trains still holds flat groups (filled from dropped ones "
-        f"once sampling.max_gen_batches={context.max_gen_batches} rounds were spent): raise "
-        "sampling.max_gen_batches or change the data difficulty"
-    )
-
-
 def _flat_group_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     """Flat groups of solved prompts call for harder data, of failed ones for easier data or a virtual full-score
     sample (18.3.2: the data no longer matches the model, one way or the other)."""
@@ -86,23 +77,10 @@ def _flat_group_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     return ("dynamic_sampling", "ngrpo", "fix_reward")
 
 
-def _flat_groups_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    chosen = options(
-        [
-            ("inject a virtual full-score sample (advantage=ngrpo)", context.advantage == "ngrpo"),
-            ("refine the reward function", False),
-            ("sampling=dynamic", context.dynamic_sampling),
-        ],
-        "",
-    )
-    return f"{_dynamic_sampling_is_on(context)}; or {chosen}" if context.dynamic_sampling else chosen
-
-
 @rule(
     "zero_std_groups",
     FLAT_FRACTION,
     "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal{why}",
-    _flat_groups_advice,
     reads=(TRAIN_REWARD,),
     memory=last_span,
     fixes=_flat_group_fixes,
@@ -133,19 +111,12 @@ def _rising_share(metric: str) -> Check:
     return check
 
 
-def _zero_advantage_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    if context.dynamic_sampling:
-        return _dynamic_sampling_is_on(context)
-    return "enable dynamic sampling or adjust the data difficulty: sampling=dynamic"
-
-
 register(
     Rule(
         "zero_advantage",
         ("adv/zero_std_fraction",),
         _rising_share("adv/zero_std_fraction"),
         "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window){why}",
-        _zero_advantage_advice,
         reads=(TRAIN_REWARD,),
         memory=lambda s: Memory(tail=max(s.span, s.window)),
         fixes=_flat_group_fixes,
@@ -153,17 +124,6 @@ register(
         points=lambda s: max(s.span, s.window),
     )
 )
-
-
-def _reward_collapse_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    weight = context.reward_weights.get(values["reward"])
-    lower = f"lower the format weight (reward.{values['reward']}.weight" + (f", now {weight:g})" if weight else ")")
-    if context.advantage == "gdpo":
-        return f"GDPO is already on: {lower}, or refine the correctness reward"
-    return (
-        "normalise each reward in its group before summing (GDPO, the training-stability chapter, 16.6.3: "
-        f"advantage=gdpo) or {lower}"
-    )
 
 
 def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -177,7 +137,6 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     lambda s: tuple(name for group in _components(s) for name in group),
     "{format} rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
     "the policy may be learning the format without the content",
-    _reward_collapse_advice,
     memory=last_window,
     severity="failing",
     fixes=("gdpo", "lower_format_weight"),
@@ -213,19 +172,10 @@ def _named(metric: str) -> str:
     return metric
 
 
-def _reward_decline_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    advice = (
-        "the policy is getting worse: lower trainer.learning_rate or take fewer updates per rollout "
-        "(trainer.steps_per_generation, trainer.num_iterations)"
-    )
-    return advice if context.routing_replay else advice + "; on an MoE model, routing_replay=r2"
-
-
 @rule(
     "reward_decline",
     ("reward",),
     "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
-    _reward_decline_advice,
     memory=lambda s: Memory(tail=s.span, best_span=s.span),
     severity="failing",
     fixes=("lower_lr", "fewer_updates", "routing_replay"),
@@ -240,22 +190,10 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
 
 
-def _reward_plateau_advice(context: RunContext, values: Mapping[str, float]) -> str:
-    harder = options(
-        [("sampling=dynamic", context.dynamic_sampling), ("advantage=ngrpo", context.advantage == "ngrpo")],
-        "change the data difficulty",
-    )
-    return (
-        f"check the reward's attainable maximum ({values['reward_max']:g}) is 1.0; if it is, the data may be "
-        f"too hard: {harder.replace(', ', ' or ')}"
-    )
-
-
 @rule(
     "reward_plateau",
     ("reward",),
     "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
-    _reward_plateau_advice,
     memory=last_window,
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
@@ -281,18 +219,10 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     )
 
 
-def _no_signal_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    return (
-        "no completion earns reward, so every advantage is zero: check the reward function scores these "
-        "completions (format, parsing), or use easier prompts"
-    )
-
-
 @rule(
     "no_signal",
     (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
     "{what}: no completion earns anything, nothing is learnt",
-    _no_signal_advice,
     reads=("loss", "grad_norm"),
     memory=lambda s: Memory(tail=max(s.span, s.rows)),
     severity="failing",
@@ -350,16 +280,10 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     return Finding(holds, values, flat_metric, {"what": what, "basis": "spread"}, s.rows)
 
 
-def _divergence_advice(context: RunContext, _: Mapping[str, float]) -> str:
-    constraint = "raise kl.beta" if context.kl_on else "a KL constraint (kl=constant)"
-    return f"possible reward hacking or overfitting: add training data or {constraint}"
-
-
 @rule(
     "train_eval_divergence",
     (EVAL_REWARD,),
     "train reward gained {train_gain:+.3f} while eval reward gained {eval_gain:+.3f}",
-    _divergence_advice,
     reads=(TRAIN_REWARD,),
     fixes=("more_data", "add_kl", "raise_kl"),
     memory=last_window,
