@@ -186,7 +186,10 @@ def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Find
     lengths, entropy = history[MEAN_LENGTH], history["entropy"]
     if min(lengths.count, entropy.count) < 2 * s.span:
         return None
-    early_length, recent_length = fmean(lengths.first[: s.span]), fmean(lengths.last(s.span))
+    recent_length = fmean(lengths.last(s.span))
+    if recent_length > s.few:  # answers longer than a few tokens: nothing else needs reading
+        return Finding(False, {"recent_length": recent_length}, MEAN_LENGTH, points=s.span)
+    early_length = fmean(lengths.first[: s.span])
     early_entropy, recent_entropy = fmean(entropy.first[: s.span]), fmean(entropy.last(s.span))
     values = {
         "early_length": early_length,
