@@ -44,3 +44,15 @@ def test_the_stated_settings_feed_the_setup_fields():
     assert (context.top_p, context.top_k, context.min_p, context.is_correction) == (0.95, 20, 0.0, True)
     assert context.router_aux_loss_coef == 0.02 and context.output_router_logits is None
     assert RunContext.from_stated({"is_correction": "none"}).is_correction is False
+
+
+def test_a_grpo_config_feeds_the_setup_fields():
+    from types import SimpleNamespace
+
+    from align_kit.integrations.trl import GRPO_FIELDS, run_context
+
+    fields = dict.fromkeys(GRPO_FIELDS) | {"reward_weights": None, "top_p": 0.9, "top_k": 0, "min_p": None}
+    fields["vllm_importance_sampling_correction"] = True  # TRL's default; it applies only when vLLM samples
+    on = run_context(SimpleNamespace(**fields, use_vllm=True))
+    off = run_context(SimpleNamespace(**fields, use_vllm=False))
+    assert (on.is_correction, on.top_p, on.top_k, off.is_correction) == (True, 0.9, 0, False)
