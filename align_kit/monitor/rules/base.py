@@ -319,6 +319,9 @@ class Rule:
     # Whether a later evaluation that finds the condition false again reverses the alert (`Recovery`); False where
     # the damage stays (a NaN in the weights is not undone by finite values after it).
     recovers: bool = True
+    # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
+    # most any rule reads), 0 for a rule that reads none.
+    pairs: Callable[[Any], int] = lambda _settings: 0
     # A setup rule judges the run's composition (`RunContext`), not its metrics: once, on the first logged row.
     setup: bool = False
     # Judged on a call whose trigger is logged but not finite (a NaN is what the rule looks for).

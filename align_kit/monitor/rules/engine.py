@@ -59,7 +59,7 @@ class HealthMonitor:
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
         self._rules = [(rule, getattr(config, rule.name), frozenset(self._triggers[rule.name])) for rule in RULES]
-        self.history = History(config.train_eval_divergence.window)
+        self.history = History(max(rule.pairs(getattr(config, rule.name)) for rule in RULES))
         self._in_episode: set[str] = set()
         self._recovers = {rule.name: rule.recovers for rule in RULES}
         self._opened: dict[str, int] = {}  # rule -> the step its open episode's alert fired

@@ -288,6 +288,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     fixes=("more_data", "add_kl", "raise_kl"),
     memory=last_window,
     points=window_points,
+    pairs=window_points,
     unjudged=lambda s, history: (
         f"needs {s.window} evaluations paired with train rewards, the run has {len(history.train_eval.pairs)}"
     ),
