@@ -1,6 +1,8 @@
 """Every bad input of tests/behaviour/test_bad_input_table.py through the installed `align-kit` command, each in
 its own process from an empty folder: how many end in a clear one-line error (exit 2), a traceback, or
-something else (a wrong behaviour), and the wall time to reject a bad config.
+something else (a wrong behaviour), and the wall time to reject a bad config. The table's CASES (config errors),
+OTHER (errors of sweep, compare and doctor, each with its own prefix) and CALLBACK (the plain-TRL HealthCallback's
+arguments: each row's Python run by a driver that prints a ConfigError as one line and exits 2, as the CLI does).
 
 Run: PYTHONPATH=. python benchmarks/bad_inputs.py   (about 1-3 s per input on 2 cores)
      PYTHONPATH=. python benchmarks/bad_inputs.py --record before.jsonl   (each case's outcome, to compare versions)
@@ -24,21 +26,46 @@ import time
 from pathlib import Path
 
 from tests.behaviour import test_bad_input_table as table
-from tests.behaviour.test_bad_input_table import CASES, make_data_files, make_victims, victims_untouched
+from tests.behaviour.test_bad_input_table import (
+    CALLBACK,
+    CASES,
+    OTHER,
+    make_data_files,
+    make_victims,
+    victims_untouched,
+)
 
 TABLE_FILE = "tests/behaviour/test_bad_input_table.py"
+# CALLBACK rows run as `python -c DRIVER CODE`: a ConfigError is the one line, as the CLI prints a config error.
+CALLBACK_DRIVER = """import sys
+from align_kit.core.errors import ConfigError
+from tests.behaviour.test_bad_input_table import build_callback
+try:
+    build_callback(sys.argv[1])
+except ConfigError as error:
+    print(f"align-kit: config error: {error}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def _row(row: tuple) -> tuple[list[str], str | None, str]:
+    """(argv, the line's prefix or None, fragment) of a row of any list; a CALLBACK row's argv is ["python:", code]."""
+    if len(row) == 3:
+        return row
+    argv, fragment = row
+    return (["python:", argv] if isinstance(argv, str) else argv), None, fragment
 
 
 def selected_cases(lists: str | None) -> list:
     """The table's cases, or only those of the list constants named (comma-separated, e.g. TYPES,SECURITY)."""
     if not lists:
-        return CASES
+        return [_row(row) for row in (*CASES, *OTHER, *CALLBACK)]
     cases = []
     for name in lists.split(","):
         rows = getattr(table, name.strip(), None)
         if not isinstance(rows, list):
             sys.exit(f"bad_inputs: --lists names {name.strip()!r}, not a list of {TABLE_FILE}")
-        cases += rows
+        cases += [_row(row) for row in rows]
     return cases
 
 
@@ -58,7 +85,7 @@ def main() -> None:
         (root / "data").mkdir()
         data = make_data_files(root / "data")
         env = dict(os.environ, ALIGN_KIT_CACHE=str(root / "cache"), WANDB_SILENT="true")
-        for index, (argv, fragment) in enumerate(cases):
+        for index, (argv, prefix, fragment) in enumerate(cases):
             written_argv = argv
             case = root / f"case{index}"
             work = case / "work"
@@ -69,12 +96,18 @@ def main() -> None:
                 argv = [arg.replace(placeholder, value) for arg in argv]
                 fragment = fragment.replace(placeholder, value)
             started = time.perf_counter()
-            returncode, stderr = run(command, argv, work, env, args.timeout)
+            if argv[0] == "python:":  # a CALLBACK row, from the repository root so that `tests` imports
+                python_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")])))
+                argv = [sys.executable, "-c", CALLBACK_DRIVER, argv[1]]
+                returncode, stderr = run(argv[0], argv[1:], work, python_env, args.timeout)
+            else:
+                returncode, stderr = run(command, argv, work, env, args.timeout)
             seconds.append(time.perf_counter() - started)
             lines = stderr.splitlines()
             refused = returncode == 2 and len(lines) == 1 and not any(work.iterdir()) and victims_untouched(case)
             if refused:
-                kind = "clear" if fragment in lines[0] else "other words"
+                words = fragment in lines[0] and (prefix is None or lines[0].startswith(prefix))
+                kind = "clear" if words else "other words"
             else:
                 kind = "traceback" if "Traceback" in stderr else "wrong"
             counts[kind] += 1

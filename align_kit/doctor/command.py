@@ -2,15 +2,19 @@
 verdict, the timeline of what fired, what could not be judged and the advice; `--json` for automation.
 
 Exit codes: 0 healthy, 1 warning, 3 failing (the worst run decides), 2 bad input (one line naming the file and what
-was expected). Only the standard library is imported at module level, so `align-kit doctor --help` answers at once.
+was expected; with --json also a JSON object with an "error" field on stdout, so a `| jq` consumer reads it). Only
+the standard library is imported at module level, so `align-kit doctor --help` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import math
 import os
 import sys
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,14 +29,16 @@ checkpoint folder holding one), a console log / SLURM output / notebook / pasted
 verl step lines, a progress table (CSV or text), a W&B offline run folder, wandb:ENTITY/PROJECT/RUN_ID, a W&B CSV
 export, or any CSV/JSONL with --map."""
 
-EPILOG = """exit codes: 0 healthy, 1 warning (or no rule could judge), 3 failing, 2 bad input; with several runs the
-worst verdict decides.
+EPILOG = """exit codes: 0 healthy, 1 warning (or no rule could judge), 3 failing, 2 bad input (with --json, also
+{"error": ...} on stdout); with several runs the worst verdict decides.
+files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap).
 figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
 follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without
 growth or on Ctrl-C, then reports."""
 
 
 PIPE_CLOSED = 141
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
 
 class DoctorArgumentError(Exception):
@@ -74,6 +80,77 @@ def _mapping(text: str) -> tuple[str, str]:
     if not sep or not concept.strip() or not column.strip():
         raise argparse.ArgumentTypeError(f"{text!r}: expected CONCEPT=COLUMN, e.g. reward=train/score")
     return concept.strip(), column.strip()
+
+
+def key_map_of(pairs: Sequence[tuple[str, str]]) -> dict[str, str] | None:
+    """The --map pairs as {concept: column}: every concept one the rules read, each concept read from one column and
+    each column read as one concept (a second --map for either would silently drop the first)."""
+    from align_kit.doctor.keymaps import CONCEPTS, unknown_concepts
+
+    by_concept: dict[str, str] = {}
+    by_column: dict[str, str] = {}
+    for concept, column in pairs:
+        if unknown_concepts({concept: column}):
+            close = difflib.get_close_matches(concept, CONCEPTS, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise DoctorArgumentError(
+                f"--map {concept}={column}: {concept!r} is no concept a rule reads; {hint}expected one of "
+                f"{', '.join(CONCEPTS)}, or rewards/<name> for one reward function"
+            )
+        if by_concept.get(concept, column) != column:
+            raise DoctorArgumentError(
+                f"--map {concept}={by_concept[concept]} and --map {concept}={column}: one concept read from two "
+                "columns; expected one --map per concept"
+            )
+        if by_column.get(column, concept) != concept:
+            raise DoctorArgumentError(
+                f"--map {by_column[column]}={column} and --map {concept}={column}: column {column!r} mapped to two "
+                f"concepts ({by_column[column]}, {concept}); expected each column read as one concept"
+            )
+        by_concept[concept], by_column[column] = column, concept
+    return by_concept or None
+
+
+def check_reward_scale(history, reward_min: float | None, reward_max: float | None) -> None:
+    """Refuse a stated reward scale that the logged rewards contradict: a batch's mean reward cannot lie below the
+    lowest total reward attainable nor above the highest, so a stated bound past the rewards is a wrong bound (the
+    reward rules would judge shares of a range the run never had). A --reward-min alone must also lie below the
+    maximum in effect (the log's stated one, else the monitor's default)."""
+    from align_kit.doctor.history import DoctorInputError
+    from align_kit.doctor.keymaps import finite_number
+    from align_kit.monitor.rules import RunContext
+
+    source = history.source  # the file: a folder's runs are each named by theirs
+    if reward_min is not None and reward_max is None:
+        stated = finite_number(history.context.get("reward_max"))
+        ceiling, whose = (stated, "the log states") if stated is not None else (RunContext().reward_max, "default")
+        if reward_min >= ceiling:
+            raise DoctorInputError(
+                f"--reward-min {reward_min:g}: not below the highest total reward of {source}, {ceiling:g} "
+                f"({whose}); expected min < max (pass --reward-max too)"
+            )
+    rewards = [(step, row["reward"]) for step, row in history.rows if math.isfinite(row.get("reward", math.nan))]
+    if not rewards or (reward_min is None and reward_max is None):
+        return
+    (low_step, low), (high_step, high) = min(rewards, key=itemgetter(1)), max(rewards, key=itemgetter(1))
+    slack = 1e-9 * max(1.0, abs(low), abs(high))  # rounding in the log's printed digits
+    if reward_min is not None and low < reward_min - slack:
+        raise DoctorInputError(
+            f"--reward-min {reward_min:g}: {source} logs a mean reward of {low:g} at step {low_step}, below the "
+            f"stated minimum; expected the lowest total reward attainable (pass --reward-min {low:g} or lower, or "
+            "omit it)"
+        )
+    if reward_max is not None and high > reward_max + slack:
+        raise DoctorInputError(
+            f"--reward-max {reward_max:g}: {source} logs a mean reward of {high:g} at step {high_step}, above the "
+            f"stated maximum; expected the highest total reward attainable (pass --reward-max {high:g} or higher, "
+            "or omit it)"
+        )
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether --json (or a prefix argparse accepts for it) is asked for, known before the arguments parse."""
+    return any(len(arg) >= 3 and "--json".startswith(arg) for arg in argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,15 +196,27 @@ def run(argv: Sequence[str], api=None) -> int:
 
     try:
         args = build_parser().parse_args(list(argv))
-        key_map = dict(args.map) or None
+        key_map = key_map_of(args.map)
         if not args.paths:
             raise DoctorArgumentError(
                 "name at least one PATH: a run's log file or folder (see align-kit doctor --help)"
             )
+        for path in args.paths:
+            if not path.strip():  # "" reads as the current folder: an unset shell variable, most likely
+                raise DoctorArgumentError(f"PATH {path!r} is empty; expected a run's log file or folder")
+            if path.startswith(("http://", "https://")):
+                raise DoctorArgumentError(
+                    f"{path}: is a URL, not fetched; expected a local file (download it first) or "
+                    "wandb:ENTITY/PROJECT/RUN_ID"
+                )
         if args.reward_max is not None and args.reward_min is not None and args.reward_min >= args.reward_max:
             raise DoctorArgumentError(
                 f"--reward-min {args.reward_min:g} >= --reward-max {args.reward_max:g}: expected min < max"
             )
+        if args.figures is not None:  # before the logs are read: a --follow may run for hours
+            from align_kit.doctor.figures import check_folder
+
+            check_folder(args.figures)
         options = {
             "max_completion_length": args.max_completion_length,
             "reward_max": args.reward_max,
@@ -136,18 +225,35 @@ def run(argv: Sequence[str], api=None) -> int:
         from align_kit.doctor.readers import read_runs
 
         def read(path: str):
-            return read_runs(path, key_map=key_map, logging_steps=args.logging_steps, api=api)
+            try:
+                return read_runs(path, key_map=key_map, logging_steps=args.logging_steps, api=api)
+            except OSError as error:  # permission, an I/O error, a file gone between listing and reading
+                where = error.filename or path
+                raise DoctorInputError(
+                    f"{where}: cannot be read ({error.strerror or error}); expected a readable run log"
+                ) from None
+            except RecursionError:
+                raise DoctorInputError(
+                    f"{path}: JSON nested deeper than the parser can follow; expected a run's log"
+                ) from None
+
+        def check(history) -> None:
+            check_reward_scale(history, args.reward_min, args.reward_max)
 
         if args.follow:
             if len(args.paths) != 1:
                 raise DoctorArgumentError(f"--follow watches one PATH; got {len(args.paths)}")
             from align_kit.doctor.follow import follow
 
-            diagnoses = [follow(args.paths[0], read, args.idle, args.interval, options)]
+            # With --json, stdout holds the one document: the follow's lines go to stderr.
+            out = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
+            diagnoses = follow(args.paths[0], read, args.idle, args.interval, options, out=out, check=check)
         else:
             from align_kit.doctor.diagnose import diagnose
 
             histories = [history for path in args.paths for history in read(path)]
+            for history in histories:
+                check(history)
             diagnoses = [diagnose(history, **options) for history in histories]
         figures: dict[int, str] = {}
         if args.figures is not None:
@@ -157,6 +263,10 @@ def run(argv: Sequence[str], api=None) -> int:
             figures = {index: str(path) for index, path in enumerate(written)}
     except (DoctorInputError, DoctorArgumentError) as error:
         print(f"align-kit: doctor error: {error}", file=sys.stderr)
+        if _wants_json(argv):
+            from align_kit.doctor.report import error_json
+
+            print(error_json(str(error)))
         return 2
     from align_kit.doctor.diagnose import EXIT_CODES, worst
     from align_kit.doctor.report import render, summary_table, to_json
@@ -180,4 +290,7 @@ def main(argv: Sequence[str]) -> NoReturn:
         # that SIGPIPE ended (128 + 13), since the report was not all delivered. Python flushes stdout again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = PIPE_CLOSED
+    except KeyboardInterrupt:  # Ctrl-C while a large log is read (--follow reports what it saw instead)
+        print("align-kit: doctor interrupted (Ctrl-C); nothing was reported", file=sys.stderr)
+        code = INTERRUPTED
     sys.exit(code)

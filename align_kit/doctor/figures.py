@@ -3,14 +3,20 @@ marked (a red cross for a warning or failing alert, a grey circle for a note) wi
 fired, the sheet shows the run's main curves (reward, entropy, length, KL) that it logs.
 
 Figures are written only where asked (`--figures DIR`), never into the run's own folder by default, and an existing
-file is never overwritten without `--force`: every target is checked before the first one is written.
+file is never overwritten without `--force`: every target is checked before the first one is written. The folder
+is checked writable before the logs are read (`check_folder`), each sheet goes to a temporary file renamed into
+place, and a write that fails (a full disk, a read-only folder) removes what this call wrote: one line, no half
+sheet, no sheet replaced by a broken one.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from align_kit.doctor.diagnose import Diagnosis
 from align_kit.doctor.history import DoctorInputError
@@ -29,6 +35,21 @@ def implicated(diagnosis: Diagnosis) -> list[str]:
 
 def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run"
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse a --figures folder that cannot hold the sheets, before anything is read or written: a file, a folder
+    under a file, one whose nearest existing folder refuses a new file, or one under /proc or /sys (the train
+    command's check of its own folders)."""
+    from align_kit.core.errors import ConfigError
+    from align_kit.runs.preflight import check_writable
+
+    if folder.exists() and not folder.is_dir():
+        raise DoctorInputError(f"--figures {folder}: is a file; expected a folder (created if missing)")
+    try:
+        check_writable("--figures", str(folder))
+    except ConfigError as error:
+        raise DoctorInputError(str(error)) from None
 
 
 def targets(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = False) -> list[Path]:
@@ -50,7 +71,7 @@ def targets(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = False) -
     return paths
 
 
-def write_sheet(diagnosis: Diagnosis, path: Path) -> Path:
+def write_sheet(diagnosis: Diagnosis, path: Path | BinaryIO) -> Path | BinaryIO:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,18 +112,50 @@ def write_sheet(diagnosis: Diagnosis, path: Path) -> Path:
         axis.grid(alpha=0.3)
     axes[-1][0].set_xlabel("step")
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=90)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=90, format="png")
+    finally:
+        plt.close(figure)
     return path
 
 
 def write_figures(diagnoses: Sequence[Diagnosis], folder: Path, force: bool = False) -> list[Path]:
     paths = targets(diagnoses, folder, force)
+    check_folder(folder)
+    made = [parent for parent in (folder, *folder.parents) if not parent.exists()]
+    written: list[Path] = []
+    replaced: list[Path] = []  # with --force: the old sheets are gone once replaced; the line says so
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        for diagnosis, path in zip(diagnoses, paths, strict=True):
+            new = not path.exists()
+            _write_atomically(diagnosis, path)
+            (written if new else replaced).append(path)
     except OSError as error:
+        # Undo this call's writes: the report is not printed, so sheets without it would be left unexplained.
+        for path in written:
+            path.unlink(missing_ok=True)
+        for parent in made:  # the deepest first
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        kept = f"{len(replaced)} existing sheet(s) already replaced" if replaced else "nothing was written"
         raise DoctorInputError(
-            f"--figures {folder}: cannot be created ({error.strerror}); expected a writable folder"
+            f"--figures {folder}: cannot write a sheet ({error.strerror or error}); expected a writable folder with "
+            f"free space ({kept})"
         ) from None
-    return [write_sheet(diagnosis, path) for diagnosis, path in zip(diagnoses, paths, strict=True)]
+    return paths
+
+
+def _write_atomically(diagnosis: Diagnosis, path: Path) -> None:
+    """The sheet drawn into a temporary file beside `path`, then renamed over it: a failed write leaves `path` as
+    it was."""
+    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.stem}.", suffix=".png.part", delete=False)
+    try:
+        with handle:
+            write_sheet(diagnosis, handle)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

@@ -22,3 +22,10 @@ class RunHistory:
     notes: list[str] = field(default_factory=list)  # how it was read: "newest of 3 checkpoints: checkpoint-300"
     context: dict[str, Any] = field(default_factory=dict)  # what the log says of the setup, when it says it
     name: str = ""  # a short label for tables and figures (the run folder's or job's name)
+    roles: dict[str, str] = field(default_factory=dict)  # accuracy / format -> the reward component read as it
+
+
+def part_name(name: str, number: int, total: int, first: int, last: int, phase: str | None = None) -> str:
+    """The name of one of several runs in one file: `train.log [run 2 of 3: steps 1-240]` (an SFT phase says so)."""
+    kind = "SFT phase, " if phase == "sft" else ""
+    return f"{name} [run {number} of {total}: {kind}steps {first}-{last}]"

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from align_kit.doctor import reward_roles
+
 # The names the rules read (align_kit/monitor/rules.py). A key map may point only at these.
 CONCEPTS = (
     "loss",
@@ -40,6 +42,9 @@ CONCEPTS = (
     "mismatch/kl",
     "adv/zero_std_fraction",
     "reward/max_attainable",
+    # Reward components by role (`roles`): the accuracy-like and the format-like component's mean.
+    "accuracy",
+    "format",
 )
 # One reward function's mean: `rewards/<name>/mean` (older TRL logs `rewards/<name>` without `/mean`).
 PER_REWARD = re.compile(r"^rewards/([^/]+)(?:/mean)?$")
@@ -90,9 +95,82 @@ VERL = {
     "rollout_corr/rollout_is_mean": "sampling/importance_sampling_ratio/mean",
     "rollout_corr/log_ppl_abs_diff": "sampling/sampling_logp_difference/mean",
     "training/rollout_probs_diff_mean": "sampling/sampling_logp_difference/mean",
+    # rollout_corr/kl is KL(rollout || training policy) (verl/trainer/ppo/rollout_corr_helper.py), k3_kl its
+    # k3 estimate (read only when kl is absent).
+    "rollout_corr/kl": "mismatch/kl",
+    "rollout_corr/k3_kl": "mismatch/kl",
 }
 # The validation reward: val-core/<dataset>/<acc|reward|score>/mean@N (newer), val/test_score/<dataset> (older).
 VERL_EVAL = re.compile(r"^val-core/.+/(?:acc|reward|score)/mean@\d+$|^val/test_score/.+$")
+
+# TRL's PPOTrainer and the RLOOTrainer before TRL 0.21 (docs/source/logging.md, "PPO Logging"): objective/scores is
+# the reward model's score, objective/rlhf_reward that score less the KL penalty (read only when scores is absent);
+# policy/entropy_avg is the mean token entropy, objective/entropy a sum over each sequence's tokens (read only when
+# entropy_avg is absent); val/ratio the mean new/old probability ratio.
+TRL_PPO = {
+    "objective/scores": "reward",
+    "objective/rlhf_reward": "reward",
+    "objective/kl": "kl",
+    "policy/entropy_avg": "entropy",
+    "objective/entropy": "entropy",
+    "policy/clipfrac_avg": "clip_ratio/region_mean",
+    "val/ratio": "policy_ratio/mean",
+    "loss/policy_avg": "loss",
+    "lr": "learning_rate",
+    "eval_objective/scores": "eval_reward",
+}
+
+# NeMo-RL (docs/guides/grpo.md "Metrics"; nemo_rl/algorithms/loss_functions.py), logged under train/:
+# token_mult_prob_error is the masked mean of exp(|logp_generation - logp_training|), 1.0 when they agree; it is read
+# as its log (`CONVERSIONS`), an upper bound of the mean |logp gap| (Jensen) and close to it for small gaps.
+# gen_kl_error is the KL between the generation and the training policy; validation/accuracy the eval score.
+# approx_entropy is the sampled tokens' mean -log p, mean_gen_tokens_per_sample the mean completion length,
+# truncation_rate the share of completions cut at the budget, probs_ratio the mean new/old ratio and
+# sampling_importance_ratio the mean training/generation ratio.
+NEMO_RL = {
+    "reward": "reward",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "lr": "learning_rate",
+    "approx_entropy": "entropy",
+    "mean_gen_tokens_per_sample": "completions/mean_length",
+    "truncation_rate": "completions/clipped_ratio",
+    "probs_ratio": "policy_ratio/mean",
+    "sampling_importance_ratio": "sampling/importance_sampling_ratio/mean",
+    "token_mult_prob_error": "mismatch/logp_abs_diff/mean",
+    "gen_kl_error": "mismatch/kl",
+    "validation/accuracy": "eval_reward",
+}
+
+# prime-rl's trainer (src/prime_rl/trainer/rl/train.py's step message; docs "Stability" metrics) and orchestrator
+# (reward/all/mean, reward/mean).
+PRIME_RL = {
+    "loss/mean": "loss",
+    "entropy/mean": "entropy",
+    "mismatch_kl/mean": "mismatch/kl",
+    "optim/lr": "learning_rate",
+    "optim/grad_norm": "grad_norm",
+    "reward/mean": "reward",
+    "reward/all/mean": "reward",
+}
+
+# SkyRL's skyrl_train trainer (policy/* from the policy worker, reward/avg_raw_reward from the generator output).
+SKYRL = {
+    "reward/avg_raw_reward": "reward",
+    "loss/avg_final_rewards": "reward",
+    "policy/policy_entropy": "entropy",
+    "policy/policy_kl": "kl",
+    "policy/raw_grad_norm": "grad_norm",
+    "policy/grad_norm": "grad_norm",
+    "policy/ppo_clip_ratio": "clip_ratio/region_mean",
+    "policy/policy_loss": "loss",
+    "generate/avg_num_tokens": "completions/mean_length",
+}
+
+# LLaMA-Factory's trainer_log.jsonl (src/llamafactory/train/callbacks.py, LogCallback.on_log): the Trainer's last
+# log entry renamed (learning_rate -> lr), with current_steps/total_steps; its `accuracy` is DPO's
+# rewards/accuracies, no GRPO reward component.
+LLAMAFACTORY = {"loss": "loss", "reward": "reward", "lr": "learning_rate"}
 
 # OpenRLHF's PPO/GRPO status (openrlhf/trainer/ray/ppo_actor.py, logged under train/ to W&B): entropy_loss is the
 # masked mean token entropy; ppo_kl is old-vs-new policy; vllm_kl is the sampler-vs-trainer KL.
@@ -111,7 +189,22 @@ OPENRLHF = {
 # align_kit logs TRL's names and its own, which are the concepts themselves.
 ALIGN_KIT = {**TRL, **{concept: concept for concept in CONCEPTS}}
 
-BUILT_IN = {"trl": TRL, "verl": VERL, "openrlhf": OPENRLHF, "align_kit": ALIGN_KIT, "generic": ALIGN_KIT}
+BUILT_IN = {
+    "trl": TRL,
+    "trl_ppo": TRL_PPO,
+    "verl": VERL,
+    "openrlhf": OPENRLHF,
+    "nemo_rl": NEMO_RL,
+    "prime_rl": PRIME_RL,
+    "skyrl": SKYRL,
+    "llamafactory": LLAMAFACTORY,
+    "align_kit": ALIGN_KIT,
+    "generic": ALIGN_KIT,
+}
+# Whose terms the advice uses, for a family of names that is not a framework the advice knows by that name.
+ADVICE_FRAMEWORK = {"trl_ppo": "trl"}
+# A logged value that is another quantity's function: read as the concept's value.
+CONVERSIONS = {"token_mult_prob_error": lambda value: math.log(value) if value > 0 else math.nan}
 
 # Bookkeeping every logger writes beside the metrics: not metrics, never listed as unmapped.
 NOT_METRICS = frozenset(
@@ -130,12 +223,30 @@ NOT_METRICS = frozenset(
         "iteration",
         "num_tokens",
         "train/num_tokens",
+        "current_steps",
+        "total_steps",
+        "episode",
+        "eps",
     }
 )
 
 _VERL_MARKS = ("actor/", "critic/", "response_length/", "val-core/", "val-aux/", "timing_s/", "global_seqlen/")
 _OPENRLHF_ONLY = frozenset({"policy_loss", "actor_lr", "ppo_clip_ratio", "response_length", "ppo_kl", "vllm_kl"})
-_ALIGN_KIT_ONLY = frozenset(set(CONCEPTS) - set(TRL.values()) - {"eval_reward"})
+_ALIGN_KIT_ONLY = frozenset(set(CONCEPTS) - set(TRL.values()) - {"eval_reward", "accuracy", "format"})
+# Names only one family logs (after HF's train/ prefix is taken off), each family's telling marks.
+_MARKS = (
+    (
+        "trl_ppo",
+        frozenset({"objective/scores", "objective/rlhf_reward", "objective/kl", "policy/approxkl_avg", "val/ratio"}),
+    ),
+    ("nemo_rl", frozenset({"token_mult_prob_error", "gen_kl_error", "approx_entropy", "mean_gen_tokens_per_sample"})),
+    ("prime_rl", frozenset({"mismatch_kl/mean", "entropy/mean", "optim/grad_norm", "loss/mean"})),
+    (
+        "skyrl",
+        frozenset({"policy/policy_entropy", "reward/avg_raw_reward", "policy/policy_loss", "policy/raw_grad_norm"}),
+    ),
+    # LLaMA-Factory's step keys are bookkeeping (NOT_METRICS): its JSONL reader names the family itself.
+)
 
 
 def _bare(key: str) -> str:
@@ -148,12 +259,16 @@ def _bare(key: str) -> str:
 
 
 def detect_framework(keys: Iterable[str]) -> str:
-    """Whose names these are: verl (actor/, critic/, response_length/ ...), openrlhf (policy_loss, actor_lr ...),
-    align_kit (its own metrics beside TRL's), trl, or generic when none of them."""
+    """Whose names these are: verl (actor/, critic/, response_length/ ...), TRL's PPO/RLOO (objective/...), NeMo-RL,
+    prime-rl, SkyRL, LLaMA-Factory, openrlhf (policy_loss, actor_lr ...), align_kit (its own metrics beside TRL's),
+    trl, or generic when none of them."""
     keys = list(keys)
     if any(key.startswith(_VERL_MARKS) for key in keys):
         return "verl"
     bare = {_bare(key) for key in keys}
+    for family, marks in _MARKS:
+        if bare & marks:
+            return family
     if bare & _OPENRLHF_ONLY:
         return "openrlhf"
     if bare & _ALIGN_KIT_ONLY:
@@ -176,6 +291,24 @@ def builtin_concept(key: str, framework: str) -> str | None:
     if framework in ("trl", "align_kit", "generic") and (match := PER_REWARD.match(bare)):
         return f"rewards/{match.group(1)}/mean"
     return None
+
+
+_KNOWN: dict[str, str | None] = {}
+
+
+def known_concept(key: str) -> str | None:
+    """The concept any framework's built-in names map `key` to (the first family's), or None."""
+    if key in _KNOWN:
+        return _KNOWN[key]
+    concept = _KNOWN[key] = next(
+        (concept for family in BUILT_IN if (concept := builtin_concept(key, family)) is not None), None
+    )
+    return concept
+
+
+def is_known_metric(key: str) -> bool:
+    """Whether any framework's built-in names map `key` to a concept: the evidence that a row is a metric row."""
+    return known_concept(key) is not None
 
 
 def _priority(key: str, framework: str) -> int:
@@ -215,6 +348,23 @@ def resolve(
             others = ", ".join(key for key in found if key != ranked[0])
             notes.append(f"{concept} read from {ranked[0]}; also logged as {others} (left unmapped)")
     return {key: concept for concept, key in chosen.items()}, notes
+
+
+def role_keys(
+    mapping: Mapping[str, str], key_map: Mapping[str, str] | None = None, flat: Iterable[str] = ()
+) -> tuple[dict[str, str], list[str]]:
+    """({source key: role} for the reward components read as `accuracy` and `format`, notes). A component keeps its
+    own concept (`rewards/<name>/mean`) too: its values are read under both. A role the user's map gives a column
+    is not guessed; `flat` names the keys whose logged value never changes (`reward_roles.assign`)."""
+    user = set((key_map or {}).values())
+    components = [
+        (key, match.group(1))
+        for key, concept in mapping.items()
+        if key not in user and (match := PER_REWARD.match(concept))
+    ]
+    if not components:
+        return {}, []
+    return reward_roles.assign(components, reward_roles.user_roles(key_map), flat)
 
 
 def to_float(value: Any) -> float | None:

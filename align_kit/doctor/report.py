@@ -6,12 +6,17 @@ JSON (`to_json`): one object `{"schema": 1, "verdict": <worst>, "exit_code": <n>
 `fixes`), `coverage` (each `rule`, `judged`, `fired`, `reason`, `missing`), `advice` (each `fix`, `priority`,
 `text`, `rules`), `mapping` (source key -> concept), `unmapped`, `notes`, `artefacts`, `figure` (path or null).
 Non-finite numbers are written as the strings "nan", "inf", "-inf" so the document stays strict JSON.
+A bad input (exit 2) is `{"schema": 1, "verdict": null, "exit_code": 2, "error": <the one line>, "runs": []}`.
+
+Notes: how the history was read, then each concept holding non-finite values (the rules skip them: a metric that
+is all NaN would otherwise read as one nothing fired on), then how the doctor judged it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +46,51 @@ def _read_points(alert: Alert) -> str:
     return f"read {points} logged point{'s' * (points != 1)}, {where}"
 
 
+# Concepts a training step computes: NaN/inf there means the step itself broke (16.6: a NaN loss or gradient is
+# the end of a run), where a NaN reward or length may be one function's or logger's fault.
+COMPUTED = ("loss", "grad_norm", "entropy", "kl", "policy_ratio/mean")
+
+
+def non_finite_notes(diagnosis: Diagnosis) -> list[str]:
+    """One note per concept with NaN/inf values: how many of its logged values, where the first is, and when every
+    value is, that no rule could read it."""
+    history = diagnosis.history
+    concept_key = {concept: key for key, concept in history.mapping.items()}
+    logged: dict[str, int] = {}
+    bad: dict[str, list[tuple[int, float]]] = {}
+    for step, row in history.rows:
+        for concept, value in row.items():
+            logged[concept] = logged.get(concept, 0) + 1
+            if not math.isfinite(value):
+                bad.setdefault(concept, []).append((step, value))
+    notes = []
+    for concept, points in bad.items():
+        key = concept_key.get(concept, concept)
+        named = concept if key == concept else f"{concept} ({key})"
+        counts = Counter(_kind(value) for _, value in points)
+        kinds = ", ".join(f"{counts[kind]} {kind}" for kind in ("NaN", "inf", "-inf") if counts[kind])
+        if len(points) == logged[concept]:
+            what = f"every one of its {logged[concept]} logged values is non-finite ({kinds}): no rule could read it"
+        else:
+            what = (
+                f"{len(points)} of {logged[concept]} logged values are non-finite ({kinds}), "
+                f"the first at step {points[0][0]}"
+            )
+        if concept in COMPUTED:
+            what += "; a non-finite value computed by the training step is itself a sign the run broke"
+        notes.append(f"{named}: {what}")
+    return notes
+
+
+def _kind(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def notes_of(diagnosis: Diagnosis) -> list[str]:
+    """The run's notes in the report's order: how it was read, its non-finite values, how it was judged."""
+    return [*diagnosis.history.notes, *non_finite_notes(diagnosis), *diagnosis.notes]
+
+
 def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
     """The text report of one run."""
     history = diagnosis.history
@@ -51,7 +101,7 @@ def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
         f"read: {history.source} as {history.format} (advice in {history.framework} terms), "
         f"{len(history.rows)} logged rows{steps}"
     )
-    notes = [*history.notes, *diagnosis.notes]
+    notes = notes_of(diagnosis)
     if notes:
         lines.append("notes:")
         lines += [f"  - {note}" for note in notes]
@@ -165,7 +215,7 @@ def run_dict(diagnosis: Diagnosis, figure: str | None = None) -> dict[str, Any]:
             "advice": [advice.to_dict() for advice in diagnosis.advice],
             "mapping": dict(history.mapping),
             "unmapped": list(history.unmapped),
-            "notes": [*history.notes, *diagnosis.notes],
+            "notes": notes_of(diagnosis),
             "artefacts": list(diagnosis.artefacts),
             "figure": figure,
         }
@@ -182,3 +232,8 @@ def to_json(diagnoses: Sequence[Diagnosis], figures: Mapping[int, str] | None = 
         "runs": [run_dict(d, figures.get(i)) for i, d in enumerate(diagnoses)],
     }
     return json.dumps(document, indent=2, allow_nan=False)
+
+
+def error_json(message: str) -> str:
+    """The --json document of a bad input (exit 2): the one line as `error`, no runs."""
+    return json.dumps({"schema": SCHEMA, "verdict": None, "exit_code": 2, "error": message, "runs": []})

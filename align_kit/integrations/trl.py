@@ -12,15 +12,21 @@ plan, from the trainer's own `GRPOConfig` at `on_train_begin`:
 
 The reward functions' names come from the first logged step (TRL logs `rewards/<name>/mean` in the order of
 `reward_funcs`, the order of `reward_weights`): a callback sees the trainer's arguments, not the trainer.
+
+Its own arguments are checked where they are given (a `ConfigError`, one line naming the argument and the fix),
+and the folder again at `on_train_begin`, before the first step: a run must not train for hours to die at its
+first alert on a folder it cannot write, nor judge with a reward scale (NaN, inf, <= 0) that silences rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from align_kit.core.errors import ConfigError
 from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
@@ -88,6 +94,28 @@ def without_halts(config: HealthMonitorConfig) -> HealthMonitorConfig:
     )
 
 
+def check_reward_max(value: Any) -> None:
+    """None (from the reward weights), or a finite number above the monitor's lowest total reward, 0: a NaN makes
+    every comparison false and silences no_signal, an infinite or non-positive one leaves no reward range."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(
+            f"HealthCallback(reward_max={value!r}): expected a finite number > 0 (the best total reward a completion "
+            "can score, above the lowest, 0), or None to take it from the reward weights"
+        )
+
+
+def check_run_dir(run_dir: str | Path) -> None:
+    """The folder for alerts.jsonl and halt.json exists as a writable folder, or can be made in one."""
+    from align_kit.runs.preflight import check_writable
+
+    try:
+        check_writable("run_dir", str(run_dir))
+    except ConfigError as error:
+        raise ConfigError(f"HealthCallback: {error} (alerts.jsonl and halt.json are written there)") from None
+
+
 class HealthCallback(HealthMonitorCallback):
     """The monitor for `trl.GRPOTrainer(..., callbacks=[HealthCallback()])`.
 
@@ -107,6 +135,19 @@ class HealthCallback(HealthMonitorCallback):
         reward_max: float | None = None,
     ):
         config = config if config is not None else HealthMonitorConfig()
+        if not isinstance(config, HealthMonitorConfig):
+            raise ConfigError(
+                f"HealthCallback(config={type(config).__name__}): expected a HealthMonitorConfig "
+                "(align_kit.monitor.HealthMonitorConfig(), the shipped rules)"
+            )
+        check_reward_max(reward_max)
+        if run_dir is not None:
+            check_run_dir(run_dir)
+        if metrics_file is not None and Path(metrics_file).exists() and not Path(metrics_file).is_file():
+            raise ConfigError(
+                f"HealthCallback(metrics_file={str(metrics_file)!r}): is not a file; expected align_kit's "
+                "metrics.jsonl to rebuild the history from on a resume, or None"
+            )
         self.config = config if halt else without_halts(config)
         self._given_run_dir, self._given_metrics_file, self._reward_max = run_dir, metrics_file, reward_max
         self._args: Any = None
@@ -118,7 +159,9 @@ class HealthCallback(HealthMonitorCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self._args, self._output_dir = args, Path(args.output_dir)
         self.run_dir = Path(self._given_run_dir or args.output_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if state.is_world_process_zero:  # the rank that writes: refused now, not at the first alert hours in
+            check_run_dir(self.run_dir)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_file = Path(self._given_metrics_file or self.run_dir / "metrics.jsonl")
         self.monitor = HealthMonitor(
             self.config, context=run_context(args, reward_max=self._reward_max), framework="trl"

@@ -11,6 +11,7 @@ this callback lets through holds finite weights (checked when a save is due), so
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -58,10 +59,14 @@ class HealthMonitorCallback(TrainerCallback):
         self.halted: Alert | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            repaired = end_cut_line(self.run_dir / ALERTS_FILE)
+            if repaired:
+                _echo(f"align-kit monitor: {repaired}")
         if state.global_step == 0:
             return
         saved = Path(args.output_dir, f"checkpoint-{state.global_step}", MONITOR_STATE_FILE)
-        if saved.is_file() and self.monitor.load_state_dict(json.loads(saved.read_text())):
+        if saved.is_file() and self._load_saved_state(saved):
             return
         # A checkpoint without the state (or kept for other rule settings): the history is rebuilt from what was
         # logged, reading the whole file; alerts raised then are not repeated.
@@ -69,6 +74,27 @@ class HealthMonitorCallback(TrainerCallback):
             for row in read_metrics(self.metrics_file):
                 if row.get("step", 0) <= state.global_step:
                     self.monitor.update(row["step"], row)
+
+    def _load_saved_state(self, saved: Path) -> bool:
+        """Continue from the checkpoint's monitor state. A state cut short (the process died while the checkpoint
+        was written) or not the monitor's is said in one line and left: the history is rebuilt from the logged rows
+        instead, so the resumed run trains on rather than ending in a JSON error. Loaded into a copy, so a state
+        that fails half-way leaves the monitor as it was."""
+        try:
+            data = json.loads(saved.read_text())
+            candidate = copy.deepcopy(self.monitor)
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            loaded = candidate.load_state_dict(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:  # JSONDecodeError is a ValueError
+            _echo(
+                f"align-kit monitor: {saved} is not a readable monitor state ({type(error).__name__}: {error}); "
+                "the monitor's history is rebuilt from the run's logged history instead"
+            )
+            return False
+        if loaded:
+            self.monitor = candidate
+        return loaded
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.monitor.config.enabled:
@@ -159,6 +185,28 @@ class HealthMonitorCallback(TrainerCallback):
             else "no checkpoint was saved before this step (trainer.save_steps)"
         )
         return dataclasses.replace(alert, advice=f"{alert.advice}; {where}")
+
+
+def end_cut_line(path: Path) -> str:
+    """End a JSON-lines file whose last line was cut (the process died mid-write) with a newline, so the next line
+    appended starts on its own line instead of being glued to the cut one and lost with it to every reader; what
+    was done, in words ("" when nothing was)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            if handle.tell() == 0:
+                return ""
+            handle.seek(-1, 2)
+            if handle.read(1) == b"\n":
+                return ""
+    except FileNotFoundError:
+        return ""
+    with path.open("a") as handle:
+        handle.write("\n")
+    return (
+        f"{path} ended in a cut line (a run stopped while writing it): that line is left as it is (not valid JSON), "
+        "and the next alert starts on a new line"
+    )
 
 
 def _wandb_alert(alert: Alert) -> None:

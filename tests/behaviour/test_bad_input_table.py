@@ -878,6 +878,48 @@ LIFECYCLE_OTHER = [
     (["compare", "{data}/compare/latin1_run"], "align-kit: compare error: ", "latin1_run/config.yaml is not UTF-8"),
     (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
 ]
+# `align-kit doctor` on what a new user hands it (issue 35, item 7): each one line, exit 2, nothing written. The
+# inputs the doctor reads but reports on (a column all NaN, steps logged twice, a log rewritten under --follow) are
+# notes of the report, tested in tests/doctor/test_command.py and test_follow.py.
+_DOCTOR = "align-kit: doctor error: "
+DOCTOR = [
+    (["doctor", "{data}/doctor/empty.log"], _DOCTOR, "{data}/doctor/empty.log: is empty (0 bytes)"),
+    (["doctor", "{data}/doctor/binary.bin"], _DOCTOR, "{data}/doctor/binary.bin: no metric rows found"),
+    (["doctor", "{data}/doctor/nothing"], _DOCTOR, "{data}/doctor/nothing: no metric rows found"),
+    (["doctor", "{data}/doctor/deep.json"], _DOCTOR, "{data}/doctor/deep.json: JSON nested deeper than"),
+    (["doctor", "/dev/zero"], _DOCTOR, "/dev/zero: is a character device, not a regular file"),
+    (["doctor", ""], _DOCTOR, "PATH '' is empty; expected a run's log file or folder"),
+    (["doctor", "https://example.org/trainer_state.json"], _DOCTOR, "is a URL, not fetched"),
+    (["doctor", "{data}/doctor/fifo"], _DOCTOR, "{data}/doctor/fifo: is a named pipe (FIFO), not a regular file"),
+    (["doctor", "{data}/doctor/rising.json", "--logging-steps", "0"], _DOCTOR, "'0': expected a whole number > 0"),
+    (["doctor", "{data}/doctor/rising.json", "--follow", "--idle", "-1"], _DOCTOR, "'-1': expected a number > 0"),
+    (["doctor", "{data}/doctor/nope.jsonl", "--follow", "--idle", "1"], _DOCTOR, "nope.jsonl: no such file or folder"),
+    (["doctor", "{data}/doctor/rising.json", "--reward-max", "nan"], _DOCTOR, "'nan': expected a finite number"),
+    (
+        ["doctor", "{data}/doctor/rising.json", "--reward-min", "0.8"],
+        _DOCTOR,
+        "--reward-min 0.8: {data}/doctor/rising.json logs a mean reward of 0.1 at step 10, below the stated minimum",
+    ),
+    (
+        ["doctor", "{data}/doctor/rising.json", "--reward-max", "0.5"],
+        _DOCTOR,
+        "--reward-max 0.5: {data}/doctor/rising.json logs a mean reward of 0.6 at step 60, above the stated maximum",
+    ),
+    (["doctor", "{data}/doctor/rising.json", "--map", "rewrad=score"], _DOCTOR, "did you mean reward?"),
+    (
+        ["doctor", "{data}/doctor/rising.json", "--map", "reward=score", "--map", "eval_reward=score"],
+        _DOCTOR,
+        "column 'score' mapped to two concepts (reward, eval_reward)",
+    ),
+    (
+        ["doctor", "{data}/doctor/rising.json", "--map", "reward=score", "--map", "reward=loss"],
+        _DOCTOR,
+        "one concept read from two columns",
+    ),
+    (["doctor", "{data}/doctor/rising.json", "--json", "--map", "rewrad=score"], _DOCTOR, "did you mean reward?"),
+    (["doctor", "{data}/doctor/rising.json", "--figures", "{victim}"], _DOCTOR, "is a file; expected a folder"),
+    (["doctor", "{data}/doctor/rising.json", "--figures", "/sys/kernel/figs"], _DOCTOR, "the kernel's own file system"),
+]
 
 
 def make_victims(folder: Path) -> tuple[Path, Path]:
@@ -954,6 +996,7 @@ def make_data_files(folder: Path) -> Path:
     _make_strict_data_files(folder, good)
     DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
     make_lifecycle_files(folder)
+    make_doctor_files(folder / "doctor")
     for name, text in PRESETS.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1028,6 +1071,21 @@ def _make_strict_data_files(folder: Path, good: list[dict]) -> None:
     (folder / "hf_char" / "model.safetensors").write_bytes(b"")
     (folder / "hf_latin1").mkdir()
     (folder / "hf_latin1" / "config.json").write_bytes('{"model_type": "qwen3", "name": "caf\xe9"}'.encode("latin-1"))
+
+
+def make_doctor_files(folder: Path) -> None:
+    """The DOCTOR cases' files: a TRL trainer_state.json whose reward rises 0.1 -> 0.6 over steps 10-60 (a column
+    "score" holds the same numbers), and inputs a log reader must refuse in one line."""
+    import os
+
+    folder.mkdir(parents=True)
+    rows = [{"step": 10 * r, "loss": 0.1, "grad_norm": 0.5, "reward": r / 10, "score": r / 10} for r in range(1, 7)]
+    (folder / "rising.json").write_text(json.dumps({"global_step": 60, "log_history": rows}))
+    (folder / "empty.log").write_text("")
+    (folder / "binary.bin").write_bytes(bytes(range(256)) * 64)
+    (folder / "nothing").mkdir()
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    os.mkfifo(folder / "fifo")
 
 
 def _manifest(jobs: list, **changes) -> str:
@@ -1156,12 +1214,61 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
 
 
-@pytest.mark.parametrize(
-    ("argv", "prefix", "fragment"), LIFECYCLE_OTHER, ids=[" ".join(a) for a, _, _ in LIFECYCLE_OTHER]
-)
+OTHER = LIFECYCLE_OTHER + DOCTOR
+
+# The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
+# that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.
+CALLBACK = [
+    ("HealthCallback(reward_max=float('nan'))", "HealthCallback(reward_max=nan): expected a finite number > 0"),
+    ("HealthCallback(reward_max=float('inf'))", "HealthCallback(reward_max=inf): expected a finite number > 0"),
+    ("HealthCallback(reward_max=0.0)", "HealthCallback(reward_max=0.0): expected a finite number > 0"),
+    ("HealthCallback(reward_max=-2)", "HealthCallback(reward_max=-2): expected a finite number > 0"),
+    ("HealthCallback(config={})", "HealthCallback(config=dict): expected a HealthMonitorConfig"),
+    ("HealthCallback(run_dir='/sys/kernel/monitor')", "run_dir=/sys/kernel/monitor is under /sys"),
+    # (the run_dir shown is shortened past 80 characters; the file in the way is named whole)
+    ("HealthCallback(run_dir='{victim}/monitor')", "cannot be created: {victim} is a file, not a folder"),
+    ("begin(HealthCallback(), output_dir='/sys/kernel/run')", "run_dir=/sys/kernel/run is under /sys"),
+    ("HealthCallback(metrics_file='/')", "HealthCallback(metrics_file='/'): is not a file"),
+]
+
+
+def begin(callback, output_dir: str) -> None:
+    """The callback's on_train_begin as a plain GRPOTrainer calls it, with `output_dir`, at step 0."""
+    from transformers import TrainerControl, TrainerState
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir=output_dir, use_cpu=True, report_to="none")
+    callback.on_train_begin(args, TrainerState(), TrainerControl())
+
+
+def build_callback(code: str) -> None:
+    """Run one CALLBACK row's Python."""
+    from align_kit.integrations.trl import HealthCallback
+
+    eval(code, {"HealthCallback": HealthCallback, "begin": begin})  # the table's own rows, never user input
+
+
+@pytest.mark.parametrize(("code", "fragment"), CALLBACK, ids=[code for code, _ in CALLBACK])
+def test_callback_bad_argument_is_one_line_before_training(code, fragment, tmp_path, monkeypatch):
+    from align_kit.core.errors import ConfigError
+
+    victim, _ = make_victims(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        build_callback(code.replace("{victim}", str(victim)))
+    message = str(refused.value)
+    assert "\n" not in message and fragment.replace("{victim}", str(victim)) in message
+    assert victims_untouched(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir"]
+
+
+@pytest.mark.parametrize(("argv", "prefix", "fragment"), OTHER, ids=[" ".join(a) for a, _, _ in OTHER])
 def test_other_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, prefix, fragment, entry, data, tmp_path):
-    make_victims(tmp_path)
-    argv = [arg.replace("{data}", str(data)) for arg in argv]
+    victim, victim_dir = make_victims(tmp_path)
+    fill = {"{data}": str(data), "{victim_dir}": str(victim_dir), "{victim}": str(victim)}
+    for placeholder, value in fill.items():
+        argv = [arg.replace(placeholder, value) for arg in argv]
+        fragment = fragment.replace(placeholder, value)
 
     status, stderr, left = entry(argv)
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
 from align_kit import cli
+from tests.read_only import unwritable_folder
 
 
 def trainer_state(path: Path, rows: list[dict[str, float]], every: int = 10) -> Path:
@@ -79,6 +81,10 @@ def test_figures_only_where_asked(tmp_path, capsys, monkeypatch):
     assert status == 2 and err.count("\n") == 1 and "figs/run.png: exists" in err
 
 
+# A rising reward: 0.1, 0.2, ..., 0.6 at steps 10, ..., 60; a second column "score" holding the same numbers.
+RISING = [{"loss": 0.1, "grad_norm": 0.5, "reward": r / 10, "score": r / 10} for r in range(1, 7)]
+STATE = json.dumps({"global_step": 60, "log_history": [{"step": 10 * (i + 1), **row} for i, row in enumerate(RISING)]})
+
 # (argv after `doctor`, files to write first {name: text}, a fragment the one error line must contain)
 BAD_INPUTS = [
     (["{dir}/missing.json"], {}, "missing.json: no such file or folder"),
@@ -93,6 +99,40 @@ BAD_INPUTS = [
     (["x", "--reward-max", "nan"], {}, "'nan': expected a finite number"),
     (["x", "--reward-max", "1", "--reward-min", "2"], {}, "--reward-min 2 >= --reward-max 1"),
     (["--follow", "a", "b"], {}, "--follow watches one PATH; got 2"),
+    (["{dir}/blank.jsonl"], {"blank.jsonl": ""}, "blank.jsonl: is empty (0 bytes)"),
+    ([""], {}, "PATH '' is empty; expected a run's log file or folder"),
+    (["https://example.org/trainer_state.json"], {}, "is a URL, not fetched; expected a local file"),
+    (["{dir}/deep.json"], {"deep.json": "[" * 100_000 + "]" * 100_000}, "deep.json: JSON nested deeper than"),
+    (["/dev/zero"], {}, "/dev/zero: is a character device, not a regular file"),
+    # --map: a misspelled concept, one column read as two concepts, one concept read from two columns.
+    (["{dir}/s.json", "--map", "rewrad=score"], {"s.json": STATE}, "'rewrad' is no concept a rule reads; did you mean"),
+    (
+        ["{dir}/s.json", "--map", "reward=score", "--map", "eval_reward=score"],
+        {"s.json": STATE},
+        "column 'score' mapped to two concepts (reward, eval_reward)",
+    ),
+    (
+        ["{dir}/s.json", "--map", "reward=score", "--map", "reward=loss"],
+        {"s.json": STATE},
+        "--map reward=score and --map reward=loss: one concept read from two columns",
+    ),
+    # A stated reward scale the logged rewards (0.1 at step 10 up to 0.6 at step 60) contradict.
+    (
+        ["{dir}/s.json", "--reward-min", "0.8"],
+        {"s.json": STATE},
+        "--reward-min 0.8: {dir}/s.json logs a mean reward of 0.1 at step 10, below the stated minimum",
+    ),
+    # --reward-min alone at or above the default maximum, 1.0 (the rewards, 0.1-0.6, would also be below it).
+    (
+        ["{dir}/s.json", "--reward-min", "1"],
+        {"s.json": STATE},
+        "--reward-min 1: not below the highest total reward of {dir}/s.json, 1 (default); expected min < max",
+    ),
+    (
+        ["{dir}/s.json", "--reward-max", "0.5", "--reward-min", "0"],
+        {"s.json": STATE},
+        "--reward-max 0.5: {dir}/s.json logs a mean reward of 0.6 at step 60, above the stated maximum",
+    ),
 ]
 
 
@@ -100,12 +140,204 @@ BAD_INPUTS = [
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, files, fragment):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
+    before = sorted(p.name for p in tmp_path.iterdir())
     status, out, err = doctor(capsys, *(arg.format(dir=tmp_path) for arg in argv))
     assert status == 2
     assert out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
     assert err.count("\n") == 1 and err.startswith("align-kit: doctor error: ")
-    assert fragment in err
+    assert fragment.format(dir=tmp_path) in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("scale", [["--reward-min", "0.1"], ["--reward-max", "0.6"], ["--reward-min", "-1"]])
+def test_a_stated_scale_the_rewards_lie_within_is_taken(tmp_path, capsys, scale):
+    # The rewards run 0.1-0.6: a minimum of 0.1 or lower, a maximum of 0.6 or higher, are consistent with them.
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, str(tmp_path / "s.json"), *scale)
+    assert status in (0, 1) and err == "" and out.startswith("== ")
+
+
+def test_follow_refuses_a_scale_its_rows_contradict(tmp_path, capsys):
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, "--follow", str(tmp_path / "s.json"), "--reward-max", "0.5", "--idle", "0.1")
+    assert status == 2 and err.count("\n") == 1 and "--reward-max 0.5: " in err
+    assert out.startswith("following ")  # the follow's first line, then the refusal
+
+
+def test_follow_with_json_keeps_stdout_to_the_document(tmp_path, capsys):
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, "--follow", str(tmp_path / "s.json"), "--json", "--idle", "0.1")
+    assert json.loads(out)["runs"][0]["rows"] == 6
+    assert err.startswith(f"following {tmp_path / 's.json'}: ") and "has not grown for 0.1 s" in err
+
+
+def test_json_on_a_bad_input_prints_an_error_object(tmp_path, capsys):
+    # `align-kit doctor ... --json | jq .error`: the one line on stderr, and the same line as JSON on stdout.
+    status, out, err = doctor(capsys, str(tmp_path / "missing.json"), "--json")
+    assert status == 2 and err.count("\n") == 1
+    document = json.loads(out)
+    assert document["exit_code"] == 2 and document["runs"] == [] and document["verdict"] is None
+    assert (
+        document["error"] == f"{tmp_path / 'missing.json'}: no such file or folder; expected a run's log file or folder"
+    )
+    assert err == f"align-kit: doctor error: {document['error']}\n"
+    # A bad option too (parsed before --json is known), and argparse's prefix of --json.
+    status, out, _ = doctor(capsys, "x", "--idle", "0", "--js")
+    assert status == 2 and "'0': expected a number > 0" in json.loads(out)["error"]
+
+
+def test_a_fifo_is_refused_before_it_is_opened(tmp_path, capsys):
+    # Opening a FIFO with no writer blocks forever: refused by its kind, never opened.
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    status, _, err = doctor(capsys, str(fifo))
+    assert (
+        status == 2
+        and err
+        == f"align-kit: doctor error: {fifo}: is a named pipe (FIFO), not a regular file; "
+        "expected a run's log file or folder\n"
+    )
+
+
+def test_a_file_over_the_read_cap_is_refused_naming_the_cap(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ALIGN_KIT_DOCTOR_MAX_MB", "1")
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"x" * (1024 * 1024 + 1))  # one byte over 1 MiB
+    status, _, err = doctor(capsys, str(big))
+    assert status == 2 and "larger than the doctor's read cap of 1 MiB" in err
+    assert "set ALIGN_KIT_DOCTOR_MAX_MB=2 to raise the cap" in err
+    big.write_bytes(b"x" * (1024 * 1024))  # exactly 1 MiB: read (and found to hold no rows)
+    status, _, err = doctor(capsys, str(big))
+    assert status == 2 and "no metric rows found" in err
+    monkeypatch.setenv("ALIGN_KIT_DOCTOR_MAX_MB", "lots")
+    status, _, err = doctor(capsys, str(big))
+    assert status == 2 and "ALIGN_KIT_DOCTOR_MAX_MB='lots': expected a whole number of MiB >= 1" in err
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="Linux's /proc")
+def test_a_file_that_fails_to_read_is_one_line(capsys):
+    # /proc/self/mem is a regular file of size 0 whose first page is unmapped: reading it fails with EIO.
+    status, _, err = doctor(capsys, "/proc/self/mem")
+    assert (
+        status == 2
+        and err
+        == "align-kit: doctor error: /proc/self/mem: cannot be read (Input/output error); expected a readable run log\n"
+    )
+
+
+def test_figures_into_a_folder_that_cannot_be_written(tmp_path, capsys):
+    path = trainer_state(tmp_path / "run" / "trainer_state.json", HEALTHY)
+    folder = unwritable_folder(tmp_path)
+    for target in (folder, folder / "figs"):
+        status, out, err = doctor(capsys, str(path), "--figures", str(target))
+        assert status == 2 and out == "" and err.count("\n") == 1
+        # A folder refusing a new file, or sysfs (where root's test finds one), named as the train command names it.
+        assert err.startswith(f"align-kit: doctor error: --figures={target} ")
+        assert "is not writable" in err or "is under /sys, the kernel's own file system" in err
+
+
+def test_figures_on_a_full_disk_leave_nothing(tmp_path, capsys, monkeypatch):
+    # The disk fills while the second of two sheets is written: one line, and neither sheet nor folder is left.
+    import errno
+
+    import matplotlib.figure
+
+    real_savefig, saved = matplotlib.figure.Figure.savefig, []
+
+    def fill_up(self, target, **options):
+        if saved:
+            target.write(b"\x89PNG half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        saved.append(target)
+        return real_savefig(self, target, **options)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", fill_up)
+    a = trainer_state(tmp_path / "a" / "trainer_state.json", HEALTHY)
+    b = trainer_state(tmp_path / "b" / "trainer_state.json", HEALTHY)
+    status, out, err = doctor(capsys, str(a), str(b), "--figures", str(tmp_path / "figs" / "new"))
+    assert status == 2 and out == ""
+    assert (
+        err == f"align-kit: doctor error: --figures {tmp_path / 'figs' / 'new'}: cannot write a sheet (No space "
+        "left on device); expected a writable folder with free space (nothing was written)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_forced_figures_that_fail_keep_the_old_sheet(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import matplotlib.figure
+
+    def fail(self, target, **options):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = trainer_state(tmp_path / "run" / "trainer_state.json", HEALTHY)
+    (tmp_path / "figs").mkdir()
+    (tmp_path / "figs" / "run.png").write_bytes(b"old sheet")
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", fail)
+    status, _, _ = doctor(capsys, str(path), "--figures", str(tmp_path / "figs"), "--force")
+    assert status == 2
+    assert [p.name for p in (tmp_path / "figs").iterdir()] == ["run.png"]  # no temporary file left either
+    assert (tmp_path / "figs" / "run.png").read_bytes() == b"old sheet"
+
+
+def test_non_finite_columns_are_reported_per_concept(tmp_path, capsys):
+    # Entropy NaN on all 3 rows, grad_norm inf on the 2nd of 3 (step 20): each named in a note, not left silent.
+    rows = [{"loss": 0.1, "grad_norm": value, "reward": 0.5, "entropy": math.nan} for value in (0.5, math.inf, 0.5)]
+    path = trainer_state(tmp_path / "run" / "trainer_state.json", rows)
+    _, out, _ = doctor(capsys, str(path), "--json")
+    notes = json.loads(out)["runs"][0]["notes"]
+    assert (
+        "entropy: every one of its 3 logged values is non-finite (3 NaN): no rule could read it; a non-finite "
+        "value computed by the training step is itself a sign the run broke"
+    ) in notes
+    assert any(
+        note.startswith("grad_norm: 1 of 3 logged values are non-finite (1 inf), the first at step 20")
+        for note in notes
+    )
+    assert not any(note.startswith(("loss:", "reward:")) for note in notes)
+
+
+def test_steps_logged_twice_are_named_with_the_copy_used(tmp_path, capsys):
+    # Steps 20 and 30 each logged twice in a row (reward 0.2 then 0.9 at both): read from the later copy, and said.
+    history = [
+        {"step": 10, "loss": 0.1, "reward": 0.1},
+        {"step": 20, "loss": 0.1, "reward": 0.2},
+        {"step": 20, "loss": 0.1, "reward": 0.9},
+        {"step": 30, "loss": 0.1, "reward": 0.2},
+        {"step": 30, "loss": 0.1, "reward": 0.9},
+    ]
+    path = tmp_path / "run" / "trainer_state.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"global_step": 30, "log_history": history}))
+    _, out, _ = doctor(capsys, str(path), "--json")
+    notes = json.loads(out)["runs"][0]["notes"]
+    assert (
+        "2 step(s) logged more than once (20, 30): each is read from its later copy in the file, as a resumed run "
+        "redoes steps"
+    ) in notes
+
+
+def test_train_and_eval_rows_of_one_step_are_not_a_repeat(tmp_path, capsys):
+    # HF logs a step's train metrics and its eval metrics as two entries: merged, with nothing said.
+    history = [{"step": 10, "loss": 0.1, "reward": 0.5}, {"step": 10, "eval_reward": 0.4}]
+    path = tmp_path / "run" / "trainer_state.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"global_step": 10, "log_history": history}))
+    _, out, _ = doctor(capsys, str(path), "--json")
+    assert not any("more than once" in note for note in json.loads(out)["runs"][0]["notes"])
+
+
+def test_ctrl_c_while_reading_is_one_line(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("align_kit.doctor.readers.read_runs", interrupted)
+    (tmp_path / "s.json").write_text(STATE)
+    status, out, err = doctor(capsys, str(tmp_path / "s.json"))
+    assert status == 130 and out == ""
+    assert err == "align-kit: doctor interrupted (Ctrl-C); nothing was reported\n"
 
 
 def test_a_reader_that_closes_the_pipe_gets_no_traceback():

@@ -48,6 +48,34 @@ from align_kit.doctor.keymaps import builtin_concept, detect_framework, resolve,
         ("ppo_clip_ratio", "openrlhf", "clip_ratio/region_mean"),
         ("ppo_kl", "openrlhf", None),
         ("response_length", "openrlhf", "completions/mean_length"),
+        ("rollout_corr/kl", "verl", "mismatch/kl"),
+        ("rollout_corr/k3_kl", "verl", "mismatch/kl"),
+        # TRL's PPOTrainer and the older RLOOTrainer
+        ("objective/scores", "trl_ppo", "reward"),
+        ("objective/rlhf_reward", "trl_ppo", "reward"),
+        ("objective/kl", "trl_ppo", "kl"),
+        ("policy/entropy_avg", "trl_ppo", "entropy"),
+        ("val/ratio", "trl_ppo", "policy_ratio/mean"),
+        ("policy/clipfrac_avg", "trl_ppo", "clip_ratio/region_mean"),
+        ("policy/approxkl_avg", "trl_ppo", None),  # old-vs-new policy
+        ("objective/non_score_reward", "trl_ppo", None),
+        # NeMo-RL (train/ prefix), prime-rl, SkyRL
+        ("train/token_mult_prob_error", "nemo_rl", "mismatch/logp_abs_diff/mean"),
+        ("train/gen_kl_error", "nemo_rl", "mismatch/kl"),
+        ("train/reward", "nemo_rl", "reward"),
+        ("validation/accuracy", "nemo_rl", "eval_reward"),
+        ("train/approx_entropy", "nemo_rl", "entropy"),
+        ("train/mean_gen_tokens_per_sample", "nemo_rl", "completions/mean_length"),
+        ("train/truncation_rate", "nemo_rl", "completions/clipped_ratio"),
+        ("mismatch_kl/mean", "prime_rl", "mismatch/kl"),
+        ("entropy/mean", "prime_rl", "entropy"),
+        ("optim/grad_norm", "prime_rl", "grad_norm"),
+        ("policy/policy_entropy", "skyrl", "entropy"),
+        ("reward/avg_raw_reward", "skyrl", "reward"),
+        ("generate/avg_num_tokens", "skyrl", "completions/mean_length"),
+        # LLaMA-Factory's trainer_log.jsonl
+        ("lr", "llamafactory", "learning_rate"),
+        ("accuracy", "llamafactory", None),  # DPO's rewards/accuracies, no GRPO component
         # align_kit: TRL's names and its own
         ("policy_ratio/abs_dev", "align_kit", "policy_ratio/abs_dev"),
         ("completion_length", "align_kit", "completions/mean_length"),
@@ -66,10 +94,24 @@ def test_built_in_names(key, framework, concept):
         (["train/policy_loss", "train/actor_lr"], "openrlhf"),
         (["reward", "policy_ratio/mean", "groups/flat_fraction"], "align_kit"),
         (["acc", "my_reward"], "generic"),
+        (["objective/scores", "objective/kl", "policy/entropy_avg"], "trl_ppo"),
+        (["train/token_mult_prob_error", "train/reward"], "nemo_rl"),
+        (["loss/mean", "entropy/mean", "mismatch_kl/mean"], "prime_rl"),
+        (["policy/policy_entropy", "reward/avg_raw_reward"], "skyrl"),
+        (["rewards/accuracy/mean", "reward"], "trl"),  # `accuracy`, a role concept, is no align_kit mark
     ],
 )
 def test_framework_from_keys(keys, framework):
     assert detect_framework(keys) == framework
+
+
+def test_ppo_entropy_prefers_the_token_mean():
+    # policy/entropy_avg is the mean token entropy; objective/entropy sums each sequence's tokens.
+    mapping, notes = resolve(
+        ["objective/entropy", "policy/entropy_avg", "objective/rlhf_reward", "objective/scores"], "trl_ppo"
+    )
+    assert mapping == {"policy/entropy_avg": "entropy", "objective/scores": "reward"}
+    assert len(notes) == 2
 
 
 def test_a_user_map_wins_and_one_key_per_concept():

@@ -140,7 +140,8 @@ def test_trainer_state_json():
     assert series(history, "reward") == [(10, 0.5), (20, 0.75), (30, 0.875)]
     # The eval entry at step 20 joins that step's row; the end-of-training summary is not a step.
     assert series(history, "eval_reward") == [(20, 0.625)]
-    assert series(history, "rewards/accuracy/mean") == [(10, 0.5), (20, 0.75), (30, 0.875)]
+    # rewards/accuracy/mean is the accuracy component by its name (reward_roles).
+    assert series(history, "accuracy") == [(10, 0.5), (20, 0.75), (30, 0.875)]
     assert history.mapping["clip_ratio/region_mean"] == "clip_ratio/region_mean"
     assert {"eval_loss", "clip_ratio/high_max", "rewards/accuracy/std"} <= set(history.unmapped)
     assert "epoch" not in history.unmapped and "step" not in history.unmapped
@@ -182,7 +183,8 @@ def test_trl_log_lines_older_names_without_steps():
 
     assert (history.format, history.framework) == ("trl_log_lines", "trl")
     assert series(history, "completions/mean_length") == [(1, 200.0), (2, 180.0), (3, 160.0)]
-    assert series(history, "rewards/format_reward/mean") == [(1, 0.5), (2, 0.75), (3, 1.0)]
+    # rewards/format_reward (older TRL, no /mean) is the format component by its name.
+    assert series(history, "format") == [(1, 0.5), (2, 0.75), (3, 1.0)]
     # The eval dict belongs to the training point before it; the summary line is no step.
     assert series(history, "eval_reward") == [(2, 0.625)]
     assert math.isnan(history.rows[2][1]["grad_norm"])
@@ -293,6 +295,189 @@ def test_markdown_with_pasted_verl_excerpt(tmp_path):
     assert series(history, "entropy") == [(5, 5.683), (6, 6.5)]
 
 
+# --- read by evidence: printed configs never count as metric rows ------------------------------------------------
+
+
+def test_notebook_html_progress_table_beside_printed_configs():
+    # vLLM's compilation config (JSON with lists), a dataset row (nested), a printed GRPOConfig-like dict (settings)
+    # and the TrainOutput summary print beside the Trainer's HTML table: only the table's 3 rows are metric rows.
+    history = only(DATA / "notebook_progress_table.ipynb")
+    assert (history.format, history.framework) == ("trl_table", "trl")
+    assert [step for step, _ in history.rows] == [1, 2, 3]
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5), (3, 1.0)]
+    assert series(history, "completions/mean_length") == [(1, 180.5), (2, 160.25), (3, 120.0)]
+    # `rewards / correctness_reward_func / mean` read by role.
+    assert series(history, "accuracy") == [(1, 0.125), (2, 0.25), (3, 0.5)]
+    assert "left out 3 printed config or data dict(s): settings, not metrics" in history.notes
+    assert "left out 1 end-of-training summary line(s) (train_runtime, train_loss)" in history.notes
+
+
+def test_a_notebook_with_an_sft_table_then_a_grpo_table(tmp_path):
+    # A warm-up SFT run and then GRPO, each cell with its own progress table: two runs.
+    def table(titles, rows):
+        head = "".join(f"<th>{title}</th>" for title in titles)
+        body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    sft = table(["Step", "Training Loss"], [[1, 1.5], [2, 1.25], [3, 1.0]])
+    grpo = table(["Step", "Training Loss", "reward", "kl"], [[1, 0.0, 0.25, 0.0], [2, 0.0, 0.5, 0.001]])
+    cells = [
+        {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": [html]}}]}
+        for html in (sft, grpo)
+    ]
+    path = tmp_path / "warmup_then_grpo.ipynb"
+    path.write_text(json.dumps({"nbformat": 4, "cells": cells}))
+    first, second = read_runs(str(path))
+    assert first.name == "warmup_then_grpo [run 1 of 2: SFT phase, steps 1-3]"
+    assert series(first, "loss") == [(1, 1.5), (2, 1.25), (3, 1.0)]
+    assert second.name == "warmup_then_grpo [run 2 of 2: steps 1-2]"
+    assert series(second, "reward") == [(1, 0.25), (2, 0.5)]
+
+
+def test_verl_console_with_its_pretty_printed_hydra_config():
+    # The config spans 16 lines, nested dicts opening inside it: one config, no metric row; the 3 step lines win.
+    history = only(DATA / "verl_console_with_config.log")
+    assert (history.format, history.framework) == ("verl_console", "verl")
+    assert series(history, "reward") == [(1, 0.25), (2, 0.375), (3, 0.5)]
+    assert "left out 1 printed config or data dict(s): settings, not metrics" in history.notes
+    assert not any("left out: trl_log_lines" in note for note in history.notes)
+
+
+def test_log_dicts_wrapped_by_a_terminal_are_joined():
+    # Each dict cut at 100 columns, mid-key (`completions/mean_len` + `gth`); a printed config dict beside them.
+    history = only(DATA / "trl_wrapped_dicts.log")
+    assert history.format == "trl_log_lines"
+    assert series(history, "completions/mean_length") == [(1, 150.5), (2, 140.25)]
+    assert series(history, "entropy") == [(1, 0.75), (2, 0.7)]
+    assert "joined 2 log dict(s) wrapped over several lines" in history.notes
+    assert "left out 1 printed config or data dict(s): settings, not metrics" in history.notes
+
+
+def test_log_history_printed_as_a_list(tmp_path):
+    # print(trainer.state.log_history): one line with every dict, or pretty-printed one key per line.
+    rows = [{"loss": 0.5, "reward": 0.25, "step": 1}, {"loss": 0.25, "reward": 0.5, "step": 2}]
+    one_line = tmp_path / "one_line.txt"
+    one_line.write_text(f"history: {rows!r}\n")
+    assert series(only(one_line), "reward") == [(1, 0.25), (2, 0.5)]
+    pretty = tmp_path / "pretty.txt"
+    pretty.write_text(
+        "[{'loss': 0.5,\n  'reward': 0.25,\n  'step': 1},\n {'loss': 0.25,\n  'reward': 0.5,\n  'step': 2}]\n"
+    )
+    assert series(only(pretty), "reward") == [(1, 0.25), (2, 0.5)]
+
+
+@pytest.mark.parametrize(
+    ("row", "config"),
+    [
+        ({"loss": 0.1, "reward": 0.5, "epoch": 0.1}, False),
+        ({"loss": 0.0, "reward": 0.5, "global_step/max_steps": "5/3766", "percentage": "0.13%"}, False),
+        ({"level": 3, "custom_ops": [], "use_inductor": True}, True),  # vLLM's compilation config
+        ({"question": "How many?", "answer": "12", "prompt": [{"role": "user"}]}, True),  # a dataset row
+        ({"learning_rate": 5e-06, "beta": 0.04, "num_generations": 8}, True),  # names settings
+        ({"learning_rate": 1e-06, "output_router_logits": False, "model_type": "llama", "name": "x"}, True),  # words
+        ({"lr": 1e-06, "warmup_style": "constant"}, False),  # one known name, one word: not mostly words
+        ({"optim": {"lr": 1e-06}}, True),  # nested
+    ],
+)
+def test_what_is_a_printed_config(row, config):
+    from align_kit.doctor.readers.evidence import is_config
+
+    assert is_config(row) is config
+
+
+def test_the_family_with_more_metric_rows_wins(tmp_path):
+    # Three verl step lines and one TRL dict: verl wins by rows carrying metric names, and says what it left out.
+    path = tmp_path / "mixed.log"
+    path.write_text(
+        "{'loss': 0.5, 'reward': 0.25}\n"
+        + "".join(f"step:{step} - critic/score/mean:0.{step} - actor/entropy:0.5\n" for step in (1, 2, 3))
+    )
+    history = only(path)
+    assert history.format == "verl_console"
+    assert "read as verl_console (3 rows with metric names); left out: trl_log_lines (1)" in history.notes
+
+
+def test_an_html_progress_table_in_a_notebook_exported_to_markdown(tmp_path):
+    # nbconvert's markdown keeps the HTML table as it was; "No Log" cells are no value, and the 0 the table writes
+    # in a ratio column before its first value is no value either (a probability ratio is never 0).
+    path = tmp_path / "exported.md"
+    cells = ["Step", "Training Loss", "reward", "sampling / importance_sampling_ratio / mean"]
+    rows = [
+        ["1", "0.000000", "-2.750000", "0"],
+        ["50", "0.000300", "1.954082", "No Log"],
+        ["100", "0.0017", "4.84", "1.01"],
+    ]
+    html = "<table border='1' class='dataframe'><thead><tr>" + "".join(f"<th>{cell}</th>" for cell in cells)
+    html += "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    path.write_text("Training output:\n\n    <div>[100/100]</div>\n    " + html + "</tbody></table><p>\n")
+    history = only(path)
+    assert history.format == "trl_table"
+    assert series(history, "reward") == [(1, -2.75), (50, 1.954082), (100, 4.84)]
+    assert series(history, "sampling/importance_sampling_ratio/mean") == [(100, 1.01)]
+    assert "1 value(s) of exactly 0 in a probability-ratio column read as not logged" in history.notes
+
+
+# --- one file, several runs -----------------------------------------------------------------------------------------
+
+
+def test_sft_then_grpo_then_a_restart_are_three_runs():
+    # The SFT dicts (loss, grad_norm, learning_rate, epoch 0.5 and 1.0), then GRPO (epoch 0.01 .. 0.03: the epoch goes
+    # back below SFT's first), then GRPO again from epoch 0.01 after a crash.
+    runs = read_runs(str(DATA / "sft_then_grpo_restarted.log"))
+    assert [history.name for history in runs] == [
+        "sft_then_grpo_restarted [run 1 of 3: SFT phase, steps 1-2]",
+        "sft_then_grpo_restarted [run 2 of 3: steps 1-3]",
+        "sft_then_grpo_restarted [run 3 of 3: steps 1-2]",
+    ]
+    assert series(runs[0], "loss") == [(1, 1.25), (2, 1.0)]
+    assert series(runs[0], "reward") == []
+    assert series(runs[1], "reward") == [(1, 0.25), (2, 0.5), (3, 0.75)]
+    assert series(runs[2], "reward") == [(1, 0.125), (2, 0.25)]
+    assert runs[1].notes[0] == "run 2 of 3 in this file; it begins where the epoch goes back from 1 to 0.01"
+    assert runs[2].notes[0] == "run 3 of 3 in this file; it begins where the epoch goes back from 0.03 to 0.01"
+
+
+def test_the_metrics_changing_from_sft_to_rl_split_a_run_with_stated_steps(tmp_path):
+    path = tmp_path / "two_phases.jsonl"
+    path.write_text(
+        '{"step": 1, "loss": 1.0, "grad_norm": 2.0}\n{"step": 2, "loss": 0.5, "grad_norm": 1.0}\n'
+        '{"step": 3, "loss": 0.0, "reward": 0.25}\n{"step": 4, "loss": 0.0, "reward": 0.5}\n'
+    )
+    first, second = read_runs(str(path))
+    assert first.name == "two_phases [run 1 of 2: SFT phase, steps 1-2]"
+    assert second.name == "two_phases [run 2 of 2: steps 3-4]"
+    assert second.notes[0] == "run 2 of 2 in this file; it begins where the logged metrics change from SFT's to RL's"
+
+
+def test_rows_of_two_kinds_interleaved_are_one_run(tmp_path):
+    # A custom log printing its loss apart from its rewards at every step: no phases, one run.
+    path = tmp_path / "interleaved.jsonl"
+    path.write_text("".join(f'{{"step": {s}, "loss": 0.5}}\n{{"step": {s}, "reward": 0.{s}}}\n' for s in range(1, 5)))
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]
+    assert series(history, "loss") == [(1, 0.5), (2, 0.5), (3, 0.5), (4, 0.5)]
+
+
+def test_a_resume_from_a_checkpoint_stays_one_run(tmp_path):
+    # verl steps 1-4, then a resume from the step-2 checkpoint redoes 3 and 4: one run, the later values win.
+    path = tmp_path / "resumed.log"
+    path.write_text(
+        "".join(
+            f"step:{step} - critic/score/mean:{score}\n" for step, score in ((1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4))
+        )
+        + "".join(f"step:{step} - critic/score/mean:{score}\n" for step, score in ((3, 0.35), (4, 0.45), (5, 0.5)))
+    )
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.1), (2, 0.2), (3, 0.35), (4, 0.45), (5, 0.5)]
+    assert any(note.startswith("the steps go back 1 time(s) to a step after the run's first") for note in history.notes)
+    # Back to step 1 (or before): a new run.
+    path.write_text(path.read_text() + "step:1 - critic/score/mean:0.0\nstep:2 - critic/score/mean:0.05\n")
+    assert [history.name for history in read_runs(str(path))] == [
+        "resumed [run 1 of 2: steps 1-5]",
+        "resumed [run 2 of 2: steps 1-2]",
+    ]
+
+
 # --- the Trainer's progress table copied out -----------------------------------------------------------------------
 
 PROGRESS = [(10, 0.01, 0.25, 0.5, 100.5), (20, 0.02, 0.5, 0.25, 90.0)]
@@ -331,6 +516,16 @@ def test_progress_table_in_each_layout(tmp_path, name, text):
     history = only(path)
     assert history.format == "trl_table"
     assert history.rows == EXPECTED_TABLE
+
+
+def test_a_printed_dataframe_with_its_index(tmp_path):
+    path = tmp_path / "df.txt"
+    path.write_text("   step  loss  reward  kl\n0     1   0.5    0.25  0.0\n1     2   0.4    0.50  0.001\n")
+    history = only(path)
+    assert history.rows == [
+        (1, {"loss": 0.5, "reward": 0.25, "kl": 0.0}),
+        (2, {"loss": 0.4, "reward": 0.5, "kl": 0.001}),
+    ]
 
 
 def test_title_cased_columns_map_back(tmp_path):
@@ -384,6 +579,100 @@ def test_the_setup_a_console_log_states(tmp_path):
     assert only(path).context == {"max_completion_length": 256, "beta": 0.04, "loss_type": "dr_grpo"}
 
 
+@pytest.mark.parametrize(
+    ("framework", "text", "facts"),
+    [
+        # TRL: command-line flags, GRPOConfig(...) fields, a printed to_dict()
+        (
+            "trl",
+            "python grpo.py --top_p 0.9 --vllm_importance_sampling_correction true",
+            {"top_p": 0.9, "is_correction": True},
+        ),
+        (
+            "trl",
+            "GRPOConfig(top_k=50, min_p=0.05, vllm_importance_sampling_correction=False)",
+            {"top_k": 50, "min_p": 0.05, "is_correction": False},
+        ),
+        (
+            "trl",
+            "{'top_p': 0.95, 'top_k': 0, 'vllm_importance_sampling_correction': True}",
+            {"top_p": 0.95, "top_k": 0, "is_correction": True},
+        ),
+        # vLLM's SamplingParams repr states the sampler's filters too.
+        (
+            "trl",
+            "SamplingParams(n=1, temperature=1.0, top_p=0.8, top_k=-1, min_p=0.0, seed=None)",
+            {"top_p": 0.8, "top_k": -1, "min_p": 0.0},
+        ),
+        # A transformers MoE config: the aux loss only counts with output_router_logits on.
+        (
+            "trl",
+            '{"num_experts": 128, "output_router_logits": true, "router_aux_loss_coef": 0.001}',
+            {"router_aux_loss_coef": 0.001},
+        ),
+        (
+            "trl",
+            '{"num_experts": 128, "output_router_logits": false, "router_aux_loss_coef": 0.001}',
+            {"router_aux_loss_coef": 0.0},
+        ),
+        ("trl", '{"num_experts": 128, "router_aux_loss_coef": 0.001}', {}),  # logits unstated: unknown
+        # verl: Hydra overrides and the pretty-printed config
+        (
+            "verl",
+            "actor_rollout_ref.rollout.top_p=0.7 actor_rollout_ref.rollout.top_k=20 "
+            "algorithm.rollout_correction.rollout_is=token",
+            {"top_p": 0.7, "top_k": 20, "is_correction": True},
+        ),
+        ("verl", "algorithm.rollout_is=False", {"is_correction": False}),
+        (
+            "verl",
+            "{'rollout_correction': {'rollout_is': None, 'rollout_rs': None}, 'rollout': {'top_k': -1, 'top_p': 1}}",
+            {"top_p": 1.0, "top_k": -1, "is_correction": False},
+        ),
+        (
+            "verl",
+            "actor_rollout_ref.actor.megatron.override_transformer_config.moe_aux_loss_coeff=0.01",
+            {"router_aux_loss_coef": 0.01},
+        ),
+    ],
+)
+def test_the_sampler_correction_and_router_facts_a_log_states(framework, text, facts):
+    from align_kit.doctor.readers.stated import stated_context
+
+    context, _ = stated_context(text, framework)
+    assert {key: context[key] for key in context if key in FACT_KEYS} == facts
+
+
+FACT_KEYS = ("top_p", "top_k", "min_p", "is_correction", "router_aux_loss_coef")
+
+
+def test_the_same_facts_from_a_wandb_config():
+    from align_kit.doctor.readers.context import from_trl_config, from_verl_config
+
+    trl = {"top_p": 0.9, "top_k": None, "min_p": None, "vllm_importance_sampling_correction": True,
+           "model_init_kwargs": {"output_router_logits": True, "router_aux_loss_coef": 0.002}}  # fmt: skip
+    assert {key: value for key, value in from_trl_config(trl).items() if key in FACT_KEYS} == {
+        "top_p": 0.9,
+        "is_correction": True,
+        "router_aux_loss_coef": 0.002,
+    }
+    verl = {
+        "actor_rollout_ref": {
+            "rollout": {"top_p": 1.0, "top_k": -1},
+            "actor": {"megatron": {"override_transformer_config": {"moe_aux_loss_coeff": 0.01}}},
+        },
+        "algorithm": {"rollout_correction": {"rollout_is": "sequence"}},
+    }
+    assert {key: value for key, value in from_verl_config(verl).items() if key in FACT_KEYS} == {
+        "top_p": 1.0,
+        "top_k": -1,
+        "is_correction": True,
+        "router_aux_loss_coef": 0.01,
+    }
+    verl["algorithm"] = {"rollout_correction": {"rollout_is": None}}
+    assert from_verl_config(verl)["is_correction"] is False
+
+
 def test_older_verl_names():
     history = only(DATA / "verl_old_main_task.log")
     assert series(history, "entropy") == [(5, 5.683), (6, 6.5)]
@@ -397,6 +686,122 @@ def test_verl_file_logger_jsonl():
     assert (history.format, history.framework) == ("verl_jsonl", "verl")
     assert series(history, "entropy") == [(1, 0.5), (2, 0.25)]
     assert math.isnan(history.rows[1][1]["sampling/importance_sampling_ratio/mean"])
+
+
+def test_llamafactory_trainer_log():
+    # LLaMA-Factory's LogCallback writes the Trainer's last log renamed: current_steps, loss, reward, lr, ...
+    history = only(DATA / "llamafactory_trainer_log.jsonl")
+    assert (history.format, history.framework) == ("llamafactory_jsonl", "llamafactory")
+    assert history.rows == [
+        (5, {"loss": 0.0125, "reward": 0.25, "learning_rate": 1e-06}),
+        (10, {"loss": 0.025, "reward": 0.5, "learning_rate": 1e-06}),
+        (15, {"loss": 0.0375, "reward": 0.75, "learning_rate": 5e-07}),
+    ]
+    assert "percentage" in history.unmapped and "current_steps" not in history.unmapped
+
+
+def _write_events(folder: Path, rows: list[dict[str, float]]) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(folder))
+    writer.add_text("args/text_summary", "{'beta': 0.0}")  # HF's callback logs the arguments as text
+    for step, row in enumerate(rows, start=1):
+        for tag, value in row.items():
+            writer.add_scalar(tag, value, step)
+    writer.close()
+
+
+def test_tensorboard_events_as_hf_writes_them(tmp_path):
+    # HF's TensorBoardCallback: train/<key> against the global step, under <output_dir>/runs/<date>_<host>/.
+    run = tmp_path / "out" / "runs" / "Mar01_10-00-00_host"
+    _write_events(run, [{"train/reward": 0.25, "train/entropy": 0.5}, {"train/reward": 0.5, "train/entropy": 0.25}])
+    (events,) = list(run.iterdir())
+
+    history = only(events)
+    assert (history.format, history.framework, history.name) == ("tensorboard", "trl", "Mar01_10-00-00_host")
+    assert history.rows == [(1, {"reward": 0.25, "entropy": 0.5}), (2, {"reward": 0.5, "entropy": 0.25})]
+    # The output folder holding runs/: one history per run folder.
+    (history,) = read_runs(str(tmp_path / "out"))
+    assert history.name == "runs/Mar01_10-00-00_host"
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
+
+
+def test_an_output_folder_whose_events_go_further_than_its_checkpoint(tmp_path):
+    # checkpoint-1 saved at step 1; the events run on to step 2: the events are read.
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text(_state([1], 0.25))
+    _write_events(tmp_path / "runs" / "Mar01", [{"train/reward": 0.25}, {"train/reward": 0.5}])
+    history = only(tmp_path)
+    assert history.format == "tensorboard"
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5)]
+    # The state reaching as far: the state is read.
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text(_state([1, 2], 0.25))
+    assert only(tmp_path).format == "trl_state"
+
+
+def test_a_folder_of_log_files(tmp_path):
+    shutil.copy(DATA / "llamafactory_trainer_log.jsonl", tmp_path / "trainer_log.jsonl")
+    shutil.copy(DATA / "verl_file_logger.jsonl", tmp_path / "verl.jsonl")
+    (tmp_path / "notes.txt").write_text("nothing here\n")
+    histories = read_runs(str(tmp_path))
+    assert [(history.name, history.format) for history in histories] == [
+        ("trainer_log", "llamafactory_jsonl"),
+        ("verl", "verl_jsonl"),
+    ]
+
+
+def test_nemo_rl_token_mult_prob_error_is_read_as_its_log(tmp_path):
+    # NeMo-RL's token_mult_prob_error is mean exp(|logp gap|), 1.0 when generation and training agree: its log is
+    # read as the mean |logp gap| (0.0 at 1.0; log(1.02) = 0.0198...).
+    path = tmp_path / "nemo.jsonl"
+    path.write_text(
+        '{"step": 1, "train/reward": 0.25, "train/token_mult_prob_error": 1.0, "train/gen_kl_error": 0.001}\n'
+        '{"step": 2, "train/reward": 0.5, "train/token_mult_prob_error": 1.02, "train/gen_kl_error": 0.002}\n'
+    )
+    history = only(path)
+    assert history.framework == "nemo_rl"
+    assert series(history, "mismatch/logp_abs_diff/mean") == [(1, 0.0), (2, pytest.approx(0.0198026, abs=1e-6))]
+    assert series(history, "mismatch/kl") == [(1, 0.001), (2, 0.002)]
+
+
+def test_a_json_object_of_series_per_metric(tmp_path):
+    # NeMo-RL's tests dump TensorBoard logs as {metric: {step: value}}; a plain {metric: [values]} reads by position.
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"train/reward": {"1": 0.25, "2": 0.5}, "train/gen_kl_error": {"1": 0.001, "2": 0.002}}))
+    history = only(path)
+    assert (history.format, history.framework) == ("json_columns", "nemo_rl")
+    assert history.rows == [(1, {"reward": 0.25, "mismatch/kl": 0.001}), (2, {"reward": 0.5, "mismatch/kl": 0.002})]
+    path.write_text(json.dumps({"reward": [0.25, 0.5], "entropy": [0.5, 0.25]}))
+    history = only(path)
+    assert history.rows == [(1, {"reward": 0.25, "entropy": 0.5}), (2, {"reward": 0.5, "entropy": 0.25})]
+    assert history.notes[0].startswith("a list of values per metric")
+
+
+def test_trl_ppo_log_lines_advise_in_trl_terms(tmp_path):
+    path = tmp_path / "ppo.log"
+    path.write_text(
+        "{'eps': 3, 'objective/kl': 0.5, 'objective/entropy': 40.0, 'objective/non_score_reward': -0.025, "
+        "'objective/rlhf_reward': 0.475, 'objective/scores': 0.5, 'policy/approxkl_avg': 0.001, "
+        "'policy/clipfrac_avg': 0.01, 'loss/policy_avg': -0.02, 'policy/entropy_avg': 0.8, 'val/ratio': 1.0, "
+        "'lr': 3e-06, 'episode': 64, 'epoch': 0.01}\n"
+    )
+    history = only(path)
+    assert history.framework == "trl"
+    assert history.rows == [
+        (
+            1,
+            {
+                "kl": 0.5,
+                "reward": 0.5,
+                "clip_ratio/region_mean": 0.01,
+                "loss": -0.02,
+                "entropy": 0.8,
+                "policy_ratio/mean": 1.0,
+                "learning_rate": 3e-06,
+            },
+        )
+    ]
 
 
 # --- OpenRLHF, W&B, generic ----------------------------------------------------------------------------------------
@@ -515,8 +920,9 @@ BAD_INPUTS = [
     (
         "notes.txt",
         "nothing to see here\njust words\n",
-        r"notes\.txt: no metric rows found; expected metrics\.jsonl, trainer_state\.json, TRL log lines, verl step "
-        r"lines, a W&B run or a CSV/JSONL with --map",
+        r"notes\.txt: no metric rows found \(verl_console: no `step:N - key:value` lines; trl_log_lines: no printed "
+        r"log dicts; table: no table with a step or metric column\); expected metrics\.jsonl, trainer_state\.json, "
+        r"TRL log lines, verl step lines, a W&B run, TensorBoard events or a CSV/JSONL with --map",
     ),
     (
         "trainer_state.json",
@@ -556,6 +962,18 @@ def test_bad_inputs(tmp_path, name, content, error):
     with pytest.raises(DoctorInputError, match=error) as raised:
         read_runs(str(path))
     assert "\n" not in str(raised.value)
+
+
+def test_a_file_of_configs_says_what_each_family_found(tmp_path):
+    path = tmp_path / "configs.txt"
+    path.write_text("{'a': [1], 'b': 'x'}\n{'learning_rate': 1e-6, 'beta': 0.1}\n")
+    with pytest.raises(DoctorInputError) as raised:
+        read_runs(str(path))
+    assert (
+        "no metric rows found (jsonl: no JSON object rows; verl_console: no `step:N - key:value` lines; "
+        "trl_log_lines: 0 of 0 rows with metric names (2 config dict(s) skipped); table: no table with a step or "
+        "metric column); expected"
+    ) in str(raised.value)
 
 
 def test_bad_folder_and_wandb_path(tmp_path):

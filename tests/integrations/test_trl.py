@@ -11,11 +11,13 @@ import pytest
 from transformers import TrainerControl, TrainerState
 from trl import GRPOConfig
 
+from align_kit.core.errors import ConfigError
 from align_kit.integrations.trl import HealthCallback, reward_names, run_context, without_halts
 from align_kit.monitor import HealthMonitorConfig
 from align_kit.monitor.callback import MONITOR_STATE_FILE
 from align_kit.monitor.settings import AboveThreshold
 from tests.conftest import ROOT
+from tests.read_only import unwritable_folder
 
 DOCS = ROOT / "docs" / "monitor.md"
 
@@ -249,3 +251,93 @@ def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_
     assert saved["series"]["frac_reward_zero_std"]["values"] == [1.0]
     printed = capsys.readouterr().out
     assert "[Step 1/4]" in printed and "ALERT zero_std_groups (halt)" in printed
+
+
+# --- bad arguments and damaged files, refused or repaired before the first step -----------------------------------
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 0.0, -1.0, True, "1.0"])
+def test_a_reward_max_without_a_range_is_refused_at_construction(value):
+    # NaN compares false with everything (no_signal could never fire); inf, 0 and below leave no range above the
+    # monitor's lowest total reward, 0.
+    with pytest.raises(ConfigError) as refused:
+        HealthCallback(reward_max=value)
+    assert str(refused.value).startswith(f"HealthCallback(reward_max={value!r}): expected a finite number > 0")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_config_that_is_not_the_monitors_is_refused():
+    with pytest.raises(ConfigError, match=r"HealthCallback\(config=dict\): expected a HealthMonitorConfig"):
+        HealthCallback(config={"non_finite": {"action": "warn"}})
+
+
+def test_a_run_dir_that_cannot_be_written_is_refused_at_construction(tmp_path):
+    folder = unwritable_folder(tmp_path)
+    for run_dir in (folder, folder / "monitor"):
+        with pytest.raises(ConfigError) as refused:
+            HealthCallback(run_dir=run_dir)
+        message = str(refused.value)
+        assert message.startswith(f"HealthCallback: run_dir={run_dir} ")
+        assert "is not writable" in message or "is under /sys, the kernel's own file system" in message
+        assert message.endswith("(alerts.jsonl and halt.json are written there)")
+
+
+def test_an_output_dir_that_cannot_be_written_is_refused_at_train_begin(tmp_path):
+    # No run_dir given: the folder is the trainer's output_dir, known at on_train_begin, before the first step.
+    folder = unwritable_folder(tmp_path)
+    args = GRPOConfig(output_dir=str(folder / "run"), use_cpu=True, report_to="none")
+    callback = HealthCallback()
+    with pytest.raises(ConfigError, match=rf"^HealthCallback: run_dir={folder / 'run'} "):
+        _begin(callback, args, 0, [])
+
+
+def test_a_cut_last_line_of_alerts_jsonl_does_not_swallow_the_next_alert(tmp_path, capsys):
+    # A run killed mid-write left '{"step": 2, "ru' without a newline; the resumed run's NaN alert must land on a
+    # line of its own, not be glued to the cut one (and lost with it to every JSON-lines reader).
+    args = config(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "alerts.jsonl").write_text('{"step": 1, "rule": "x"}\n{"step": 2, "ru')
+    callback = HealthCallback(halt=False)
+    _begin(callback, args, 2, [{"step": 2, "loss": 0.1}])
+    _log(callback, args, 3, {"loss": float("nan"), "reward": 0.5})
+    lines = (run / "alerts.jsonl").read_text().splitlines()
+    assert lines[:2] == ['{"step": 1, "rule": "x"}', '{"step": 2, "ru']  # kept as it was
+    assert [json.loads(line)["rule"] for line in lines[2:]] == ["non_finite"]
+    assert f"{run / 'alerts.jsonl'} ended in a cut line" in capsys.readouterr().out
+    # A whole last line is left alone, and nothing is said.
+    again = HealthCallback(halt=False)
+    _begin(again, args, 3, [{"step": 3, "loss": 0.1}])
+    assert (run / "alerts.jsonl").read_text().splitlines() == lines
+    assert "cut line" not in capsys.readouterr().out
+
+
+def test_a_truncated_monitor_state_resumes_from_the_log_history_with_a_warning(tmp_path, capsys):
+    # The checkpoint's align_kit_monitor.json was cut short: the resume says so in one line and rebuilds the history
+    # from trainer_state.json's log_history, so the second flat step fires as in the resume test above.
+    args = config(tmp_path)
+    flat = {"loss": 0.0, "reward": 0.0, "frac_reward_zero_std": 1.0}
+    saved = tmp_path / "run" / "checkpoint-1" / MONITOR_STATE_FILE
+    saved.parent.mkdir(parents=True)
+    saved.write_text('{"memory": {"series": {"loss": [0, 1')
+    resumed = HealthCallback(config=FLAT_TWICE)
+    _begin(resumed, args, 1, [{**flat, "step": 1}])
+    [warning] = [line for line in capsys.readouterr().out.splitlines() if "monitor state" in line]
+    assert warning.startswith(f"align-kit monitor: {saved} is not a readable monitor state (JSONDecodeError: ")
+    assert warning.endswith("the monitor's history is rebuilt from the run's logged history instead")
+    _log(resumed, args, 2, flat)
+    assert [(a["rule"], a["step"]) for a in _alerts(tmp_path / "run")] == [("zero_std_groups", 2)]
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"memory": {}}', "\x00\x00"])
+def test_a_monitor_state_of_another_shape_is_left_with_a_warning(tmp_path, capsys, text):
+    # Valid JSON that is not the monitor's state (a list; an object lacking its fields), or bytes that are no JSON.
+    args = config(tmp_path)
+    saved = tmp_path / "run" / "checkpoint-1" / MONITOR_STATE_FILE
+    saved.parent.mkdir(parents=True)
+    saved.write_text(text)
+    resumed = HealthCallback(config=FLAT_TWICE)
+    _begin(resumed, args, 1, [{"loss": 0.0, "reward": 0.0, "frac_reward_zero_std": 1.0, "step": 1}])
+    printed = capsys.readouterr().out
+    assert printed.count("is not a readable monitor state") == (text != '{"memory": {}}')
+    assert resumed.monitor.history["frac_reward_zero_std"].count == 1  # rebuilt from the log history

@@ -3,28 +3,88 @@ and the one-line input errors."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from align_kit.doctor.history import DoctorInputError, RunHistory
-from align_kit.doctor.keymaps import NOT_METRICS, detect_framework, resolve, to_float, unknown_concepts
+from align_kit.doctor.keymaps import (
+    ADVICE_FRAMEWORK,
+    CONVERSIONS,
+    NOT_METRICS,
+    PER_REWARD,
+    detect_framework,
+    resolve,
+    role_keys,
+    to_float,
+    unknown_concepts,
+)
 
 RawRows = list[tuple[int, dict[str, Any]]]
 
 UNKNOWN_FORMAT = (
-    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run "
-    "or a CSV/JSONL with --map"
+    "no metric rows found; expected metrics.jsonl, trainer_state.json, TRL log lines, verl step lines, a W&B run, "
+    "TensorBoard events or a CSV/JSONL with --map"
 )
 # The flat-group shares the rules read (align_kit's, TRL's), and verl's advantage range they can be derived from.
 FLAT_SHARES = ("groups/flat_fraction", "frac_reward_zero_std")
 ADVANTAGE_MAX, ADVANTAGE_MIN = "critic/advantages/max", "critic/advantages/min"
+# Ratios of two probabilities are never exactly 0: a 0 in these columns is a table's filler for "not logged" (the
+# Trainer's progress table writes 0 before the first value of a metric logged only on some steps).
+NEVER_ZERO = frozenset({"sampling/importance_sampling_ratio/mean", "policy_ratio/mean"})
 # HF's end-of-training row (train_runtime, train_loss, ...) summarises the run: it is not a step.
 SUMMARY_KEYS = ("train_runtime", "train_loss")
 
 
+# The most the doctor reads of one file. A TRL trainer_state.json of 10,000 steps is about 5 MB and a long console
+# log some hundred MB; the bound keeps /dev/zero, a disk image or a core dump named by mistake from filling memory.
+READ_CAP_ENV, READ_CAP_MB = "ALIGN_KIT_DOCTOR_MAX_MB", 512  # MiB
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def input_error(source: str | Path, what: str) -> DoctorInputError:
     return DoctorInputError(f"{source}: {what}")
+
+
+def read_cap_mb() -> int:
+    """The read cap in MiB: READ_CAP_MB, or the whole number the environment's ALIGN_KIT_DOCTOR_MAX_MB gives."""
+    text = os.environ.get(READ_CAP_ENV, "").strip()
+    if not text:
+        return READ_CAP_MB
+    if not text.isdigit() or int(text) < 1:
+        raise DoctorInputError(f"{READ_CAP_ENV}={text!r}: expected a whole number of MiB >= 1")
+    return int(text)
+
+
+def read_bounded(path: Path) -> str:
+    """A log file's text (undecodable bytes replaced), read only when it is a regular file within the read cap:
+    a device, a pipe or an oversized file is refused before a byte is read, never read without end."""
+    info = path.stat()
+    kind = next((name for test, name in _NOT_REGULAR if test(info.st_mode)), None)
+    if kind is not None:
+        raise input_error(path, f"is {kind}, not a regular file; expected a run's log file or folder")
+    cap_mb = read_cap_mb()
+    cap = cap_mb * 1024 * 1024
+    data = b""
+    if info.st_size <= cap:
+        with open(path, "rb") as handle:
+            data = handle.read(cap + 1)  # +1: past the cap, whatever size the file system reports (/proc)
+    if info.st_size > cap or len(data) > cap:
+        raise input_error(
+            path,
+            f"larger than the doctor's read cap of {cap_mb} MiB; expected a run's log (set {READ_CAP_ENV}="
+            f"{2 * cap_mb} to raise the cap)",
+        )
+    if not data:
+        raise input_error(path, "is empty (0 bytes); expected a run's log with at least one logged step")
+    return data.decode("utf-8", errors="replace")
 
 
 def is_summary(row: Mapping[str, Any]) -> bool:
@@ -73,9 +133,18 @@ def history_from_rows(
             f"{len(raw)} rows found but no key maps to a metric the rules read (keys: {shown or 'none'}); "
             "pass --map concept=column, e.g. --map reward=<column>",
         )
-    items = list(mapping.items())
+    components = [key for key, concept in mapping.items() if PER_REWARD.match(concept)]
+    roles, role_notes = role_keys(mapping, key_map, _flat(raw, components))
+    notes += role_notes
+    items = list(mapping.items()) + list(roles.items())  # a role's component is read under both names
+    conversions = {
+        key: CONVERSIONS[key.removeprefix("train/")] for key in mapping if key.removeprefix("train/") in CONVERSIONS
+    }
+    for key in conversions:
+        notes.append(f"{key} read through its conversion to {mapping[key]} (see the key maps)")
     by_step: dict[int, dict[str, float]] = {}
-    nulls = 0
+    nulls = fillers = 0
+    repeated: dict[int, None] = {}  # steps whose values some later row logs again
     for step, row in raw:
         values = by_step.get(step)
         if values is None:
@@ -90,9 +159,20 @@ def history_from_rows(
                         nulls += 1
                     else:
                         continue
+                if conversions and key in conversions:
+                    number = conversions[key](number)
+                if number == 0.0 and concept in NEVER_ZERO:
+                    fillers += 1
+                    continue
+                if concept in values:
+                    repeated[step] = None
                 values[concept] = number
+    if repeated:
+        notes.append(_repeated_note(list(repeated)))
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
+    if fillers:
+        notes.append(f"{fillers} value(s) of exactly 0 in a probability-ratio column read as not logged")
     if not set(FLAT_SHARES) & set(mapping.values()):
         notes += _flat_from_advantages(raw, by_step)
     rows = [(step, values) for step, values in sorted(by_step.items()) if values]
@@ -102,13 +182,22 @@ def history_from_rows(
     return RunHistory(
         source=str(source),
         format=format,
-        framework=advice_framework or family,
+        framework=advice_framework or ADVICE_FRAMEWORK.get(family, family),
         rows=rows,
         mapping=mapping,
         unmapped=unmapped,
         notes=notes,
         context=context or {},
         name=name,
+        roles={role: key for key, role in roles.items()},
+    )
+
+
+def _repeated_note(steps: list[int]) -> str:
+    shown = ", ".join(str(step) for step in steps[:5]) + (f", ... ({len(steps)} steps)" if len(steps) > 5 else "")
+    return (
+        f"{len(steps)} step(s) logged more than once ({shown}): each is read from its later copy in the file, "
+        "as a resumed run redoes steps"
     )
 
 
@@ -131,6 +220,16 @@ def _flat_from_advantages(raw: RawRows, by_step: dict[int, dict[str, float]]) ->
         f"{ADVANTAGE_MAX} and {ADVANTAGE_MIN} are exactly 0 on all {len(ranges)} rows that log them: every advantage "
         "is 0, so every group was flat; read as frac_reward_zero_std = 1.0 on those rows"
     ]
+
+
+def _flat(raw: RawRows, keys: list[str]) -> list[str]:
+    """The keys among `keys` whose logged value never changes."""
+    values: dict[str, set] = {key: set() for key in keys}
+    for _, row in raw:
+        for key in keys:
+            if key in row and len(values[key]) < 2:
+                values[key].add(row[key])
+    return [key for key, seen in values.items() if len(seen) < 2]
 
 
 def _numeric_somewhere(raw: RawRows, key: str) -> bool:

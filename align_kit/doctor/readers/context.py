@@ -1,6 +1,7 @@
 """What a run's config states of its setup, in the doctor's context keys (max_completion_length, epsilon,
-epsilon_high, beta, reward_max, num_generations, learning_rate, loss_type, importance_sampling_level), each only
-when the config states it: align_kit's resolved config, a GRPOConfig as HF's W&B callback logs it, verl's config."""
+epsilon_high, beta, reward_max, num_generations, learning_rate, loss_type, importance_sampling_level, and the
+sampler's top_p / top_k / min_p, is_correction, router_aux_loss_coef), each only when the config states it:
+align_kit's resolved config, a GRPOConfig as HF's W&B callback logs it, verl's config."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ _TRL_NUMBERS = {
     "learning_rate": "learning_rate",
 }
 _TRL_TEXT = ("loss_type", "importance_sampling_level")
+# The sampler's filters (GRPOConfig fields); top_k <= 0 is vLLM's "no filter".
+_TRL_SAMPLER = ("top_p", "top_k", "min_p")
 
 
 def _number(value: Any) -> float | int | None:
@@ -51,7 +54,30 @@ def from_trl_config(config: Mapping[str, Any]) -> dict[str, Any]:
         value = _get(config, field)
         if isinstance(value, str) and value:
             context[field] = value
+    for field in _TRL_SAMPLER:
+        number = _number(_get(config, field))
+        if number is not None:
+            context[field] = number
+    correction = _get(config, "vllm_importance_sampling_correction")
+    if isinstance(correction, bool):
+        context["is_correction"] = correction
+    context.update(_router(config))
     return context
+
+
+def _router(config: Mapping[str, Any]) -> dict[str, Any]:
+    """An MoE router's auxiliary loss: transformers adds router_aux_loss_coef x the balance loss only with
+    output_router_logits on (the model's config, or the model_init_kwargs that override it)."""
+    for node in (_get(config, "model_init_kwargs"), config):
+        if not isinstance(node, Mapping):
+            continue
+        logits = _get(node, "output_router_logits")
+        if logits is False:
+            return {"router_aux_loss_coef": 0.0}
+        coef = _number(_get(node, "router_aux_loss_coef"))
+        if logits is True and coef is not None:
+            return {"router_aux_loss_coef": coef}
+    return {}
 
 
 def from_verl_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,6 +105,20 @@ def from_verl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     loss_agg = _get(config, "actor_rollout_ref.actor.loss_agg_mode")
     if isinstance(loss_agg, str):
         context["loss_type"] = loss_agg
+    for key in ("top_p", "top_k"):
+        number = _number(_get(config, f"actor_rollout_ref.rollout.{key}"))
+        if number is not None:
+            context[key] = number
+    # The rollout correction: algorithm.rollout_correction.rollout_is = token | sequence | null (older verl:
+    # algorithm.rollout_is = true/false).
+    mode = _get(config, "algorithm.rollout_correction.rollout_is")
+    if mode is None:
+        mode = _get(config, "algorithm.rollout_is")
+    if mode is not None or isinstance(_get(config, "algorithm.rollout_correction"), Mapping):
+        context["is_correction"] = mode is True or mode in ("token", "sequence")
+    coef = _number(_get(config, "actor_rollout_ref.actor.megatron.override_transformer_config.moe_aux_loss_coeff"))
+    if coef is not None:
+        context["router_aux_loss_coef"] = coef
     return context
 
 

@@ -1,5 +1,8 @@
-"""Which reader a path needs, told from its content, never its name: a folder by the files it holds, a file by
-what it parses as (a JSON document, JSON lines, log lines, a table)."""
+"""Which reader a path needs, told from its content, never its name. A folder by the files it holds; a file by
+evidence: every reader that can parse it runs (JSON lines, TRL's printed dicts, verl's step lines, tables, a
+notebook's HTML tables), and the one whose rows carry the most recognised metric names wins (`evidence.best`), so
+a printed config or a dataset row beside the metric lines never decides. A file holding several runs (a restart, an
+SFT phase then RL) gives one history per run (`runs_in_file`)."""
 
 from __future__ import annotations
 
@@ -10,16 +13,24 @@ from typing import Any
 
 import align_kit.doctor.readers.align_kit_run as align_kit_run
 import align_kit.doctor.readers.jsonl as jsonl
+import align_kit.doctor.readers.notebooks as notebooks
+import align_kit.doctor.readers.runs_in_file as runs_in_file
 import align_kit.doctor.readers.tables as tables
+import align_kit.doctor.readers.tensorboard_events as tensorboard_events
 import align_kit.doctor.readers.text_logs as text_logs
 import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
-from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error
+from align_kit.doctor.history import DoctorInputError, RunHistory, part_name
+from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error, read_bounded
+from align_kit.doctor.readers.evidence import Found, best, count, is_config
 from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
+# The files a folder of logs may hold, read when the folder is none of the known layouts.
+LOG_SUFFIXES = (".jsonl", ".json", ".log", ".out", ".txt", ".csv", ".tsv", ".md", ".ipynb")
+MAX_FOLDER_FILES = 50
+MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a tokenizer or a dataset dump beside the logs: not read
 
 
 def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
@@ -30,14 +41,63 @@ def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
         data = trl_state.load_json(state)
         if not trl_state.is_state(data):
             raise input_error(state, "no log_history list; expected HF's trainer_state.json")
-        return [trl_state.read_state(state, data, key_map, notes)]
+        history = trl_state.read_state(state, data, key_map, notes)
+        return [_fuller_events(folder, history, key_map)]
     runs = wandb_runs.offline_runs(folder)
     if runs:
         return [wandb_runs.read_offline(run, key_map) for run in runs]
     jobs = align_kit_run.find_run_folders(folder)
     if jobs:
         return align_kit_run.read_sweep(folder, jobs, key_map)
-    raise input_error(folder, UNKNOWN_FORMAT)
+    events = tensorboard_events.event_folders(folder)
+    if events:
+        return [
+            tensorboard_events.read_events(run, key_map, name=str(run.relative_to(folder)) if run != folder else "")
+            for run in events
+        ]
+    return _log_files(folder, key_map)
+
+
+def _fuller_events(folder: Path, history: RunHistory, key_map: KeyMap) -> RunHistory:
+    """The run's TensorBoard events instead of its trainer_state.json when the output folder holds one run's events
+    that reach further (a checkpoint's state stops at its save; the events go on to the last logged step)."""
+    events = tensorboard_events.event_folders(folder)
+    if len(events) != 1:
+        return history
+    try:
+        logged = tensorboard_events.read_events(events[0], key_map)
+    except DoctorInputError:
+        return history
+    if not logged.rows or logged.rows[-1][0] <= history.rows[-1][0]:
+        return history
+    logged.notes.append(
+        f"read the TensorBoard events (to step {logged.rows[-1][0]}) rather than {history.source} "
+        f"(to step {history.rows[-1][0]})"
+    )
+    logged.name = history.name
+    return logged
+
+
+def _log_files(folder: Path, key_map: KeyMap) -> list[RunHistory]:
+    """A folder of log files (verl's FileLogger JSONL, LLaMA-Factory's trainer_log.jsonl, console logs): every one
+    that reads, the others named in the error when none does."""
+    files = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix in LOG_SUFFIXES)
+    histories: list[RunHistory] = []
+    problems: list[str] = []
+    for path in files[:MAX_FOLDER_FILES]:
+        if path.stat().st_size > MAX_FOLDER_FILE_BYTES:
+            problems.append(f"{path.name}: over {MAX_FOLDER_FILE_BYTES >> 20} MiB, not read")
+            continue
+        try:
+            histories += read_file(path, key_map, None)
+        except DoctorInputError as error:
+            problems.append(str(error).removeprefix(f"{path}: ").split(";")[0].split(" (")[0])
+        except (OSError, UnicodeError) as error:
+            problems.append(f"{path.name}: {error}")
+    if histories:
+        return histories
+    tried = f" (tried {len(problems)} file(s): {problems[0]}{', ...' if len(problems) > 1 else ''})" if problems else ""
+    raise input_error(folder, UNKNOWN_FORMAT.replace("; expected", f"{tried}; expected", 1))
 
 
 def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[RunHistory]:
@@ -46,7 +106,9 @@ def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[Ru
     if path.name == METRICS_FILE and align_kit_run.is_run_folder(path.parent):
         # A run folder's own metrics.jsonl: read with the folder, for what its config states.
         return [align_kit_run.read_run_folder(path.parent, key_map)]
-    text = path.read_text(errors="replace")
+    if tensorboard_events.EVENT_MARK in path.name:
+        return [tensorboard_events.read_events(path, key_map)]
+    text = read_bounded(path)
     head = text.lstrip()[:1]
     if head in ("{", "["):
         try:
@@ -63,9 +125,16 @@ def _document(path: Path, document: Any, key_map: KeyMap, logging_steps: int | N
     if trl_state.is_state(document):
         return [trl_state.read_state(path, document, key_map)]
     if isinstance(document, dict) and isinstance(document.get("cells"), list):
-        return read_text(path, text_logs.notebook_text(document), key_map, logging_steps, notebook=True)
+        text, html = notebooks.notebook_contents(document, key_map)
+        return read_text(path, text, key_map, logging_steps, notebook=True, html_tables=html)
+    if isinstance(document, dict) and (columns := jsonl.columnar_rows(document)) is not None:
+        raw, notes = columns
+        return [history_from_rows(path, "json_columns", raw, key_map=key_map, notes=notes, name=path.stem)]
     objects = document if isinstance(document, list) else [document]
-    return [_from_objects(path, objects, key_map, [])]
+    found = _json_objects(objects, key_map, [])
+    if not found.rows:
+        raise input_error(path, f"{UNKNOWN_FORMAT.split(';')[0]} ({found.describe()}); expected a JSON list of rows")
+    return _histories(path, found, key_map, logging_steps)
 
 
 def _not_one_document(
@@ -78,30 +147,28 @@ def _not_one_document(
         raise input_error(path, f"not JSON ({message} at {where}); expected a Jupyter notebook as Jupyter saves it")
     if '"log_history"' in text[:100_000]:
         raise input_error(path, f"corrupt JSON ({message} at {where}); expected HF's trainer_state.json whole")
-    objects, skipped, first_bad = jsonl.parse_lines(text)
-    if objects and any(isinstance(item, dict) for item in objects):
-        notes = []
-        if skipped:
-            line, reason = first_bad
-            notes.append(f"skipped {skipped} line(s) that are not JSON (first: line {line}, {reason})")
-        return [_from_objects(path, objects, key_map, notes)]
-    found = read_text(path, text, key_map, logging_steps, missing_ok=True)
+    found = read_text(path, text, key_map, logging_steps, json_lines=True, missing_ok=True)
     if found:
         return found
     raise input_error(path, f"corrupt JSON ({message} at {where}); expected a JSON or JSON-lines file")
 
 
-def _from_objects(path: Path, objects: list[Any], key_map: KeyMap, notes: list[str]) -> RunHistory:
+def _json_objects(objects: list[Any], key_map: KeyMap, notes: list[str]) -> Found:
+    columns = frozenset((key_map or {}).values())
     raw, verl, more = jsonl.object_rows(objects)
-    return history_from_rows(
-        path,
-        "verl_jsonl" if verl else "jsonl",
-        raw,
-        key_map=key_map,
-        notes=notes + more,
-        framework="verl" if verl and not key_map else None,
-        name=path.stem,
-    )
+    kept = []
+    configs = 0
+    for step, row in raw:
+        if not verl and is_config(row) and not (columns & row.keys()):
+            configs += 1
+        else:
+            kept.append((step, row))
+    keys = {key for _, row in kept[:50] for key in row}
+    family = "verl_jsonl" if verl else "llamafactory_jsonl" if {"current_steps", "total_steps"} <= keys else "jsonl"
+    framework = {"verl_jsonl": "verl", "llamafactory_jsonl": "llamafactory"}.get(family)
+    found = Found(family, {"": kept}, configs=configs, notes=notes + more, framework=framework)
+    found.absent = "no JSON object rows"
+    return count(found, (row for _, row in kept), columns)
 
 
 def read_text(
@@ -111,44 +178,115 @@ def read_text(
     logging_steps: int | None,
     notebook: bool = False,
     missing_ok: bool = False,
+    json_lines: bool = False,
+    html_tables: list[tables.Table] | None = None,
 ) -> list[RunHistory]:
-    """Log lines first (TRL dicts, verl step lines: whichever gives more rows), then a table."""
-    found = text_logs.LogLines().scan(text)
-    notes = ["read from a notebook's cell outputs"] if notebook else []
-    if found.trl or found.verl:
-        use_verl = len(found.verl) >= len(found.trl)
-        other = len(found.trl) if use_verl else len(found.verl)
-        if other:
-            kind = "TRL log dict" if use_verl else "verl step"
-            notes.append(f"left out {other} {kind} line(s): the file's other format has more rows")
-        if found.summaries:
-            notes.append(f"left out {found.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
-        if use_verl:
-            history = history_from_rows(path, "verl_console", found.verl, key_map=key_map, notes=notes, name=path.stem)
-        else:
-            raw, step_notes = text_logs.trl_rows(found.trl, logging_steps)
-            history = history_from_rows(
-                path, "trl_log_lines", raw, key_map=key_map, notes=notes + step_notes, name=path.stem
-            )
+    """Every text reader's rows offered as evidence; the winner's history (or histories)."""
+    columns = frozenset((key_map or {}).values())
+    candidates: list[Found] = []
+    if json_lines:
+        objects, skipped, first_bad = jsonl.parse_lines(text)
+        notes = []
+        if skipped and objects:
+            line, reason = first_bad
+            notes.append(f"skipped {skipped} line(s) that are not JSON (first: line {line}, {reason})")
+        candidates.append(_json_objects(objects, key_map, notes))
+    lines = text_logs.LogLines().scan(text)
+    shared = []
+    if lines.summaries:
+        shared.append(f"left out {lines.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
+    if lines.joined:
+        shared.append(f"joined {lines.joined} log dict(s) wrapped over several lines")
+    verl = Found("verl_console", {"": lines.verl}, absent="no `step:N - key:value` lines", framework="verl")
+    trl = Found("trl_log_lines", {"": lines.trl}, configs=lines.configs, absent="no printed log dicts")
+    if lines.configs:
+        shared.append(f"left out {lines.configs} printed config or data dict(s): settings, not metrics")
+    candidates += [
+        count(verl, (row for _, row in lines.verl), columns),
+        count(trl, (row for _, row in lines.trl), columns),
+    ]
+    if html_tables is None and "<table" in text:
+        html_tables = notebooks.html_tables(text, key_map)  # a notebook exported to markdown or HTML keeps its table
+    found_tables = list(html_tables or []) + list(tables.find_tables(text, key_map))
+    rendered: list[Found] = []  # the HTML tables: each a training's progress table, as a notebook saved it
+    for table in found_tables:
+        runs, table_notes = tables.table_rows(table)
+        family = "wandb_csv" if table.is_wandb_export else "trl_table" if table.is_progress_table else "table"
+        found = count(Found(family, runs, notes=table_notes), (row for raw in runs.values() for _, row in raw), columns)
+        candidates.append(found)
+        if table.delimiter == "html" and found.metric_rows:
+            rendered.append(found)
+    if not found_tables:
+        candidates.append(Found("table", absent="no table with a step or metric column"))
+    winner = best(candidates)
+    if winner is None:
+        if missing_ok and not any(found.configs for found in candidates):
+            return []
+        tried = "; ".join(found.describe() for found in candidates)
+        raise input_error(path, UNKNOWN_FORMAT.replace("; expected", f" ({tried}); expected", 1))
+    # Each rendered progress table is one training's (a saved notebook keeps a table's last redraw only): when one
+    # wins, every one with metric rows is a run, e.g. an SFT warm-up's table and then GRPO's.
+    chosen = rendered if winner in rendered else [winner]
+    lead = (["read from a notebook's cell outputs"] if notebook else []) + shared
+    others = [
+        f"{found.family} ({found.metric_rows})" for found in candidates if found not in chosen and found.metric_rows
+    ]
+    tail = []
+    if others:
+        tail.append(
+            f"read as {winner.family} ({winner.metric_rows} rows with metric names); left out: {', '.join(others)}"
+        )
+    histories: list[RunHistory] = []
+    for found in chosen:
+        found.notes = lead + found.notes + tail
+        histories += _histories(path, found, key_map, logging_steps)
+    if len(chosen) > 1 and len(histories) > 1:
+        for number, history in enumerate(histories, start=1):
+            sft = set(history.mapping.values()) <= runs_in_file.SFT_CONCEPTS
+            first, last = history.rows[0][0], history.rows[-1][0]
+            history.name = part_name(path.stem, number, len(histories), first, last, "sft" if sft else None)
+            history.notes.insert(0, f"run {number} of {len(histories)} in this file: its own progress table")
+    for history in histories:
         context, stated_notes = stated_context(text, history.framework)
         history.context.update(context)
         history.notes += stated_notes
-        return [history]
-    table = tables.find_table(text, key_map)
-    if table is not None:
-        runs, table_notes = tables.table_rows(table)
-        format = "wandb_csv" if table.is_wandb_export else "trl_table" if table.is_progress_table else "table"
-        return [
-            history_from_rows(
-                path,
-                format,
-                raw,
-                key_map=key_map,
-                notes=notes + table_notes,
-                name=run or path.stem,
-            )
-            for run, raw in runs.items()
-        ]
-    if missing_ok:
-        return []
-    raise input_error(path, UNKNOWN_FORMAT)
+    return histories
+
+
+def _histories(path: Path, found: Found, key_map: KeyMap, logging_steps: int | None) -> list[RunHistory]:
+    """The winner's runs, each split where the file starts a new one."""
+    histories: list[RunHistory] = []
+    for run, items in found.runs.items():
+        name = run or path.stem
+        parts, redone = runs_in_file.split(items)
+        built: list[tuple[runs_in_file.Part, RunHistory]] = []
+        for part in parts:
+            part_items = items[part.start : part.end]
+            notes = list(found.notes)
+            if found.family == "trl_log_lines":
+                raw, step_notes = text_logs.trl_rows(part_items, logging_steps)
+                notes += step_notes
+            else:
+                raw = part_items
+            if redone and len(parts) == 1:
+                notes.append(
+                    f"the steps go back {redone} time(s) to a step after the run's first (a resume from a "
+                    "checkpoint): the later values of a step logged twice win"
+                )
+            try:
+                history = history_from_rows(
+                    path, found.family, raw, key_map=key_map, notes=notes, framework=found.framework, name=name
+                )
+            except DoctorInputError:
+                if len(parts) == 1:
+                    raise
+                continue  # a part with no metric of its own (eval rows alone): the others are the runs
+            built.append((part, history))
+        for number, (part, history) in enumerate(built, start=1):
+            if len(built) > 1:
+                first, last = history.rows[0][0], history.rows[-1][0]
+                history.name = part_name(name, number, len(built), first, last, part.phase)
+                began = f"; it begins where {part.why}" if part.why else ""
+                history.notes.insert(0, f"run {number} of {len(built)} in this file{began}")
+            histories.append(history)
+    return histories

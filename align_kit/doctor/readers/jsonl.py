@@ -1,6 +1,7 @@
 """JSON Lines of logged points: verl's file logger (`{"step": N, "data": {...}}` per line, trainer.logger=[file],
-VERL_FILE_LOGGER_PATH), align_kit's `metrics.jsonl` read alone, OpenRLHF's or any other flat `{"step": ..., key:
-value}` lines, and a JSON array of such objects. A line that is not a JSON object is skipped and counted."""
+VERL_FILE_LOGGER_PATH), LLaMA-Factory's `trainer_log.jsonl` (`current_steps`, `loss`, `reward`, `lr`, ...),
+align_kit's `metrics.jsonl` read alone, OpenRLHF's or any other flat `{"step": ..., key: value}` lines, and a JSON
+array of such objects. A line that is not a JSON object is skipped and counted."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
 from align_kit.doctor.readers.tables import STEP_COLUMNS
 
-# ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766".
-STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps")
+# ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766"; LLaMA-Factory's trainer_log.jsonl
+# states "current_steps" (src/llamafactory/train/callbacks.py, LogCallback.on_log).
+STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps", "current_steps")
 
 
 def _step_of(row: dict[str, Any]) -> int | None:
@@ -65,3 +67,28 @@ def parse_lines(text: str) -> tuple[list[Any], int, tuple[int, str] | None]:
             if not objects and skipped >= GIVE_UP:
                 break  # not JSON lines (printed Python dicts, say): the text readers take it
     return objects, skipped, first_bad
+
+
+def columnar_rows(document: dict[str, Any]) -> tuple[RawRows, list[str]] | None:
+    """A JSON object of series, one per metric: `{"train/reward": {"1": 0.5, "2": 0.6}, ...}` (step -> value, as
+    NeMo-RL's tests dump TensorBoard logs to metrics.json) or `{"reward": [0.5, 0.6], ...}` (values by index,
+    steps 1, 2, ...). None when most of its values are not such series."""
+    series = {key: value for key, value in document.items() if isinstance(value, dict | list) and value}
+    if not series or len(series) * 2 < len(document):
+        return None
+    by_step: dict[int, dict[str, Any]] = {}
+    indexed = False
+    for key, values in series.items():
+        if isinstance(values, dict):
+            pairs = [(as_step(step), value) for step, value in values.items()]
+            if any(step is None for step, _ in pairs):
+                return None
+        else:
+            indexed = True
+            pairs = list(enumerate(values, start=1))
+        for step, value in pairs:
+            if isinstance(value, dict | list):
+                return None
+            by_step.setdefault(step, {})[key] = value
+    notes = ["a list of values per metric: steps are their positions 1, 2, ..."] if indexed else []
+    return sorted(by_step.items()), notes

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from align_kit.doctor.keymaps import builtin_concept
+from align_kit.doctor.keymaps import is_known_metric
 from align_kit.doctor.readers.common import RawRows, as_step
 
 STEP_COLUMNS = ("step", "global_step", "_step", "Step", "iteration", "train/global_step", "trainer/global_step")
@@ -39,7 +39,7 @@ def column_key(name: str, key_map_columns: frozenset[str]) -> str:
     if key in STEP_COLUMNS:
         return key
     lowered = key.lower().replace(" ", "_")
-    if lowered != key and any(builtin_concept(lowered, family) for family in ("trl", "verl", "openrlhf")):
+    if lowered != key and is_known_metric(lowered):
         return lowered
     return key
 
@@ -83,8 +83,7 @@ def _is_header(cells: list[str], key_map_columns: frozenset[str]) -> bool:
 
 
 def _known(key: str) -> bool:
-    metric = key.rpartition(" - ")[2]
-    return any(builtin_concept(metric, family) for family in ("trl", "verl", "openrlhf"))
+    return is_known_metric(key.rpartition(" - ")[2])
 
 
 def _looks_numeric(cell: str) -> bool:
@@ -111,11 +110,20 @@ class Table:
 
 
 def find_table(text: str, key_map: Mapping[str, str] | None = None) -> Table | None:
+    """The first table in a text, or None."""
+    return next(find_tables(text, key_map), None)
+
+
+def find_tables(text: str, key_map: Mapping[str, str] | None = None) -> Iterator[Table]:
+    """Every table in a text, in order: each header line and the rows that fit under it."""
     columns = frozenset((key_map or {}).values())
     lines = text.splitlines()
-    for number, line in enumerate(lines):
-        if not line.strip() or _SEPARATOR.match(line.strip()):
-            continue
+    number = 0
+    while number < len(lines):
+        line = lines[number]
+        number += 1
+        if not line.strip() or _SEPARATOR.match(line.strip()) or "{" in line or "step:" in line:
+            continue  # a printed dict or a verl step line is no table header
         delimiter = _delimiter(line)
         try:
             titles = _header_cells(line, delimiter)
@@ -123,37 +131,66 @@ def find_table(text: str, key_map: Mapping[str, str] | None = None) -> Table | N
             continue
         if not _is_header(titles, columns):
             continue
-        body = islice(lines, number + 1, None)  # no copy: a text may hold many header-like lines
+        body = islice(lines, number, None)  # no copy: a text may hold many header-like lines
         if delimiter == ",":
-            rows = _csv_rows(body, len(titles))
+            rows, used = _csv_rows(body, len(titles))
         else:
-            rows = []
-            for row_line in body:
-                stripped = row_line.strip()
-                if not stripped or _SEPARATOR.match(stripped):
-                    if rows and not stripped:
-                        break
-                    continue
-                cells = _cells(row_line, delimiter)
-                if len(cells) != len(titles) or not any(map(_looks_numeric, cells)):
-                    break  # a row holds numbers: a line of words ends the table
-                rows.append(cells)
+            rows, used = _text_rows(body, delimiter, len(titles))
         if rows:
-            return Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
-    return None
+            number += used
+            yield Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
 
 
-def _csv_rows(body: Iterable[str], width: int) -> list[list[str]]:
+def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str] | None = None) -> Table | None:
+    """A table read elsewhere (a notebook's HTML), when its header is one: its titles and rows of cells."""
+    columns = frozenset((key_map or {}).values())
+    if not _is_header(titles, columns):
+        return None
+    rows = [row for row in rows if len(row) == len(titles) and any(map(_looks_numeric, row))]
+    if not rows:
+        return None
+    return Table([column_key(title, columns) for title in titles], titles, rows, "html")
+
+
+def _text_rows(body: Iterable[str], delimiter: str, width: int) -> tuple[list[list[str]], int]:
+    rows: list[list[str]] = []
+    used = 0
+    for row_line in body:
+        used += 1
+        stripped = row_line.strip()
+        if not stripped or _SEPARATOR.match(stripped):
+            if rows and not stripped:
+                break
+            continue
+        cells = _cells(row_line, delimiter)
+        if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
+            cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
+        if len(cells) != width or not any(map(_looks_numeric, cells)):
+            used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
+            break
+        rows.append(cells)
+    return rows, used
+
+
+def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
     rows = []
-    for cells in csv.reader(body):
+    used = 0
+    lines = iter(body)
+    for line in lines:
+        used += 1
+        try:
+            cells = next(csv.reader([line]))
+        except (csv.Error, StopIteration):
+            cells = []
         if not cells:
             if rows:
                 break
             continue
         if len(cells) != width or not any(map(_looks_numeric, cells)):
+            used -= 1
             break
         rows.append([cell.strip() for cell in cells])
-    return rows
+    return rows, used
 
 
 def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:

@@ -1,7 +1,8 @@
 """Metric rows printed into text: TRL's log dicts (`{'loss': 0.01, 'reward': 0.5, ...}`, Python repr, `nan` and
 `inf` bare) and verl's console lines (`step:12 - actor/entropy:0.41 - critic/score/mean:0.5 - ...`, behind Ray's
 `(TaskRunner pid=...)` prefix and colour codes), anywhere in a console log, a SLURM .out, a markdown excerpt or the
-text a notebook's cells printed (`notebook_text`).
+text a notebook's cells printed (`notebooks`). A dict a terminal or a paste wrapped over several lines is joined;
+a printed config dict is counted and left out.
 
 One pass over the lines; each line is tested with `in` before any regex, the regexes are compiled once and anchored
 on literal text, so the cost is linear in the file. Dicts are parsed as JSON after quoting (a C parser); only a line
@@ -16,6 +17,7 @@ import re
 from typing import Any
 
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
+from align_kit.doctor.readers.evidence import is_config
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # verl: `step:N - ` after the start of the line or a non-key character (Ray's prefix ends with ') ').
@@ -40,28 +42,28 @@ def _scalar(match: re.Match) -> str:
     return match.group(1) if match.group(1) is not None else match.group(2)
 
 
-def parse_log_dict(text: str) -> dict[str, Any] | None:
-    """One printed dict, or None when it is none."""
+def _parsed(text: str) -> Any:
     if "(" in text:
         text = _SCALAR.sub(_scalar, text)
     try:
-        parsed = json.loads(_BARE.sub(_json_non_finite, text).replace("'", '"'))
+        return json.loads(_BARE.sub(_json_non_finite, text).replace("'", '"'))
     except ValueError:
         try:
-            parsed = ast.literal_eval(_BARE.sub(_quoted_non_finite, text))
+            return ast.literal_eval(_BARE.sub(_quoted_non_finite, text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
-    return parsed if isinstance(parsed, dict) else None
 
 
-def _dict_in(line: str) -> dict[str, Any] | None:
-    start = line.find("{'")
-    if start < 0:
-        start = line.find('{"')
-    end = line.rfind("}")
-    if start < 0 or end < start:
-        return None
-    return parse_log_dict(line[start : end + 1])
+def parse_log_dicts(text: str) -> list[dict[str, Any]] | None:
+    """The dicts of a printed dict, or of several on one line (`trainer.state.log_history` printed as a list:
+    `{...}, {...}`); None when it is neither."""
+    parsed = _parsed(text)
+    if isinstance(parsed, dict):
+        return [parsed]
+    if ("}, {" in text or "},{" in text) and isinstance(parsed := _parsed(f"[{text}]"), list):
+        dicts = [item for item in parsed if isinstance(item, dict)]
+        return dicts if len(dicts) == len(parsed) else None
+    return None
 
 
 def _verl_items(rest: str) -> dict[str, Any]:
@@ -86,18 +88,68 @@ def _continues_verl(line: str) -> bool:
     return all(part and " " not in part for part in text.split(" - "))
 
 
+def _dict_start(line: str) -> int:
+    """Where a printed dict starts on a line, or -1: a dict that is a value inside another (`'optim': {'lr': ...`,
+    a line of a pretty-printed config) is no log line; an item of a printed list of log dicts is."""
+    for opener in ("{'", '{"'):
+        start = line.find(opener)
+        while start >= 0:
+            if not line[:start].rstrip().endswith(":"):
+                return start
+            start = line.find(opener, start + 1)
+    return -1
+
+
+# A dict wrapped over more lines than this is no log line (an unclosed brace in prose): given up.
+WRAP_LIMIT = 400
+
+
 class LogLines:
-    """Rows found in a text: TRL dicts (with the step each line states, if any) and verl step lines."""
+    """Rows found in a text: TRL dicts (with the step each line states, if any) and verl step lines; printed
+    config dicts (`evidence.is_config`) are counted and left out."""
 
     def __init__(self) -> None:
         self.trl: list[tuple[int | None, dict[str, Any]]] = []
         self.verl: RawRows = []
         self.summaries = 0
         self.unparsed = 0
+        self.configs = 0
+        self.joined = 0  # dicts a paste or a terminal wrapped over several lines, joined
+
+    def _take(self, text: str) -> bool:
+        """Parse one printed dict (or a list of them on one line); whether it held a metric row."""
+        rows = parse_log_dicts(text)
+        if rows is None:
+            self.unparsed += 1
+            return False
+        taken = False
+        for row in rows:
+            if is_summary(row):
+                self.summaries += 1
+            elif is_config(row):
+                self.configs += 1
+            elif any(isinstance(value, int | float | str) for value in row.values()):
+                step = next((as_step(row[key]) for key in STEP_KEYS if key in row), None)
+                self.trl.append((step, row))
+                taken = True
+        return taken
 
     def scan(self, text: str) -> LogLines:
         verl_rest = None  # the key:value text of the verl line just read, while continuation lines may follow
+        wrapped: list[str] | None = None  # the pieces of a dict still open at the end of its line
         for line in text.splitlines():
+            if wrapped is not None:
+                if _dict_start(line) >= 0 or "step:" in line or len(wrapped) >= WRAP_LIMIT:
+                    self.unparsed += 1  # a new dict or step line before this one closed: it was cut
+                    wrapped = None
+                else:
+                    # A terminal or a paste cut the line at some width: the pieces join without a separator.
+                    wrapped.append(line.strip())
+                    joined = "".join(wrapped)
+                    if joined.count("{") <= joined.count("}"):
+                        self.joined += self._take(joined[: joined.rfind("}") + 1])
+                        wrapped = None
+                    continue
             if "step:" in line:
                 if "\x1b" in line:
                     line = ANSI.sub("", line)
@@ -113,17 +165,19 @@ class LogLines:
                 self.verl[-1] = (self.verl[-1][0], _verl_items(verl_rest))
                 continue
             verl_rest = None
-            if "{" in line and ("':" in line or '":' in line):
+            if "{" in line and ("':" in line or '":' in line or line.rstrip().endswith(("{'", '{"'))):
                 if "\x1b" in line:
                     line = ANSI.sub("", line)
-                row = _dict_in(line)
-                if row is None:
-                    self.unparsed += 1
-                elif is_summary(row):
-                    self.summaries += 1
-                elif any(isinstance(value, int | float | str) for value in row.values()):
-                    step = next((as_step(row[key]) for key in STEP_KEYS if key in row), None)
-                    self.trl.append((step, row))
+                start = _dict_start(line)
+                if start < 0:
+                    continue
+                piece = line[start:]
+                if piece.count("{") > piece.count("}"):
+                    wrapped = [piece.rstrip()]
+                    continue
+                self._take(piece[: piece.rfind("}") + 1])
+        if wrapped is not None:
+            self.unparsed += 1
         return self
 
 
@@ -155,46 +209,3 @@ def trl_rows(found: list[tuple[int | None, dict[str, Any]]], logging_steps: int 
                 "pass --logging-steps N for the trainer's steps"
             )
     return raw, notes
-
-
-def notebook_text(notebook: dict[str, Any]) -> str:
-    """Everything a notebook's cells printed (stream text, text/plain results, HTML tables as pipe rows) and its
-    markdown cells (pasted excerpts), as one text."""
-    parts: list[str] = []
-    for cell in notebook.get("cells") or []:
-        if not isinstance(cell, dict):
-            continue
-        if cell.get("cell_type") == "markdown":
-            parts.append(_joined(cell.get("source")))
-        for output in cell.get("outputs") or []:
-            if not isinstance(output, dict):
-                continue
-            if "text" in output:
-                parts.append(_joined(output["text"]))
-            data = output.get("data") or {}
-            if "text/html" in data and "<tr" in _joined(data["text/html"]):
-                parts.append(html_table_text(_joined(data["text/html"])))
-            elif "text/plain" in data:
-                parts.append(_joined(data["text/plain"]))
-    return "\n".join(parts)
-
-
-def _joined(value: Any) -> str:
-    if isinstance(value, list):
-        return "".join(str(part) for part in value)
-    return value if isinstance(value, str) else ""
-
-
-_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.DOTALL | re.IGNORECASE)
-_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.DOTALL | re.IGNORECASE)
-_TAG = re.compile(r"<[^>]*>")
-
-
-def html_table_text(html: str) -> str:
-    """The Trainer's notebook progress table (an HTML table) as pipe-separated rows."""
-    rows = []
-    for row in _ROW.findall(html):
-        cells = [_TAG.sub("", cell).strip() for cell in _CELL.findall(row)]
-        if cells:
-            rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)

@@ -10,13 +10,13 @@ from typing import Any
 
 from align_kit.core.run_files import CHECKPOINT, TRAINER_STATE
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary
+from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary, read_bounded
 
 
 def load_json(path: Path, text: str | None = None) -> Any:
     """A JSON file, or the input error naming where it breaks."""
     try:
-        return json.loads(path.read_text(errors="replace") if text is None else text)
+        return json.loads(read_bounded(path) if text is None else text)
     except json.JSONDecodeError as error:
         raise input_error(
             path, f"corrupt JSON ({error.msg} at line {error.lineno}, column {error.colno}); expected a whole file"
