@@ -98,20 +98,24 @@ def ensure_converted(gguf_path: Path, cache_dir: str | Path) -> Path:
     return folder
 
 
-def context_length(gguf_path: Path) -> int | None:
-    """The model's context (`<arch>.context_length` in the GGUF's metadata), read without loading any tensor;
-    None when the file does not state it or the gguf package is missing."""
+def metadata(gguf_path: Path) -> dict:
+    """What the GGUF's header says, read without loading any tensor: `model_type` (transformers' name of its
+    architecture: llama.cpp's `qwen3moe` is `qwen3_moe`) and `context_length` (`<arch>.context_length`). Empty
+    when the gguf package is missing or the file is no GGUF (the load names it)."""
     if importlib.util.find_spec("gguf") is None:
-        return None
+        return {}
     from gguf import GGUFReader
 
     try:
         reader = GGUFReader(str(gguf_path))
-    except Exception:  # not a GGUF at all: the load names it
-        return None
+    except Exception:  # a truncated or foreign file: GGUFReader raises several kinds
+        return {}
     arch = reader.fields.get("general.architecture")
     if arch is None:
-        return None
+        return {}
     name = bytes(arch.parts[arch.data[0]]).decode()
+    facts = {"model_type": name[: -len("moe")] + "_moe" if name.endswith("moe") else name}
     field = reader.fields.get(f"{name}.context_length")
-    return int(field.parts[field.data[0]][0]) if field is not None else None
+    if field is not None:
+        facts["context_length"] = int(field.parts[field.data[0]][0])
+    return facts

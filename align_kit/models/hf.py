@@ -75,10 +75,11 @@ class HFModel(ModelNode):
                 f"{key}: {path} is not a file; GGUF files in model.name_or_path={self.name_or_path}: "
                 f"{', '.join(present) or 'none'}"
             )
-        from align_kit.models.gguf import context_length, require_gguf_package
+        from align_kit.models.gguf import metadata, require_gguf_package
 
         require_gguf_package(key)
-        self.max_position_embeddings = context_length(path)
+        self._gguf_metadata = metadata(path)
+        self.max_position_embeddings = self._gguf_metadata.get("context_length")
 
     def gguf_path(self) -> Path:
         return Path(self.name_or_path).expanduser() / self.gguf_file
@@ -120,9 +121,10 @@ class HFModel(ModelNode):
                 raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
 
     def declared_model_type(self) -> str | None:
-        """config.json's model_type of a local folder; a hub name or a GGUF is known only when the model loads."""
+        """config.json's model_type of a local folder, or the GGUF's architecture; a hub name is known only when the
+        model loads."""
         if self.gguf_file:
-            return None
+            return getattr(self, "_gguf_metadata", {}).get("model_type")
         config_file = Path(self.name_or_path).expanduser() / "config.json"
         if config_file.is_file():
             return json.loads(config_file.read_text()).get("model_type")

@@ -1,7 +1,9 @@
 """reasoning-gym's procedurally generated tasks (offline, each with its own verifier) as chat prompts.
 
-`task.datasets` maps dataset names to their own options (`{chain_sum: {max_terms: 3}, gsm_symbolic: {}}`); each
-dataset is a domain, so per-domain metrics and kl=per_domain split the mixture. A row is a conversation (a system
+`task.datasets` lists reasoning-gym datasets (`[chain_sum, gsm_symbolic]`) and `task.options` gives any of them its
+own options (`{chain_sum: {max_terms: 3}}`): a list and a null in the YAML, so an override replaces them whole (Hydra
+refuses new keys in a dict the config already holds). Each dataset is a domain, so per-domain metrics and
+kl=per_domain split the mixture. A row is a conversation (a system
 message stating the answer format, then the question), which TRL renders with the model's chat template, and
 carries what the reward needs to rebuild the row's entry (`gym_config`, `gym_index`), so the dataset's own
 `score_answer` judges it (reward=gym_correctness, align_kit/rewards/gym.py).
@@ -61,10 +63,14 @@ def build_dataset(config: dict):
 @dataclass
 class ReasoningGymTask(TaskNode):
     COLUMNS: ClassVar[tuple[str, ...]] = ("prompt", "answer", "domain", "gym_config", "gym_index")
-    datasets: dict = knob(
-        default_factory=lambda: {"chain_sum": {}},
-        help="reasoning-gym datasets mixed as domains, each with its own options (difficulty keys such as min_terms, "
-        "max_digits); `size` and `seed` per dataset override the task's. Rows alternate between the datasets.",
+    datasets: list[str] = knob(
+        default_factory=lambda: ["chain_sum"],
+        help="reasoning-gym datasets mixed as domains (rows alternate between them), e.g. [chain_sum,gsm_symbolic].",
+    )
+    options: dict | None = knob(
+        None,
+        help="Each dataset's own options by its name, e.g. {chain_sum:{max_terms:3,max_digits:2}} (its difficulty "
+        "keys; `size` and `seed` override the task's for it); null: every dataset's defaults.",
     )
     num_train: int = knob(
         2000, ge=1, help="Training rows in all, split evenly over the datasets (a dataset's own `size` overrides)."
@@ -80,25 +86,31 @@ class ReasoningGymTask(TaskNode):
 
     def validate(self) -> None:
         require_reasoning_gym("task=reasoning_gym")
-        if not isinstance(self.datasets, dict) or not self.datasets:
+        if not self.datasets:
             raise ConfigError(
-                "task.datasets must map at least one reasoning-gym dataset to its options, e.g. "
-                "task.datasets={chain_sum:{}}"
+                "task.datasets must list at least one reasoning-gym dataset, e.g. task.datasets=[chain_sum]"
             )
         known = known_datasets()
-        for name, options in self.datasets.items():
+        for name in self.datasets:
             if name not in known:
-                raise ConfigError(f"task.datasets.{name}: not a reasoning-gym dataset; known: {', '.join(known)}")
-            if options is None:
-                continue
-            if not isinstance(options, dict):
-                raise ConfigError(f"task.datasets.{name}={options!r} must be a mapping of {name}'s options (or {{}})")
-            config_class, option_names = dataset_options(name)
+                raise ConfigError(f"task.datasets: {name} is not a reasoning-gym dataset; known: {', '.join(known)}")
+        if len(set(self.datasets)) < len(self.datasets):
+            raise ConfigError(f"task.datasets={list(self.datasets)} names a dataset twice; list each once")
+        for name, options in (self.options or {}).items():
+            if name not in self.datasets:
+                raise ConfigError(
+                    f"task.options.{name}: {name} is not in task.datasets={list(self.datasets)}; add it there or "
+                    "drop its options"
+                )
+            if not hasattr(options, "keys"):
+                raise ConfigError(f"task.options.{name}={options!r} must map {name}'s options to values")
+            _, option_names = dataset_options(name)
             for key in options:
                 if key not in option_names:
                     raise ConfigError(
-                        f"task.datasets.{name}.{key}: not an option of {name}; its options: {', '.join(option_names)}"
+                        f"task.options.{name}.{key}: not an option of {name}; its options: {', '.join(option_names)}"
                     )
+        for name in self.datasets:
             for split in ("train", "eval"):
                 self._check_config(name, self.config(name, split, 1))
 
@@ -111,14 +123,17 @@ class ReasoningGymTask(TaskNode):
                 built.validate()
         except (AssertionError, ValueError, TypeError) as error:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else "its config's check failed"
-            raise ConfigError(f"task.datasets.{name}: {reason}") from None
+            raise ConfigError(f"task.options.{name}: {reason}") from None
 
     @property
     def source(self) -> str:
-        return f"task.datasets={sorted(self.datasets)}"
+        return f"task.datasets={list(self.datasets)}"
+
+    def own_options(self, name: str) -> dict:
+        return dict((self.options or {}).get(name) or {})
 
     def split_size(self, name: str, split: str) -> int:
-        options = self.datasets[name] or {}
+        options = self.own_options(name)
         if split == "train" and "size" in options:
             return int(options["size"])
         total = self.num_eval if split == "eval" else self.num_train
@@ -127,7 +142,7 @@ class ReasoningGymTask(TaskNode):
 
     def config(self, name: str, split: str, size: int | None = None) -> dict:
         """The dataset's full config for `split`: its options, then size and a per-split seed."""
-        options = {k: _plain(v) for k, v in (self.datasets[name] or {}).items()}
+        options = {k: _plain(v) for k, v in self.own_options(name).items()}
         seed = int(options.pop("seed", self.seed)) + SPLIT_SEED_OFFSET[split]
         options.pop("size", None)
         return {
@@ -175,7 +190,8 @@ class ReasoningGymTask(TaskNode):
         return [(row["prompt"], row["answer"]) for row in self.rows("probe", count)]
 
     def cache_key(self) -> dict:
-        return {"kind": "reasoning_gym", "datasets": self.datasets, "seed": self.seed, "system": self.system_prompt}
+        options = {name: {k: _plain(v) for k, v in self.own_options(name).items()} for name in self.datasets}
+        return {"kind": "reasoning_gym", "options": options, "seed": self.seed, "system": self.system_prompt}
 
     def check(self, plan) -> None:
         from align_kit.rewards.gym import GymCorrectness

@@ -63,3 +63,18 @@ def test_the_completion_budget_must_fit_the_models_context():
         node.check(plan)
     node.max_position_embeddings = 65
     node.check(plan)
+
+
+def test_the_header_names_the_architecture_and_context(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    from align_kit.models.gguf import metadata
+
+    path = tmp_path / "moe.gguf"
+    writer = gguf.GGUFWriter(str(path), "qwen3moe")  # llama.cpp's name for transformers' qwen3_moe
+    writer.add_context_length(4096)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    assert metadata(path) == {"model_type": "qwen3_moe", "context_length": 4096}
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf")
+    assert metadata(tmp_path / "junk.gguf") == {}

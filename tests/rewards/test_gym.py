@@ -26,7 +26,7 @@ def test_correctness_is_the_datasets_own_score_on_the_rows_entry():
     pytest.importorskip("reasoning_gym")
     from align_kit.tasks.reasoning_gym import ReasoningGymTask
 
-    task = ReasoningGymTask(datasets={"chain_sum": {"max_terms": 2, "max_digits": 1}}, num_train=2)
+    task = ReasoningGymTask(options={"chain_sum": {"max_terms": 2, "max_digits": 1}}, num_train=2)
     rows = task.rows("train")
     right = rows[0]["answer"]
     completions = [

@@ -14,7 +14,9 @@ from align_kit.tasks.reasoning_gym import ReasoningGymTask, build_dataset  # noq
 
 
 def test_rows_are_conversations_with_the_datasets_own_question_and_answer():
-    task = ReasoningGymTask(datasets={"chain_sum": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}, num_train=4)
+    task = ReasoningGymTask(
+        datasets=["chain_sum"], options={"chain_sum": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}, num_train=4
+    )
     task.validate()
     rows = task.rows("train")
     assert len(rows) == 4
@@ -29,7 +31,9 @@ def test_rows_are_conversations_with_the_datasets_own_question_and_answer():
 
 
 def test_the_encoded_config_rebuilds_the_same_entry():
-    task = ReasoningGymTask(datasets={"basic_arithmetic": {"max_terms": 3}}, num_train=3, seed=7)
+    task = ReasoningGymTask(
+        datasets=["basic_arithmetic"], options={"basic_arithmetic": {"max_terms": 3}}, num_train=3, seed=7
+    )
     row = task.rows("train")[2]
     entry = build_dataset(json.loads(row["gym_config"]))[row["gym_index"]]
     assert entry["question"] == row["prompt"][1]["content"] and str(entry["answer"]) == row["answer"]
@@ -38,7 +42,7 @@ def test_the_encoded_config_rebuilds_the_same_entry():
 
 
 def test_several_datasets_alternate_as_domains_and_splits_draw_other_items():
-    task = ReasoningGymTask(datasets={"chain_sum": {}, "basic_arithmetic": {}}, num_train=5, num_eval=4)
+    task = ReasoningGymTask(datasets=["chain_sum", "basic_arithmetic"], num_train=5, num_eval=4)
     train = task.dataset("train")
     assert train["domain"] == ["chain_sum", "basic_arithmetic", "chain_sum", "basic_arithmetic", "chain_sum"]
     held_out = task.rows("eval")
@@ -48,24 +52,28 @@ def test_several_datasets_alternate_as_domains_and_splits_draw_other_items():
 
 
 def test_a_datasets_own_size_and_seed_override_the_tasks():
-    task = ReasoningGymTask(datasets={"chain_sum": {"size": 3, "seed": 99}}, num_train=10)
+    task = ReasoningGymTask(datasets=["chain_sum"], options={"chain_sum": {"size": 3, "seed": 99}}, num_train=10)
     assert len(task.rows("train")) == 3
     assert json.loads(task.rows("train")[0]["gym_config"])["seed"] == 99
 
 
 def test_unknown_dataset_option_and_bad_range_each_get_one_line():
     with pytest.raises(
-        ConfigError, match=r"^task\.datasets\.chain_summ: not a reasoning-gym dataset; known: .*chain_sum"
+        ConfigError, match=r"^task\.datasets: chain_summ is not a reasoning-gym dataset; known: .*chain_sum"
     ):
-        ReasoningGymTask(datasets={"chain_summ": {}}).validate()
+        ReasoningGymTask(datasets=["chain_summ"]).validate()
     with pytest.raises(
-        ConfigError, match=r"^task\.datasets\.chain_sum\.terms: not an option of chain_sum; its options: "
+        ConfigError, match=r"^task\.options\.chain_sum\.terms: not an option of chain_sum; its options: "
     ):
-        ReasoningGymTask(datasets={"chain_sum": {"terms": 3}}).validate()
-    with pytest.raises(ConfigError, match=r"^task\.datasets\.chain_sum: "):
-        ReasoningGymTask(datasets={"chain_sum": {"min_terms": 5, "max_terms": 2}}).validate()
+        ReasoningGymTask(options={"chain_sum": {"terms": 3}}).validate()
+    with pytest.raises(ConfigError, match=r"^task\.options\.gcd: gcd is not in task\.datasets=\['chain_sum'\]"):
+        ReasoningGymTask(options={"gcd": {}}).validate()
+    with pytest.raises(ConfigError, match=r"^task\.options\.chain_sum: "):
+        ReasoningGymTask(options={"chain_sum": {"min_terms": 5, "max_terms": 2}}).validate()
     with pytest.raises(ConfigError, match="at least one reasoning-gym dataset"):
-        ReasoningGymTask(datasets={}).validate()
+        ReasoningGymTask(datasets=[]).validate()
+    with pytest.raises(ConfigError, match="names a dataset twice"):
+        ReasoningGymTask(datasets=["gcd", "gcd"]).validate()
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
