@@ -21,8 +21,10 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
     if group == "reward" and name == "tool_penalty":  # a penalty's best is 0: it rides beside a reward
         return [*task, "reward=[tool_choice,tool_penalty]", "reward.tool_choice.weight=1.0"]
     if group == "reward":
-        # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3).
-        return [*task, f"reward=[{name}]", f"reward.{name}.weight=1.0"]
+        # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3). The gym rewards are
+        # named correctness and format, so the monitor's rules and compare's accuracy panel read them.
+        key = name.removeprefix("gym_")
+        return [*task, f"reward=[{name}]", f"reward.{key}.weight=1.0"]
     extra = {
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],
         ("model", "smollm2"): [f"model.name_or_path={saved_model_dir}", "model.gguf_file=model.gguf"],
