@@ -40,3 +40,14 @@ def test_routing_replay_is_refused_on_the_dense_gguf_before_it_loads(tmp_path):
     cfg = compose(["model=smollm2", "routing_replay=r2"])
     with pytest.raises(ConfigError, match=r"^routing_replay=r2 needs a Mixture-of-Experts model but model=smollm2 is "):
         build_plan(cfg, component_choices(), str(tmp_path))
+
+
+def test_by_device_loads_bfloat16_on_a_gpu_and_float32_on_a_cpu(monkeypatch):
+    import torch
+
+    node = SmolLM2()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert node.load_dtype() == "float32"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert node.load_dtype() == "bfloat16"
+    assert SmolLM2(dtype="float16").load_dtype() == "float16"  # a stated dtype is kept
