@@ -51,6 +51,7 @@ RUNS = {
         "overlong=filter_and_punish",
         "format_schedule=linear",
         "sampling=dynamic",
+        "sampling.max_gen_batches=2",  # at most one more generation round when groups come back flat
     ],
     "dr_grpo_reweighted_filter": [
         "advantage=dr_grpo",
@@ -73,7 +74,7 @@ RUNS = {
 # What each run must have logged: the metric that shows its components engaged.
 ENGAGED = {
     "ngrpo_clip_higher_per_domain": ["kl/basic_arithmetic", "clip_ratio/high_mean", "reward/chain_sum"],
-    "gdpo_gspo_dynamic": ["kl", "clip_ratio/region_mean"],
+    "gdpo_gspo_dynamic": ["kl", "clip_ratio/region_mean", "sampling/gen_batches"],
     "dr_grpo_reweighted_filter": ["kl"],
     "batch_advantage": ["reward"],
 }
