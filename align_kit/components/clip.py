@@ -18,11 +18,13 @@ from typing import Any
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import TrainerHook, masked_mean
+from align_kit.core.hooks import TrainerHook, Weighted, masked_mean
 
 # DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
 # eps_high 0.2. Tokens below this old probability count as "low-probability".
 LOW_PROBABILITY = 0.1
+# The reward node whose positive score marks a completion correct (rewards/distinct_correct).
+CORRECTNESS = "correctness"
 # TRL's clip with no clip node: GRPOConfig's epsilon, and epsilon_high None (the same bound), on token ratios.
 TRL_EPSILON = 0.2
 # GSPO's sequence-level ratio needs a per-sequence loss; TRL's token-summing losses break it.
@@ -117,10 +119,29 @@ class ClipEngagement(TrainerHook):
     the share of completion tokens below it; clip/low_prob_entropy, the policy's entropy at those positions;
     clip/low_prob_per_positive, how many such tokens a positive-advantage completion holds (on average over those
     completions): whether the answers the reward favours need one rare token or rare tokens at several positions.
-    On-policy (no old log-probs) every ratio is 1 and nothing reaches the bound."""
+    On-policy (no old log-probs) every ratio is 1 and nothing reaches the bound.
 
-    def __init__(self, eps_high: float):
+    Two more say whether entropy is set to collapse, the other half of the claim. entropy/cov_logp_adv, per loss
+    call: the covariance over completion tokens of their log-probability under the old policy and their advantage.
+    A policy-gradient step changes entropy by about minus this covariance (arXiv 2505.22617, §2-3): positive when
+    the answers the reward favours are already the likely ones, so entropy falls. rewards/distinct_correct, per
+    generation round: distinct completions (token sequences) among each group's correct ones (correctness reward
+    > 0), averaged over groups; a policy that sharpens onto few correct answers drives it towards 1."""
+
+    def __init__(self, eps_high: float, correctness: str = CORRECTNESS):
         self.eps_high = eps_high
+        self.correctness = correctness
+
+    def on_scored_batch(self, trainer, state, batch):
+        names = list(getattr(trainer, "reward_func_names", []))
+        if self.correctness not in names or state.rewards_per_func is None:
+            return None
+        correct = state.local_rows(state.rewards_per_func[:, names.index(self.correctness)]) > 0  # NaN: not correct
+        return {
+            "rewards/distinct_correct": distinct_correct(
+                batch["completion_ids"], batch["completion_mask"], correct, state.group_size
+            )
+        }
 
     def on_loss(self, trainer, loss):
         import torch
@@ -143,4 +164,28 @@ class ClipEngagement(TrainerHook):
             "clip/low_prob_share": masked_mean(low, mask),
             "clip/low_prob_entropy": masked_mean(entropies, mask * low),
             "clip/low_prob_per_positive": masked_mean((positive * low).sum(dim=1), favoured),
+            "entropy/cov_logp_adv": token_covariance(old, advantages.expand_as(old), mask),
         }
+
+
+def token_covariance(x, y, mask) -> Weighted:
+    """Covariance of x and y over the positions where mask is 1 (population form: divided by their count)."""
+    x_mean, y_mean = masked_mean(x, mask), masked_mean(y, mask)
+    return masked_mean((x - x_mean) * (y - y_mean), mask)
+
+
+def distinct_correct(completion_ids, completion_mask, correct, group_size: int) -> Weighted:
+    """Mean over groups (consecutive rows of `group_size`) of the number of distinct completions among the correct
+    ones; a completion is its token ids where the mask is 1. Groups with no correct completion count 0."""
+    rows = len(correct)
+    if rows == 0 or rows % group_size:
+        return Weighted(float("nan"), 0)
+    counts = []
+    for start in range(0, rows, group_size):
+        seen = {
+            tuple(completion_ids[row][completion_mask[row].bool()].tolist())
+            for row in range(start, start + group_size)
+            if bool(correct[row])
+        }
+        counts.append(len(seen))
+    return Weighted(sum(counts) / len(counts), len(counts))

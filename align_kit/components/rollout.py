@@ -85,6 +85,10 @@ class Rollout(Component):
         hooks = [SamplerMismatch(self)] if self.dtype != "float32" or self.measures_mismatch else []
         return hooks + ([RetokenizeCheck()] if self.check_retokenize else [])
 
+    def monitor_facts(self) -> dict[str, Any]:
+        # The importance-sampling correction is on: with a filtered sampler (top_p < 1) its ratio is biased.
+        return {"is_correction": self.is_correction != "none"}
+
 
 @dataclass
 class HFRollout(Rollout):

@@ -15,12 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from align_kit.doctor.advice import Advice, Setup, advise
+from align_kit.doctor.advice import Advice, advise
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.keymaps import finite_number, whole_number
-from align_kit.monitor.rules import RULES, Alert, HealthMonitor, RuleCoverage, RunContext
+from align_kit.doctor.keymaps import finite_number
+from align_kit.monitor.rules import RULES, Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
 # The rules whose thresholds are shares of the reward range (reward_max - reward_min).
@@ -61,46 +60,6 @@ def worst(verdicts: Iterable[str]) -> str:
     return max(verdicts, key=VERDICTS.index, default="healthy")
 
 
-def run_context(
-    stated: Mapping[str, Any],
-    max_completion_length: int | None = None,
-    reward_max: float | None = None,
-    reward_min: float | None = None,
-) -> RunContext:
-    """The RunContext the log states (`RunHistory.context`), with the caller's overrides; reward_max / reward_min
-    default to the monitor's [0, 1] when neither says."""
-    choices = stated.get("choices") or {}
-    eps_low = finite_number(stated.get("epsilon"))
-    eps_high = finite_number(stated.get("epsilon_high"))
-    level = stated.get("importance_sampling_level")
-    clip = str(choices.get("clip", ""))
-    sequence_clip = level == "sequence" or clip == "gspo"
-    clip_higher = clip == "clip_higher" or (
-        not sequence_clip and eps_high is not None and eps_high > (eps_low if eps_low is not None else 0.2)
-    )
-    beta = finite_number(stated.get("beta"))
-    kl_choice = str(choices.get("kl", ""))
-    length = (
-        max_completion_length
-        if max_completion_length is not None
-        else whole_number(stated.get("max_completion_length"))
-    )
-    values = {
-        "max_completion_length": length,
-        "reward_max": reward_max if reward_max is not None else finite_number(stated.get("reward_max")),
-        "reward_min": reward_min if reward_min is not None else finite_number(stated.get("reward_min")),
-        "advantage": str(choices.get("advantage", "grpo")),
-        "clip_higher": clip_higher,
-        "sequence_clip": sequence_clip,
-        "eps_high": eps_high if eps_high is not None else eps_low,
-        "kl_on": (beta or 0.0) > 0 or kl_choice not in ("", "none"),
-        "dynamic_sampling": choices.get("sampling") == "dynamic",
-        "overlong_shaping": str(choices.get("overlong", "")) in ("soft_punish", "filter_and_punish"),
-        "routing_replay": str(choices.get("routing_replay", "off")) not in ("", "off"),
-    }
-    return RunContext(**{key: value for key, value in values.items() if value is not None})  # None: the default
-
-
 class Replay:
     """The monitor fed a history row by row (`feed`), then `finish`: the same path for a whole file (`diagnose`)
     and for a growing one (`--follow`)."""
@@ -118,7 +77,7 @@ class Replay:
         self.scale_stated = (
             reward_max if reward_max is not None else finite_number(stated.get("reward_max"))
         ) is not None
-        self.context = run_context(stated, max_completion_length, reward_max, reward_min)
+        self.context = RunContext.from_stated(stated, max_completion_length, reward_max, reward_min)
         self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
         self.alerts: list[Alert] = []
         self.low, self.high = math.inf, -math.inf  # the range of the rewards logged
@@ -140,7 +99,7 @@ class Replay:
 
     def finish(self) -> Diagnosis:
         self.alerts += self.monitor.finish()
-        alerts = sorted(self.alerts, key=lambda alert: alert.step)
+        alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
         coverage = list(self.monitor.coverage())
         notes: list[str] = []
         if not self.scale_stated and self.high != -math.inf:
@@ -158,18 +117,42 @@ class Replay:
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
+def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
+    """Each alert whose condition the rest of the run reversed, judged against the whole history: a note (action
+    log) saying the span of the episode, not the verdict (an entropy dip that recovered, a flat reward that later
+    rose)."""
+    spans = {(item.rule, item.fired): item.recovered for item in recoveries}
+    kept = []
+    for alert in alerts:
+        until = spans.get((alert.rule, alert.step))
+        if until is not None:
+            alert = replace(
+                alert,
+                action="log",
+                message=f"{alert.message} [recovered: an episode from step {alert.step} to {until}, which the rest "
+                "of the run reversed]",
+                words={**alert.words, "recovered": str(until)},
+            )
+        kept.append(alert)
+    return kept
+
+
 def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[list[Alert], list[RuleCoverage]]:
     """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
     kept = []
     for alert in alerts:
-        if alert.rule in REWARD_SCALE_RULES:
+        # no_signal's zero-spread reading needs no scale.
+        if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
             continue
         if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
             words = {**alert.words, "difficulty": ""}
             alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
         kept.append(alert)
+    spread = {alert.rule for alert in kept}
     covered = [
-        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN) if item.rule in REWARD_SCALE_RULES else item
+        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN)
+        if item.rule in REWARD_SCALE_RULES and item.rule not in spread
+        else item
         for item in coverage
     ]
     return kept, covered
@@ -199,7 +182,7 @@ def _conclude(
         summary = f"warning: no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
-    setup = Setup.from_context(context, history.context)
+    setup = context
     if setup.learning_rate is None:  # the learning rate the run logged last, when the log states none
         last = next((row["learning_rate"] for _, row in reversed(history.rows) if "learning_rate" in row), None)
         if last is not None and math.isfinite(last) and last > 0:

@@ -22,21 +22,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from align_kit.core.errors import ConfigError
 from align_kit.core.run_files import latest_checkpoint
-from align_kit.doctor.advice import Setup, advise
-from align_kit.doctor.diagnose import run_context as stated_run_context
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
 REWARD_PREFIX, REWARD_SUFFIX = "rewards/", "/mean"
-# trl.rewards.get_soft_overlong_punishment's function: DAPO's soft overlong punishment is on.
-OVERLONG_REWARD = "soft_overlong_punishment_reward"
+# The GRPOConfig fields the monitor's RunContext reads.
+GRPO_FIELDS = (
+    "epsilon",
+    "epsilon_high",
+    "beta",
+    "importance_sampling_level",
+    "max_completion_length",
+    "learning_rate",
+    "num_generations",
+    "mask_truncated_completions",
+    "multi_objective_aggregation",
+    "top_p",
+    "top_k",
+    "min_p",
+    "vllm_importance_sampling_correction",
+)
 
 
 def reward_names(logs: Mapping[str, Any]) -> list[str]:
@@ -49,7 +61,8 @@ def reward_names(logs: Mapping[str, Any]) -> list[str]:
 
 
 def run_context(args: Any, names: list[str] | None = None, reward_max: float | None = None) -> RunContext:
-    """What a GRPOConfig (`args`) composes, as the monitor's RunContext.
+    """What a GRPOConfig (`args`) composes, as the monitor's RunContext (RunContext.from_stated reads its fields
+    as it reads a log's stated setup).
 
     `names`: the reward functions' names, when known; their weights are `args.reward_weights` (TRL's default:
     1.0 each). `reward_max`: the best total reward a completion can score; by default the sum of the positive
@@ -61,35 +74,12 @@ def run_context(args: Any, names: list[str] | None = None, reward_max: float | N
         weights = {name: float(weight) for name, weight in zip(names, given, strict=False)}
     if reward_max is None:
         reward_max = sum(weight for weight in weights.values() if weight > 0) if weights else 1.0
-    # The clip range, KL and budget read as the doctor reads a log's stated setup; then what only a GRPOConfig says.
-    stated = {
-        name: getattr(args, name, None)
-        for name in ("epsilon", "epsilon_high", "beta", "importance_sampling_level", "max_completion_length")
-    }
-    return dataclasses.replace(
-        stated_run_context(stated, reward_max=float(reward_max)),
-        # TRL's multi_objective_aggregation=normalize_then_sum is GDPO (each reward normalised in its group).
-        advantage="gdpo" if getattr(args, "multi_objective_aggregation", "") == "normalize_then_sum" else "grpo",
-        reward_weights=weights,
-        overlong_shaping=OVERLONG_REWARD in weights,
+    stated = {name: getattr(args, name, None) for name in GRPO_FIELDS}
+    # vLLM's importance-sampling correction only acts when vLLM samples (DESIGN: TRL 1.16 facts).
+    stated["is_correction"] = bool(stated.pop("vllm_importance_sampling_correction")) and bool(
+        getattr(args, "use_vllm", False)
     )
-
-
-def trl_advice(args: Any) -> Callable[[Alert, RunContext], str]:
-    """The alerts' advice in GRPOConfig's terms (`epsilon_high=0.28`, not align_kit's `clip=clip_higher`): the
-    doctor's text for each of the alert's fixes the run lacks, in the tuning order of 18.3.8."""
-    stated = {
-        "learning_rate": args.learning_rate,
-        "beta": args.beta,
-        "mask_truncated_completions": getattr(args, "mask_truncated_completions", False),
-        "num_generations": getattr(args, "num_generations", None),
-    }
-
-    def advice(alert: Alert, context: RunContext) -> str:
-        lines = advise([(alert.rule, tuple(alert.fixes))], "trl", Setup.from_context(context, stated))
-        return "; ".join(line.text for line in lines) or alert.advice
-
-    return advice
+    return RunContext.from_stated({**stated, "reward_weights": weights}, reward_max=float(reward_max))
 
 
 def without_halts(config: HealthMonitorConfig) -> HealthMonitorConfig:
@@ -174,7 +164,7 @@ class HealthCallback(HealthMonitorCallback):
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_file = Path(self._given_metrics_file or self.run_dir / "metrics.jsonl")
         self.monitor = HealthMonitor(
-            self.config, context=run_context(args, reward_max=self._reward_max), advice=trl_advice(args)
+            self.config, context=run_context(args, reward_max=self._reward_max), framework="trl"
         )
         self._rewards_known = False
         self.halted = None

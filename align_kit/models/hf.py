@@ -1,4 +1,5 @@
-"""Any causal LM loadable with `from_pretrained`: a hub name or a local folder."""
+"""Any causal LM loadable with `from_pretrained`: a hub name, a local folder, or a GGUF file in a local folder
+(converted once into the cache, align_kit/models/gguf.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ WEIGHT_FILES = (
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
+Dtype = Literal["float32", "bfloat16", "float16", "auto", "by_device"]
+
+
 def looks_like_local_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
 
@@ -33,10 +37,16 @@ class HFModel(ModelNode):
         help="A hub name (Qwen/Qwen3-0.6B) or a local folder saved with save_pretrained (config.json, weights, "
         "tokenizer files); required.",
     )
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = knob(
+    gguf_file: str | None = knob(
+        None,
+        help="A GGUF file inside the folder model.name_or_path (transformers' gguf_file): dequantized once into "
+        "paths.cache_dir/gguf as a regular transformers folder, which later runs load in seconds; needs the gguf "
+        "package. null: name_or_path is a transformers model.",
+    )
+    dtype: Dtype = knob(
         "float32",
         help="The dtype the weights load in (from_pretrained's dtype); float32 trains as the tiny models do, auto "
-        "takes the checkpoint's own.",
+        "takes the checkpoint's own, by_device is bfloat16 when a GPU is visible and float32 on a CPU.",
     )
     trust_remote_code: bool = knob(
         False,
@@ -47,6 +57,9 @@ class HFModel(ModelNode):
     def validate(self) -> None:
         if not self.name_or_path:
             raise ConfigError("model=hf needs model.name_or_path=<hub name or local folder>")
+        if self.gguf_file:
+            self._check_gguf()
+            return
         if looks_like_local_path(self.name_or_path) and not Path(self.name_or_path).expanduser().is_dir():
             raise ConfigError(
                 f"model.name_or_path={self.name_or_path} is not a folder; point it at a saved model "
@@ -54,6 +67,40 @@ class HFModel(ModelNode):
             )
         if looks_like_local_path(self.name_or_path):
             self._check_saved_folder(Path(self.name_or_path).expanduser())
+
+    def _check_gguf(self) -> None:
+        key = f"model.gguf_file={self.gguf_file}"
+        path = self.gguf_path()
+        if not path.is_file():
+            present = sorted(p.name for p in path.parent.glob("*.gguf")) if path.parent.is_dir() else []
+            raise ConfigError(
+                f"{key}: {path} is not a file; GGUF files in model.name_or_path={self.name_or_path}: "
+                f"{', '.join(present) or 'none'}"
+            )
+        from align_kit.models.gguf import metadata, require_gguf_package
+
+        require_gguf_package(key)
+        self._gguf_metadata = metadata(path)
+        self.max_position_embeddings = self._gguf_metadata.get("context_length")
+
+    def gguf_path(self) -> Path:
+        return Path(self.name_or_path).expanduser() / self.gguf_file
+
+    def check(self, plan) -> None:
+        budget = plan.effective("max_completion_length")
+        positions = self.max_position_embeddings or self._saved_positions()
+        if isinstance(positions, int) and budget >= positions:
+            raise ConfigError(
+                f"trainer.max_completion_length={budget} does not fit the model's context of {positions} positions "
+                "(prompt included); use a smaller budget"
+            )
+
+    def _saved_positions(self) -> int | None:
+        """config.json's max_position_embeddings of a local folder (None for a hub name or a GGUF)."""
+        if self.gguf_file or not looks_like_local_path(self.name_or_path):
+            return None
+        config = Path(self.name_or_path).expanduser() / "config.json"
+        return json.loads(config.read_text()).get("max_position_embeddings") if config.is_file() else None
 
     def _check_saved_folder(self, folder: Path) -> None:
         """A local folder holds what from_pretrained reads (it failed at step 0 with a traceback otherwise)."""
@@ -76,7 +123,10 @@ class HFModel(ModelNode):
                 raise ConfigError(f"{key}: {folder} holds no {kind} (none of {', '.join(names)}); {fix}")
 
     def declared_model_type(self) -> str | None:
-        """config.json's model_type of a local folder; a hub name is known only when the model loads."""
+        """config.json's model_type of a local folder, or the GGUF's architecture; a hub name is known only when the
+        model loads."""
+        if self.gguf_file:
+            return getattr(self, "_gguf_metadata", {}).get("model_type")
         config_file = Path(self.name_or_path).expanduser() / "config.json"
         if config_file.is_file():
             return json.loads(config_file.read_text()).get("model_type")
@@ -87,7 +137,7 @@ class HFModel(ModelNode):
         or more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
         local folder's tokenizer.json (no model, no transformers); a hub model, another tokenizer format or a
         message list (the chat template renders it) is not checked here."""
-        saved = self._saved_tokenizer() if isinstance(prompt, str) else None
+        saved = self._saved_tokenizer() if isinstance(prompt, str) and not self.gguf_file else None
         if saved is None:
             return None
         tokenizer, unknown, positions = saved
@@ -132,11 +182,30 @@ class HFModel(ModelNode):
     def load(self, task, cache_dir, reward=None, max_new_tokens: int = 32) -> LoadedPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = (
-            str(Path(self.name_or_path).expanduser()) if looks_like_local_path(self.name_or_path) else self.name_or_path
+        info: dict = {}
+        if self.gguf_file:
+            from align_kit.models.gguf import ensure_converted
+
+            path = str(ensure_converted(self.gguf_path(), cache_dir))
+            info["gguf_file"] = str(self.gguf_path())
+        elif looks_like_local_path(self.name_or_path):
+            path = str(Path(self.name_or_path).expanduser())
+        else:
+            path = self.name_or_path
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=self.load_dtype(), trust_remote_code=self.trust_remote_code
         )
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
         tokenizer = AutoTokenizer.from_pretrained(
             path, padding_side="left", truncation_side="left", trust_remote_code=self.trust_remote_code
         )
-        return LoadedPolicy(model=model, tokenizer=tokenizer, path=path, info={"source": path})
+        if tokenizer.pad_token is None:  # TRL pads with the EOS then; say so in the policy's info
+            info["pad_token"] = "eos"
+        info.update(source=path, parameters=sum(p.numel() for p in model.parameters()), dtype=str(model.dtype))
+        return LoadedPolicy(model=model, tokenizer=tokenizer, path=path, info=info)
+
+    def load_dtype(self) -> str:
+        if self.dtype != "by_device":
+            return self.dtype
+        import torch
+
+        return "bfloat16" if torch.cuda.is_available() else "float32"

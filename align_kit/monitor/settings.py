@@ -14,10 +14,9 @@ from typing import Any, Literal, get_type_hints
 
 from align_kit.core.component import buildable
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import knob
+from align_kit.core.fields import field_facts, knob
 
 Action = Literal["log", "warn", "halt"]
-ACTIONS = ("log", "warn", "halt")
 
 
 def _action(default: str) -> Any:
@@ -29,21 +28,36 @@ def _action(default: str) -> Any:
 
 
 def _span(default: int, source: str | None = None) -> Any:
-    return knob(default, help="Logged points averaged on each side of the comparison, >= 1.", source=source)
+    return knob(default, help="Logged points averaged on each side of the comparison, >= 1.", source=source, ge=1)
 
 
 def _fall(default: float, source: str) -> Any:
-    return knob(default, help="The share of entropy lost that alerts, strictly between 0 and 1.", source=source)
+    return knob(
+        default, help="The share of entropy lost that alerts, strictly between 0 and 1.", source=source, gt=0, lt=1
+    )
+
+
+def _progress(default: float) -> Any:
+    return knob(
+        default,
+        ge=0,
+        help="How far the accuracy (else the reward) must gain between the same first and last points, as a share "
+        "of its range, for falling entropy to read as convergence (a policy becoming right), not collapse.",
+        source="16.6, figure 16-11; 18.3.1",
+    )
 
 
 @dataclass
 class EntropyCollapse:
     """Mean of the last `span` points below (1 - fall) x the mean of the first `span` (the
-    policy-optimization chapter, 18.3.1)."""
+    policy-optimization chapter, 18.3.1) while the accuracy (else the reward) over the same points stalls or falls:
+    entropy falling while it gains more than `rise` is a policy becoming right (16.6, figure 16-11), the
+    `entropy_converging` note. A run shorter than 2 x `span` is judged at its end on halves of its points."""
 
     action: Action = _action("warn")
     span: int = _span(10, "18.3.1")
     fall: float = _fall(0.5, "18.3.1")
+    rise: float = _progress(0.05)
 
 
 @dataclass
@@ -55,8 +69,12 @@ class EntropyDrop:
 
     action: Action = _action("warn")
     span: int = _span(10)
+    rise: float = _progress(0.05)
     window_steps: int = knob(
-        100, help="Training steps back to the highest smoothed entropy the latest is compared with.", source="18.3.7"
+        100,
+        help="Training steps back to the highest smoothed entropy the latest is compared with.",
+        source="18.3.7",
+        ge=1,
     )
     fall: float = _fall(0.5, "18.3.7")
 
@@ -89,7 +107,7 @@ class RisingShare:
     action: Action = _action("warn")
     span: int = _span(10)
     threshold: float = knob(0.3, ge=0, help="The share the recent mean must exceed (30 %).", source="18.3.2")
-    window: int = knob(40, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    window: int = knob(40, help="Logged points whose two halves are compared, >= 2.", source="18.3.2", ge=2)
     rise: float = knob(
         0.15,
         ge=0,
@@ -119,6 +137,8 @@ class LengthNearMax:
     span: int = _span(1)
     margin: float = knob(
         0.05,
+        gt=0,
+        lt=1,
         help="Alert when the mean length is within this share of trainer.max_completion_length, strictly between 0 "
         "and 1.",
         source="16.6.5, table 16-6",
@@ -137,6 +157,7 @@ class RewardPlateau:
     action: Action = _action("warn")
     window: int = knob(
         100,
+        ge=2,
         help="Logged points whose two halves are compared, >= 2; over 50, a slowly rising healthy reward read as "
         "flat within the noise.",
         source="16.6.5, table 16-6",
@@ -150,7 +171,7 @@ class GradNormVanishing:
     """Every one of the last `window` points below `floor` (the training-stability chapter, table 16-6)."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points that must all be below floor, >= 1.", source="16.6.5, table 16-6")
+    window: int = knob(10, help="Logged points that must all be below floor, >= 1.", source="16.6.5, table 16-6", ge=1)
     floor: float = knob(1e-4, ge=0, help="The gradient norm below which an update counts as vanished.")
 
 
@@ -159,7 +180,7 @@ class Rising:
     """Strictly increasing over the last `window` points."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points that must each rise above the one before, >= 2.", source="18.3.7")
+    window: int = knob(10, help="Logged points that must each rise above the one before, >= 2.", source="18.3.7", ge=2)
 
 
 @dataclass
@@ -169,7 +190,9 @@ class ClipRatioZero:
     on-policy run is not a drop."""
 
     action: Action = _action("warn")
-    window: int = knob(10, help="Logged points of zero clipping, after as many that clipped, >= 1.", source="18.3.4")
+    window: int = knob(
+        10, help="Logged points of zero clipping, after as many that clipped, >= 1.", source="18.3.4", ge=1
+    )
     min_before: float = knob(
         1e-3, ge=0, help="The mean clip ratio the earlier window must have had for the drop to zero to count."
     )
@@ -194,7 +217,7 @@ class TrainEvalDivergence:
     mean train reward logged since the previous evaluation."""
 
     action: Action = _action("warn")
-    window: int = knob(4, help="Evaluations whose two halves are compared, >= 2.", source="18.3.7")
+    window: int = knob(4, help="Evaluations whose two halves are compared, >= 2.", source="18.3.7", ge=2)
     min_train_gain: float = knob(0.05, ge=0, help="The train reward's gain that must be exceeded, >= 0.")
     max_eval_gain: float = knob(
         0.01, help="The eval reward's gain it must stay below; may be negative: only when eval reward falls."
@@ -211,6 +234,8 @@ class RewardDecline:
     span: int = _span(20)
     drop: float = knob(
         0.1,
+        gt=0,
+        lt=1,
         help="The fall below the best smoothed reward, as a share of the attainable maximum, that alerts; strictly "
         "between 0 and 1.",
         source="16.6.1, figure 16-10",
@@ -226,7 +251,7 @@ class RewardCollapse:
     (TRL logs them as rewards/<name>/mean)."""
 
     action: Action = _action("warn")
-    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.2")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="18.3.2", ge=2)
     min_format_gain: float = knob(0.1, ge=0, help="The format reward's gain that must be exceeded, >= 0.")
     max_correctness_gain: float = knob(0.02, help="The correctness reward's gain it must stay below; may be negative.")
     format_reward: str = knob("format", help="The reward node that scores the format (rewards/<name>/mean).")
@@ -270,13 +295,59 @@ class LengthPinned:
     action: Action = _action("warn")
     span: int = _span(10, "18.3.1")
     clipped: float = knob(
-        0.9, help="The mean truncated share that counts as pinned, strictly between 0 and 1.", source="18.3.7"
+        0.9,
+        help="The mean truncated share that counts as pinned, strictly between 0 and 1.",
+        source="18.3.7",
+        gt=0,
+        lt=1,
     )
     margin: float = knob(
         0.05,
+        gt=0,
+        lt=1,
         help="How close to max_completion_length the mean length must be (a share of it), strictly between 0 and 1.",
         source="16.6.5, table 16-6",
     )
+
+
+@dataclass
+class LengthCollapse:
+    """Completions shrinking to a few tokens while entropy collapses: over the first and the last `span` points,
+    the mean length falls to at most `few` tokens and to at most `shrink` x its start, while entropy falls below
+    (1 - fall) x its start (the policy answers with a few fixed tokens; 18.3.1's collapse with its "repetitive"
+    outputs). A run shorter than 2 x `span` is judged at its end on halves of its points (3 at least)."""
+
+    action: Action = _action("warn")
+    span: int = _span(10, "18.3.1")
+    few: float = knob(
+        10.0, gt=0, help="The mean completion length, in tokens, at or below which answers are a few tokens."
+    )
+    shrink: float = knob(
+        0.25, gt=0, lt=1, help="The share of its start the mean length must fall to, strictly between 0 and 1."
+    )
+    fall: float = _fall(0.5, "18.3.1")
+
+
+@dataclass
+class AllTruncated:
+    """Every completion cut at the length budget: the truncated share (`completions/clipped_ratio`) at least
+    `clipped` on each of the last `rows` rows, or (without the share) the mean length at the budget on each; or on
+    a single row at that share while entropy fell below (1 - entropy_fall) x its first value (a truncation
+    collapse). TRL's default max_completion_length cuts many reasoning runs this way without a word."""
+
+    action: Action = _action("warn")
+    rows: int = knob(2, ge=1, help="Consecutive logged rows that must all be cut, >= 1.")
+    clipped: float = knob(0.99, gt=0, le=1, help="The truncated share that counts as every completion, in (0, 1].")
+    entropy_fall: float = knob(
+        0.9, gt=0, lt=1, help="The share of entropy lost that makes one fully cut row a collapse, in (0, 1)."
+    )
+
+
+@dataclass
+class SetupRule:
+    """A rule on the run's composition, judged once from what the run states (its RunContext)."""
+
+    action: Action = _action("warn")
 
 
 @dataclass
@@ -296,7 +367,7 @@ class SamplerGapDrift:
         help="How far the smoothed IS ratio may move from 1.0; 16.6.1's 0.01 logp gap is a ratio of about 1 +- 0.01.",
         source="16.6.1",
     )
-    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="16.6.1")
+    window: int = knob(20, help="Logged points whose two halves are compared, >= 2.", source="16.6.1", ge=2)
     rise: float = knob(
         1.0, gt=0, help="The relative growth of the logp gap between the halves that alerts (1.0: it doubled)."
     )
@@ -321,6 +392,7 @@ class KlRisingFlatReward:
     action: Action = _action("warn")
     window: int = knob(
         40,
+        ge=2,
         help="Logged points whose trend is read, >= 2; also the start-up skipped. A healthy run with kl=constant "
         "(benchmarks/alert_calibration.py) rose from 0 for about 30 logged points, then held.",
         source="18.3.7",
@@ -338,6 +410,18 @@ class KlRisingFlatReward:
         help="The largest change of the reward between the halves, as a share of its range, that counts as flat.",
         source="16.6.5, table 16-6",
     )
+    skip_start: bool = knob(
+        True,
+        help="Skip the first `window` points as KL's start from 0; the end of a run shorter than 2 x window reads "
+        "its whole history from its first non-zero KL instead, where a rise counts only once the KL's second half "
+        "averages at least `far`.",
+    )
+    far: float = knob(
+        1.0,
+        gt=0,
+        help="The KL (nats per token) whose second-half mean makes a rise read over a whole short history a drift "
+        "and not the start-up from the reference: a healthy KL term holds the policy far below it.",
+    )
 
 
 @dataclass
@@ -353,18 +437,29 @@ class NoSignal:
         0.01, ge=0, help="How close to reward_min each reward must be, as a share of the reward range.", source="16.6.5"
     )
     flat: float = knob(
-        0.99, help="The flat-group share that counts as every group, strictly between 0 and 1.", source="16.6.5"
+        0.99,
+        help="The flat-group share that counts as every group, strictly between 0 and 1.",
+        source="16.6.5",
+        gt=0,
+        lt=1,
+    )
+    rows: int = knob(
+        2,
+        ge=2,
+        help="Consecutive rows with zero reward spread (reward_std 0, or every group flat with loss and grad_norm "
+        "0) that are no signal whatever the reward scale, >= 2.",
     )
 
 
 @dataclass
 class NonFinite:
     """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
-    them, so the alert names the first to go). `halt` stops without saving the broken weights."""
+    them, so the alert names the first to go; a non-finite entropy is itself a failure sign). `halt` stops without
+    saving the broken weights."""
 
     action: Action = _action("halt")
     metrics: list[str] = knob(
-        default_factory=lambda: ["loss", "grad_norm"],
+        default_factory=lambda: ["loss", "grad_norm", "entropy"],
         help="The metrics watched, in the order a step computes them, so the alert names the first to go.",
     )
 
@@ -380,10 +475,15 @@ class HealthMonitorConfig:
 
     enabled: bool = knob(True, help="false (monitor=off) turns every rule off.")
     non_finite: NonFinite = _rule(
-        NonFinite, "A NaN or infinite loss or grad norm: halts, keeping the last finite checkpoint."
+        NonFinite, "A NaN or infinite loss, grad norm or entropy: halts, keeping the last finite checkpoint."
     )
     entropy_collapse: EntropyCollapse = _rule(
         EntropyCollapse, "Entropy fell by more than `fall` from its start (the chapter's own check).", "18.3.1"
+    )
+    entropy_converging: EntropyCollapse = _rule(
+        lambda: EntropyCollapse(action="log"),
+        "Entropy fell by more than `fall` while the accuracy (else the reward) rose: convergence, a note.",
+        "16.6, figure 16-11",
     )
     entropy_drop: EntropyDrop = _rule(
         EntropyDrop, "Entropy falls more than 50 % within 100 steps (the chapter's alert table).", "18.3.7"
@@ -454,9 +554,29 @@ class HealthMonitorConfig:
         "when it is known).",
         "18.3.7, figure 18-8",
     )
+    length_collapse: LengthCollapse = _rule(
+        LengthCollapse, "Completions shrink to a few tokens while entropy collapses.", "18.3.1"
+    )
+    all_truncated: AllTruncated = _rule(
+        AllTruncated,
+        "Every completion cut at the length budget (the truncated share at 1, or the length at the budget).",
+        "18.3.7, figure 18-8",
+    )
     sampler_gap_drift: SamplerGapDrift = _rule(
         SamplerGapDrift,
         "The IS ratio trainer/sampler drifts from 1, or the sampler's logp gap rises.",
+        "16.6.1",
+    )
+    is_correction_filtered: SetupRule = _rule(
+        SetupRule,
+        "An importance-sampling correction while top_p < 1, top_k > 0 or min_p > 0 filter the sampler: the sampler's "
+        "log-probs are renormalised over the kept tokens, so the ratio is scaled by the kept mass (TRL issue 6789).",
+        "16.6.1",
+    )
+    moe_aux_loss: SetupRule = _rule(
+        SetupRule,
+        "An MoE model's router auxiliary (load-balancing) loss on during RL: it trains the router apart from the "
+        "reward, so routing moves between sampling and training.",
         "16.6.1",
     )
     kl_rising_flat_reward: KlRisingFlatReward = _rule(
@@ -482,29 +602,25 @@ class HealthMonitorConfig:
                 except TypeError as error:
                     raise ConfigError(f"monitor.{rule}: {error}; check its keys") from None
                 setattr(self, rule, block)
-            _validate(rule, block)
+            _check(rule, block)
 
     @staticmethod
     def rule_names() -> list[str]:
         return [f.name for f in fields(HealthMonitorConfig) if f.name != "enabled"]
 
 
-def _validate(rule: str, settings: Any) -> None:
-    action = settings.action
-    if action not in ACTIONS:
-        raise ConfigError(f"monitor.{rule}.action={action!r}: choose one of {', '.join(ACTIONS)}")
-    own = {f.name: getattr(settings, f.name) for f in fields(settings)}
-    for name in ("span", "window", "window_steps"):
-        if name in own and not (isinstance(own[name], int) and own[name] >= 1):
-            raise ConfigError(f"monitor.{rule}.{name}={own[name]!r} must be a whole number >= 1")
-    # A trend needs two points: a one-point "rising" window would always fire.
-    trends = Rising | RewardPlateau | TrainEvalDivergence | RisingShare | RewardCollapse | SamplerGapDrift
-    if isinstance(settings, trends | KlRisingFlatReward) and (settings.window < 2):
-        raise ConfigError(f"monitor.{rule}.window={settings.window} must be >= 2: the rule follows a trend")
-    if isinstance(settings, NonFinite) and not (
-        isinstance(settings.metrics, list) and settings.metrics and all(isinstance(m, str) for m in settings.metrics)
-    ):
-        raise ConfigError(f"monitor.{rule}.metrics={settings.metrics!r} must be a non-empty list of metric names")
-    for name in ("fall", "margin", "drop", "clipped", "flat"):
-        if name in own and not 0 < own[name] < 1:
-            raise ConfigError(f"monitor.{rule}.{name}={own[name]} must lie strictly between 0 and 1")
+def _check(rule: str, settings: Any) -> None:
+    """Each value of a rule's block against its field's facts: its choices (`Literal`), an integer where the field
+    is one, its range (`knob`), in the schema's words (align_kit.experiment.schema)."""
+    hints = get_type_hints(type(settings))
+    for facts in field_facts(type(settings)):
+        value, key = getattr(settings, facts.name), f"monitor.{rule}.{facts.name}"
+        if facts.choices is not None and value not in facts.choices:
+            raise ConfigError(f"{key}={value!r}: expected one of [{', '.join(facts.choices)}]")
+        integer = hints[facts.name] is int
+        if integer and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{key}={value!r}: expected an integer")
+        if facts.bounds is not None and not facts.bounds.holds(value):
+            raise ConfigError(f"{key}={value!r}: expected {facts.bounds.describe(integer)}")
+        if hints[facts.name] == list[str] and not (value and all(isinstance(item, str) and item for item in value)):
+            raise ConfigError(f"{key}={value!r}: expected a non-empty list of metric names")

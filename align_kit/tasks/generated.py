@@ -27,6 +27,12 @@ class GeneratedTask:
         0,
         help="Problems in the evaluation set, drawn from a stream of their own; 0: no evaluation set.",
     )
+    num_demonstrations: int | None = knob(
+        None,
+        ge=1,
+        help="Worked problems the warm start learns from (>= 1), drawn from a stream of their own; null: as many "
+        "as num_train. Set apart from num_train, a few RL prompts can follow a warm start learned from many.",
+    )
 
     def draw(self, rng: random.Random, index: int) -> Any:
         raise NotImplementedError
@@ -41,6 +47,8 @@ class GeneratedTask:
         rng = random.Random(f"{self.seed}/{split}")
         if count is None:
             count = self.num_eval if split == "eval" else self.num_train
+            if split == "sft" and self.num_demonstrations is not None:
+                count = self.num_demonstrations
         return [self.draw(rng, index) for index in range(count)]
 
     def dataset(self, split: str = "train"):

@@ -16,13 +16,19 @@ NODES = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / g
 
 def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
     task = ["task=tool_calls"] if name.startswith("tool_") else []  # the step rewards read its `calls` column
+    if name == "gym_correctness":  # it reads the rows' gym_config / gym_index
+        task = ["task=reasoning_gym"]
     if group == "reward" and name == "tool_penalty":  # a penalty's best is 0: it rides beside a reward
         return [*task, "reward=[tool_choice,tool_penalty]", "reward.tool_choice.weight=1.0"]
     if group == "reward":
-        # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3).
-        return [*task, f"reward=[{name}]", f"reward.{name}.weight=1.0"]
+        # A single reward must reach 1.0 on its own (the training-stability chapter, 16.6.3). The gym rewards are
+        # named correctness and format, so the monitor's rules and compare's accuracy panel read them.
+        key = name.removeprefix("gym_")
+        return [*task, f"reward=[{name}]", f"reward.{key}.weight=1.0"]
     extra = {
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],
+        ("model", "smollm2"): [f"model.name_or_path={saved_model_dir}", "model.gguf_file=model.gguf"],
+        ("task", "reasoning_gym"): ["reward=[gym_correctness,gym_format]"],
         ("task", "hf_dataset"): ["task.path=some/dataset"],
         ("task", "tool_calls"): ["reward=[tool_steps]"],  # correctness reads an `answer` column it does not give
         ("logger", "wandb"): ["logger.mode=offline"],  # no API key here; the node itself is tested below

@@ -27,6 +27,7 @@ def saved_model_dir(tmp_path_factory) -> str:
     (folder / "config.json").write_text('{"model_type": "qwen3"}')
     (folder / "model.safetensors").write_bytes(b"")
     (folder / "tokenizer.json").write_text("{}")
+    (folder / "model.gguf").write_bytes(b"GGUF")  # model=smollm2 (any GGUF): the file's name is enough to validate
     return str(folder)
 
 

@@ -28,7 +28,7 @@ SKIPPED = ("task.path", "task.name", "model.name_or_path", "paths.", "logger.ent
 # The oracle's own lists (written from the docs, not from align_kit.experiment.schema): keys that may be null,
 OPTIONAL = {
     "format_schedule.start", "rollout.is_cap_min", "rollout.is_cap_max", "trainer.steps_per_generation",
-    "trainer.save_total_limit", "trainer.disable_tqdm",
+    "trainer.save_total_limit", "trainer.disable_tqdm", "task.num_demonstrations",
 }  # fmt: skip
 # numbers that must be > 0,
 POSITIVE = {"trainer.learning_rate", "model.warm_start.learning_rate", "rollout.temperature", "clip.eps_low"}
@@ -48,7 +48,7 @@ AT_LEAST_ONE = {
     "trainer.num_iterations", "trainer.num_generations", "trainer.max_completion_length", "trainer.logging_steps",
     "trainer.max_steps", "model.hidden_size", "model.num_layers", "model.num_heads",
     "model.num_kv_heads", "model.head_dim", "model.intermediate_size", "model.warm_start.batch_size",
-    "task.num_train", "sampling.max_gen_batches", "advantage.n_virtual",
+    "task.num_train", "task.num_demonstrations", "sampling.max_gen_batches", "advantage.n_virtual",
 }  # fmt: skip
 
 

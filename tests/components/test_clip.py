@@ -4,12 +4,13 @@ by hand on small tensors, and which clip nodes attach the hook that measures it.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from align_kit.components.clip import ClipEngagement, SequenceClip, TokenClip
-from align_kit.core.hooks import LossState
+from align_kit.components.clip import ClipEngagement, SequenceClip, TokenClip, distinct_correct
+from align_kit.core.hooks import BatchState, LossState
 
 
 def clip_loss_state(old_logps: bool = True) -> LossState:
@@ -60,3 +61,38 @@ def test_token_clip_nodes_attach_the_engagement_hook_and_gspo_does_not():
     (hook,) = TokenClip(eps_low=0.2, eps_high=0.28).trainer_hooks()
     assert isinstance(hook, ClipEngagement) and hook.eps_high == 0.28
     assert SequenceClip().trainer_hooks() == []
+
+
+def test_covariance_of_old_logprob_and_advantage_by_hand():
+    state = clip_loss_state()
+    # Old log-probs -1, -2, -3 | -4, -5 (padding -9 left out), advantages +1 | -1: the favoured completion is the
+    # likelier one. Means -3 and 0.2; cross-products 2*0.8, 1*0.8, 0, -1*-1.2, -2*-1.2 sum to 6, over 5 tokens.
+    state.inputs["old_per_token_logps"] = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -9.0]])
+    state.inputs["advantages"] = torch.tensor([1.0, -1.0])
+    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(1.2)
+    state.inputs["advantages"] = torch.tensor([-1.0, 1.0])  # the reward favours the unlikely one: entropy rises
+    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(-1.2)
+    state.inputs["advantages"] = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])  # constant advantage: none
+    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(0.0)
+
+
+def scored_round(correctness):
+    # Two groups of three. Group 1: rows 0 and 1 are the same answer once padding is masked, row 2 another.
+    ids = torch.tensor([[5, 6, 0], [5, 6, 7], [5, 7, 7], [5, 6, 0], [8, 0, 0], [8, 0, 0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 0, 0]])
+    rewards = torch.stack([torch.ones(6), torch.tensor(correctness)], dim=1)  # columns: format, correctness
+    state = BatchState(inputs=[{}] * 6, mode="train", group_size=3, rewards_per_func=rewards)
+    trainer = SimpleNamespace(reward_func_names=["format", "correctness"])
+    return trainer, state, {"completion_ids": ids, "completion_mask": mask}
+
+
+def test_distinct_correct_answers_per_group_by_hand():
+    # Group 1 all correct: two distinct answers. Group 2: rows 4 and 5 correct and identical (one answer), row 3
+    # unscored (NaN counts as not correct). Mean over groups (2 + 1) / 2.
+    trainer, state, batch = scored_round([1.0, 1.0, 1.0, math.nan, 1.0, 1.0])
+    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch)["rewards/distinct_correct"] == 1.5
+    trainer, state, batch = scored_round([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])  # one correct answer; a group with none: 0
+    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch)["rewards/distinct_correct"] == 0.5
+    trainer.reward_func_names = ["format", "judge"]  # no correctness reward: nothing to count
+    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch) is None
+    assert math.isnan(distinct_correct(batch["completion_ids"][:4], batch["completion_mask"][:4], [1] * 4, 3))

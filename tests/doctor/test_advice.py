@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from align_kit.doctor.advice import FRAMEWORKS, PRIORITY, Setup, advise, resolve, text
+from align_kit.doctor.advice import FRAMEWORKS, PRIORITY, advise, resolve, text
+from align_kit.monitor.rules import RunContext as Setup
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -14,11 +15,21 @@ def test_every_fix_has_words_in_every_framework(fix, framework):
 
 
 def test_the_vocabulary_and_its_priorities():
-    # 18.3.8: data 1, clipping 2, KL and learning rate 3, sampling 4; 10 + 3 + 4 + 6 ids in the design's vocabulary.
+    # 18.3.8: data 1, clipping 2, KL and learning rate 3, sampling 4; 10 + 3 + 4 + 8 ids in the design's vocabulary
+    # (sampling: the two setup fixes, an unfiltered sampler under the IS correction and the router loss off).
     counts = {level: sum(1 for p in PRIORITY.values() if p == level) for level in (1, 2, 3, 4)}
-    assert counts == {1: 10, 2: 3, 3: 4, 4: 6}
+    assert counts == {1: 10, 2: 3, 3: 4, 4: 8}
+    assert PRIORITY["unfiltered_sampler"] == PRIORITY["router_aux_off"] == 4
     assert PRIORITY["dynamic_sampling"] == 1 and PRIORITY["clip_higher"] == 2
     assert PRIORITY["lower_lr"] == 3 and PRIORITY["match_sampler_precision"] == 4
+
+
+def test_the_setup_fixes_in_each_framework_s_terms():
+    assert text("unfiltered_sampler", "trl", Setup()).startswith("top_p=1.0, top_k=0, min_p=None")
+    assert "actor_rollout_ref.rollout.top_p=1.0" in text("unfiltered_sampler", "verl", Setup())
+    assert text("unfiltered_sampler", "align_kit", Setup()).startswith("rollout.top_p=1.0")
+    assert '"output_router_logits": False' in text("router_aux_off", "trl", Setup())
+    assert text("router_aux_off", "openrlhf", Setup()) == "--aux_loss_coef 0"
 
 
 def test_the_framework_terms_the_issue_names():

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
-from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, run_context, worst
+from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, worst
+from align_kit.monitor.rules import RunContext
 from tests.doctor.histories import history, series
+
+run_context = RunContext.from_stated
 
 
 def test_a_nan_loss_fails_on_a_single_row():
@@ -123,3 +126,34 @@ def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
     assert diagnosis.verdict == "failing"
     assert "no_signal" in {alert.rule for alert in diagnosis.counted}
     assert diagnosis.advice[0].priority == 1  # a data fix first (18.3.8)
+
+
+def test_a_converging_run_is_healthy_with_a_note():
+    # Score 0.1 -> 0.6 while entropy falls by three quarters (1.0 -> 0.25): entropy_converging, a note.
+    rows = [{"entropy": 1.0 if i < 10 else 0.25, "reward": 0.1 if i < 10 else 0.6} for i in range(20)]
+    diagnosis = diagnose(history(rows))
+    assert diagnosis.verdict == "healthy" and diagnosis.counted == []
+    assert [(a.rule, a.action) for a in diagnosis.alerts if a.rule.startswith("entropy_c")] == [
+        ("entropy_converging", "log")
+    ]
+
+
+def test_an_alert_the_rest_of_the_run_reversed_is_a_recovered_note():
+    # Entropy 1.0 x 10, 0.25 x 10, 1.0 x 10 (no reward): entropy_drop fires at step 17 and entropy_collapse at 20,
+    # both false again at step 24 (tests/monitor/rules/test_entropy.py works the numbers): notes, verdict healthy.
+    rows = [{"entropy": value} for value in [1.0] * 10 + [0.25] * 10 + [1.0] * 10]
+    diagnosis = diagnose(history(rows))
+    assert diagnosis.verdict == "healthy"
+    drop = next(alert for alert in diagnosis.alerts if alert.rule == "entropy_drop")
+    assert drop.action == "log" and drop.message.endswith(
+        "[recovered: an episode from step 17 to 24, which the rest of the run reversed]"
+    )
+
+
+def test_no_reward_spread_fails_without_a_reward_scale():
+    # Rewards 3.0 outside [0, 1] and no scale stated: the scale rules cannot judge, but reward_std 0 on two rows is
+    # no signal whatever the scale.
+    rows = [{"reward": 3.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0, "grad_norm": 0.0}] * 2
+    diagnosis = diagnose(history(rows))
+    assert diagnosis.verdict == "failing" and "no_signal" in diagnosis.summary
+    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)

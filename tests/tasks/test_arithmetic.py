@@ -44,3 +44,16 @@ def test_dataset_is_seeded_and_has_two_domains():
 def test_splits_do_not_share_problems_streams():
     task = ArithmeticTask(num_train=30, num_eval=30)
     assert [p.prompt for p in task.problems("train")] != [p.prompt for p in task.problems("eval")]
+
+
+def test_num_demonstrations_sets_the_warm_start_set_apart_from_the_training_set():
+    default = ArithmeticTask(num_train=2000)
+    few_prompts = ArithmeticTask(num_train=16, num_demonstrations=2000)
+    assert len(few_prompts.dataset()) == 16
+    # The warm start learns from the same 2000 demonstrations as the default task's (one cached model for both),
+    assert few_prompts.demonstrations() == default.demonstrations()
+    # and the 16 RL prompts are the default training set's first 16.
+    assert few_prompts.dataset()["prompt"] == default.dataset()["prompt"][:16]
+    assert len(ArithmeticTask(num_train=30, num_demonstrations=5).demonstrations()) == 5
+    assert len(ArithmeticTask(num_train=30).demonstrations()) == 30  # null: as many as num_train
+    assert ArithmeticTask(num_train=30, num_demonstrations=5).problems("eval") == []  # num_eval stays 0

@@ -1,0 +1,464 @@
+"""What every rule is made of: the metric names the rules read, an alert, the bounded history a rule reads
+(`Series`, `History`), a check's `Finding`, the `Rule` itself and the registry (`rule`) each family module declares
+its rules with, beside their checks and advice (verl's `@register_adv_est` shape).
+
+A rule declares what the engine needs to know of it (`Rule`'s fields): what it reads, how many points it needs,
+whether a non-finite value is its input, why it may not have judged. The engine names no rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
+from statistics import fmean
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from align_kit.monitor.rules.context import RunContext
+
+# The zero-variance share: align_kit's own (from the raw reward totals) when logged, else TRL's,
+# which counts a group flat only when its float32 std is below 1e-8.
+FLAT_FRACTION = ("groups/flat_fraction", "frac_reward_zero_std")
+# The best reward total under the weights in force, logged while a format schedule runs.
+MAX_ATTAINABLE = "reward/max_attainable"
+# The train/eval divergence rule pairs each evaluation with the train rewards logged since the previous one.
+TRAIN_REWARD, EVAL_REWARD = "reward", "eval_reward"
+# Mean |logp_train - logp_sampler|: align_kit's measure (rollout=hf with a sampler copy), or TRL's
+# when rollouts come from vLLM.
+LOGP_MISMATCH = ("mismatch/logp_abs_diff/mean", "sampling/sampling_logp_difference/mean")
+# Mean importance-sampling ratio trainer/sampler (TRL with vLLM's IS correction).
+IS_RATIO = "sampling/importance_sampling_ratio/mean"
+# The reward components by role (18.3.2): the doctor maps a run's own component names to these concepts.
+ACCURACY, FORMAT = "accuracy", "format"
+CLIPPED = "completions/clipped_ratio"  # the share of completions cut at the length budget
+MEAN_LENGTH = "completions/mean_length"
+MAX_LENGTH = "completions/max_length"  # the longest completion of the batch: at a hard cap, the budget
+
+
+@dataclass(frozen=True)
+class Alert:
+    step: int
+    rule: str
+    action: str  # log | warn | halt
+    values: dict[str, float]  # the numbers behind the decision, thresholds included
+    message: str
+    advice: str
+    metric: str = ""  # the logged metric the rule read
+    severity: str = "warning"  # failing (the run is broken) | warning (a sign to look at): Rule.severity
+    first_step: int | None = None  # the step of the first logged point the decision read
+    points: int = 0  # how many logged points of `metric` it read (windows count logged points, not steps)
+    fixes: tuple[str, ...] = ()  # FIX ids that fit, best first (Rule.fixes_for the finding's words)
+    words: dict[str, str] = field(default_factory=dict)  # the finding's non-numeric fields (e.g. difficulty)
+
+    def to_json(self) -> str:
+        """One line of alerts.jsonl."""
+        return json.dumps(asdict(self))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What a rule reads of each of its metrics: the first `head` values, the last `tail` (with their steps), and
+    the running maximum of the `best_span`-point means. Nothing older is kept, so a step costs the same at step 10
+    and at step 100,000."""
+
+    head: int = 0
+    tail: int = 0
+    best_span: int | None = None
+
+
+class Series:
+    """One metric's finite values, as far as the rules read them (`Memory`): `count` logged in all, the first
+    ones, the last ones with their steps, and the best smoothed value so far."""
+
+    def __init__(self, head: int = 0, tail: int = 0, best_spans: frozenset[int] = frozenset()):
+        self.count = 0
+        self.start: int | None = None  # the step of the first value
+        self.head_size = head
+        self.first: list[float] = []
+        self.steps: deque[int] = deque(maxlen=tail)
+        self.values: deque[float] = deque(maxlen=tail)
+        self.best: dict[int, float] = {}  # span -> the highest mean of `span` consecutive points so far
+        self._best_spans = best_spans
+        # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
+        self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
+
+    def append(self, step: int, value: float) -> None:
+        self.count += 1
+        if self.start is None:
+            self.start = step
+        if len(self.first) < self.head_size:
+            self.first.append(value)
+        self.steps.append(step)
+        self.values.append(value)
+        for span in self._best_spans:
+            if self.count >= span:
+                mean = fmean(self.last(span))
+                self.best[span] = max(self.best.get(span, mean), mean)
+
+    def last(self, n: int) -> list[float]:
+        """The last `n` values (all that are kept, if fewer)."""
+        return list(islice(self.values, max(len(self.values) - n, 0), None))
+
+    def smoothed(self, span: int) -> list[tuple[int, int, float]]:
+        """(first step, last step, mean) of every `span` consecutive kept values, oldest first. Each mean is computed
+        once, when its last value arrives, so a rule that reads a smoothed window costs the window per step, not the
+        window times the span; after a resume they are computed again from the kept values."""
+        if span not in self._smoothed:
+            self._smoothed[span] = (deque(maxlen=max((self.values.maxlen or 0) - span + 1, 0)), [0])
+        means, brought_to = self._smoothed[span]
+        new = min(self.count - brought_to[0], len(self.values))
+        if new:
+            values, steps = list(self.values), list(self.steps)
+            for end in range(max(len(values) - new, span - 1), len(values)):
+                means.append((steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
+            brought_to[0] = self.count
+        return list(means)
+
+    def step_of_last(self, n: int) -> int | None:
+        """The step of the first of the last `n` values (the oldest kept, if fewer are kept)."""
+        if not self.steps:
+            return None
+        return self.steps[max(len(self.steps) - n, 0)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "start": self.start,
+            "first": self.first,
+            "steps": list(self.steps),
+            "values": list(self.values),
+            "best": {str(span): value for span, value in self.best.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.count, self.first = state["count"], list(state["first"])
+        self.start = state.get("start", state["steps"][0] if state["steps"] else None)  # older states lack it
+        self.steps.extend(state["steps"])
+        self.values.extend(state["values"])
+        self.best = {int(span): value for span, value in state["best"].items()}
+
+
+NOTHING_LOGGED = Series()  # what a rule reads of a metric the run never logged
+
+
+class TrainEvalPairs:
+    """(mean train reward since the previous evaluation, eval reward) per evaluation, the last `window` of them.
+    The train rewards of the interval in progress are a running sum: steps are logged in order, so every train
+    reward logged after an evaluation belongs to the next one."""
+
+    def __init__(self, window: int = 0):
+        self.pairs: deque[tuple[float, float]] = deque(maxlen=window)
+        self.total, self.points = 0.0, 0
+
+    def add_train(self, value: float) -> None:
+        self.total, self.points = self.total + value, self.points + 1
+
+    def add_eval(self, value: float) -> None:
+        if self.points:
+            self.pairs.append((self.total / self.points, value))
+        self.total, self.points = 0.0, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pairs": [list(pair) for pair in self.pairs], "total": self.total, "points": self.points}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.pairs.extend(tuple(pair) for pair in state["pairs"])
+        self.total, self.points = state["total"], state["points"]
+
+
+class GradNormZeros:
+    """Counts of rows whose grad_norm is exactly 0.0, and of those whose loss and reward spread (`reward_std`) are
+    both non-zero. A batch with a reward spread has non-zero advantages, so an update that really moved nothing is
+    implausible there: some logging set-ups report grad_norm as 0.0 throughout (e.g. where the norm is not gathered
+    from the sharded optimizer). Most rows so: an artefact, and grad_norm says nothing about the gradients."""
+
+    def __init__(self) -> None:
+        self.rows = self.zeros = self.zeros_with_signal = 0
+
+    def add(self, metrics: Mapping[str, Any]) -> None:
+        grad_norm = finite(metrics.get("grad_norm"))
+        if grad_norm is None:
+            return
+        self.rows += 1
+        if grad_norm == 0.0:
+            self.zeros += 1
+            loss, spread = finite(metrics.get("loss")), finite(metrics.get("reward_std"))
+            self.zeros_with_signal += bool(loss and spread)  # None or 0.0: no signal seen
+
+    def artefact(self) -> bool:
+        # "Most rows": more than half of the rows exactly 0.0, and more than half of those with a signal.
+        return 2 * self.zeros > self.rows and 2 * self.zeros_with_signal > self.zeros
+
+    def state_dict(self) -> dict[str, int]:
+        return {"rows": self.rows, "zeros": self.zeros, "zeros_with_signal": self.zeros_with_signal}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self.rows, self.zeros, self.zeros_with_signal = state["rows"], state["zeros"], state["zeros_with_signal"]
+
+
+def finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+class History(dict):
+    """Metric name -> Series of its finite values (bounded by what the rules read); `latest` holds the current
+    call's raw metrics and `step` its step, `train_eval` the pairs the train/eval divergence rule compares."""
+
+    latest: Mapping[str, Any] = {}
+    step: int = 0
+
+    def __init__(self, train_eval_window: int = 0):
+        super().__init__()
+        self.train_eval = TrainEvalPairs(train_eval_window)
+        self.grad_norm_zeros = GradNormZeros()
+
+    def __missing__(self, name: str) -> Series:
+        return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
+
+
+@dataclass(frozen=True)
+class Finding:
+    holds: bool
+    values: dict[str, float]
+    metric: str  # the metric read (one of the rule's alternatives)
+    words: dict[str, str] = field(default_factory=dict)  # non-numeric message fields
+    # What the decision read of `metric`, when not its last `Rule.needs` points (e.g. the first and the last span).
+    points: int | None = None
+    first_step: int | None = None
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """An episode the rest of the run reversed: `rule` fired at `fired` and found its condition false again at
+    `recovered` (an entropy dip that recovered, a flat reward that later rose)."""
+
+    rule: str
+    fired: int
+    recovered: int
+
+
+@dataclass(frozen=True)
+class RuleCoverage:
+    """Whether a rule could judge the history it was given, and if not, why."""
+
+    rule: str
+    judged: bool  # its check reached a decision at least once
+    fired: bool  # it raised an alert
+    reason: str  # when not judged: "lacks entropy", "needs 20 logged points of entropy, the run has 7", ...
+    missing: tuple[str, ...] = ()  # the metrics it reads that the run never logged (alternatives joined by " or ")
+
+
+# A check returns None when it cannot evaluate yet, else a Finding.
+Check = Callable[[Any, History, "RunContext"], Finding | None]
+
+
+def halves_growth(window: list[float]) -> tuple[float, float, float]:
+    """(mean of the first half, mean of the second half, growth of the second over the first): relative to the
+    first half, and infinite when the first half is exactly 0 and the second is above it."""
+    half = len(window) // 2
+    first, second = fmean(window[:half]), fmean(window[-half:])
+    growth = (second - first) / first if first > 0 else (math.inf if second > first else 0.0)
+    return first, second, growth
+
+
+def half_change(values: list[float]) -> float:
+    """Mean of the second half minus mean of the first half (the middle point of an odd window is skipped)."""
+    half = len(values) // 2
+    return fmean(values[-half:]) - fmean(values[:half])
+
+
+def first_logged(history: History, names: tuple[str, ...]) -> str:
+    """The first of several alternative metrics that this run logs."""
+    return next((name for name in names if history[name].count), names[0])
+
+
+def trend_t(values: list[float]) -> float:
+    """The t-statistic of the least-squares slope of `values` against their index (inf for an exact line)."""
+    n = len(values)
+    mean_x, mean_y = (n - 1) / 2, fmean(values)
+    sxx = sum((x - mean_x) ** 2 for x in range(n))
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sxx
+    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in enumerate(values)) / (n - 2)
+    if residual == 0:
+        return math.copysign(math.inf, slope) if slope else 0.0
+    return slope / math.sqrt(residual / sxx)
+
+
+# FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on
+# what it found gives a function of the finding's words instead (`Rule.fixes_for`).
+Fixes = tuple[str, ...] | Callable[[Mapping[str, str]], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # also the rule's key in HealthMonitorConfig and monitor/*.yaml
+    trigger: tuple[str, ...] | Callable[[Any], tuple[str, ...]]  # evaluated on calls carrying one of these
+    check: Check
+    message: str  # formatted with the finding's values, words and `metric`
+    reads: tuple[str, ...] = ()  # further metrics the check reads
+    memory: Callable[[Any], Memory] = lambda _settings: Memory()  # what the check reads of each of its metrics
+    # failing: the run is broken or trains on garbage; warning: a sign to look at; note: a fact, never a fault (its
+    # fixes are none)
+    severity: str = "warning"
+    fixes: Fixes = ()
+    # The logged points of its metrics the check needs before it decides (`needs`).
+    points: Callable[[Any], int] = lambda _settings: 1
+    # The metrics it cannot judge without: groups of alternatives, one of each group logged. None: its triggers
+    # (alternatives of one another), then each of `reads`.
+    inputs: Callable[[Any], tuple[tuple[str, ...], ...]] | None = None
+    context: tuple[str, ...] = ()  # RunContext fields it cannot judge without (None there: unknown)
+    # At the end of a run shorter than `needs`: the settings that judge the points there are, None when they are
+    # fewer than the fewest the rule can judge from (`HealthMonitor.finish`). None: the rule never judges short runs.
+    shorten: Callable[[Any, int], Any] | None = None
+    # A level rule (a mean over `span` points against a threshold): shortened, it judges the mean of every point.
+    level: bool = False
+    # Whether a later evaluation that finds the condition false again reverses the alert (`Recovery`); False where
+    # the damage stays (a NaN in the weights is not undone by finite values after it).
+    recovers: bool = True
+    # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
+    # most any rule reads), 0 for a rule that reads none.
+    pairs: Callable[[Any], int] = lambda _settings: 0
+    # A setup rule judges the run's composition (`RunContext`), not its metrics: once, on the first logged row.
+    setup: bool = False
+    # Judged on a call whose trigger is logged but not finite (a NaN is what the rule looks for).
+    reads_non_finite: bool = False
+    # Why it did not judge when the generic reasons (a missing metric, too few points) do not say: a function of
+    # its settings and the history, returning "" when it has nothing to add.
+    unjudged: Callable[[Any, History], str] = lambda _settings, _history: ""
+
+    def __post_init__(self) -> None:
+        if self.level and self.shorten is None:
+            object.__setattr__(self, "shorten", _level_shortened)
+
+    def triggers(self, settings: Any) -> tuple[str, ...]:
+        return self.trigger(settings) if callable(self.trigger) else self.trigger
+
+    def needs(self, settings: Any) -> int:
+        """How many logged points of each metric it reads the rule needs before it can decide."""
+        return self.points(settings)
+
+    def fewest(self, settings: Any) -> int:
+        """The fewest logged points it can judge from: at the end of a run (`shorten`), else `needs`."""
+        needed = self.needs(settings)
+        if self.shorten is None:
+            return needed
+        return next((points for points in range(1, needed) if self.shorten(settings, points) is not None), needed)
+
+    def fixes_for(self, words: Mapping[str, str]) -> tuple[str, ...]:
+        """The FIX ids that fit what the rule found (its finding's words), best first."""
+        return self.fixes(words) if callable(self.fixes) else self.fixes
+
+    def metric_groups(self, settings: Any) -> tuple[tuple[str, ...], ...]:
+        if self.setup:  # it reads the run's composition, no metric
+            return ()
+        if self.inputs is not None:
+            return self.inputs(settings)
+        return (self.triggers(settings), *((name,) for name in self.reads))
+
+
+def _level_shortened(settings: Any, points: int) -> Any:
+    return replace(settings, span=points) if points >= 1 else None
+
+
+def halves_shortened(fewest: int, name: str = "span") -> Callable[[Any, int], Any]:
+    """For a rule comparing the first and the last `name` points: on `points` >= `fewest`, half of them each."""
+
+    def shorten(settings: Any, points: int) -> Any:
+        return replace(settings, **{name: points // 2}) if points >= fewest else None
+
+    return shorten
+
+
+def window_shortened(fewest: int) -> Callable[[Any, int], Any]:
+    """For a rule reading the last `window` points: on `points` >= `fewest`, all of them."""
+
+    def shorten(settings: Any, points: int) -> Any:
+        return replace(settings, window=points) if points >= fewest else None
+
+    return shorten
+
+
+def span_points(settings: Any) -> int:
+    return settings.span
+
+
+def window_points(settings: Any) -> int:
+    return settings.window
+
+
+def last_span(settings: Any) -> Memory:
+    return Memory(tail=settings.span)
+
+
+def last_window(settings: Any) -> Memory:
+    return Memory(tail=settings.window)
+
+
+# Every rule, by name, as the family modules declare them (`rule`); `RULES` orders them as HealthMonitorConfig does.
+REGISTRY: dict[str, Rule] = {}
+
+
+def register(declared: Rule) -> Rule:
+    if declared.name in REGISTRY:
+        raise ValueError(f"rule {declared.name!r} is declared twice")
+    REGISTRY[declared.name] = declared
+    return declared
+
+
+def rule(name: str, trigger: Any, message: str, **facts: Any) -> Callable[[Check], Check]:
+    """Declare the decorated check as the rule `name` (the other arguments are `Rule`'s fields); its advice is its
+    fixes, in the run's framework's terms (rules/fixes.py)."""
+
+    def declare(check: Check) -> Check:
+        register(Rule(name, trigger, check, message, **facts))
+        return check
+
+    return declare
+
+
+def above_threshold(names: tuple[str, ...]) -> Check:
+    def check(s: Any, history: History, _: RunContext) -> Finding | None:
+        metric = first_logged(history, names)
+        series = history[metric]
+        if series.count < s.span:
+            return None
+        recent = fmean(series.last(s.span))
+        return Finding(recent > s.threshold, {"recent_mean": recent, "threshold": s.threshold}, metric)
+
+    return check
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How the accuracy (else the reward) moved between the first and the last points a rule compares."""
+
+    metric: str
+    early: float
+    recent: float
+    scale: float  # its range: 1 for the accuracy, reward_max - reward_min for the reward
+
+    @property
+    def change(self) -> float:
+        return self.recent - self.early
+
+    def rose(self, share: float) -> bool:
+        return self.change > share * self.scale
+
+
+def progress(history: History, context: RunContext, span: int, since: int | None = None) -> Progress | None:
+    """The accuracy's (else the reward's) mean over its first `span` points and over its last `span` (from the step
+    `since` on, when given); None when neither has two points there."""
+    for name, scale in ((ACCURACY, 1.0), (TRAIN_REWARD, context.reward_max - context.reward_min)):
+        series = history[name]
+        if since is None:
+            values, recent, count = series.first[:span], series.last(span), series.count
+        else:
+            values = [value for step, value in zip(series.steps, series.values, strict=True) if step >= since]
+            values, recent, count = values[:span], values[-span:], len(values)
+        if count >= 2 and values and scale > 0:
+            return Progress(name, fmean(values), fmean(recent), scale)
+    return None

@@ -1,0 +1,64 @@
+"""Gradient and loss rules: a non-finite loss or gradient (16.6.5), gradients that vanished (table 16-6)."""
+
+from __future__ import annotations
+
+import math
+
+from align_kit.monitor.rules.base import (
+    Finding,
+    History,
+    last_window,
+    rule,
+    window_points,
+    window_shortened,
+)
+from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.settings import (
+    GradNormVanishing,
+    NonFinite,
+)
+
+
+@rule(
+    "non_finite",
+    lambda s: tuple(s.metrics),
+    "{metric} is {value}: the first non-finite value among {checked}",
+    severity="failing",
+    fixes=("lower_lr", "fix_reward"),
+    reads_non_finite=True,  # its whole point is a NaN or infinite value
+    recovers=False,
+)
+def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None:
+    present = [(name, history.latest[name]) for name in s.metrics if history.latest.get(name) is not None]
+    if not present:
+        return None
+    broken = [(name, float(value)) for name, value in present if not math.isfinite(float(value))]
+    if not broken:
+        return Finding(False, {}, present[0][0], points=1, first_step=history.step)
+    name, value = broken[0]  # metrics are listed in the order a step computes them
+    words = {"value": str(value), "checked": ", ".join(s.metrics)}
+    return Finding(True, {}, name, words, points=1, first_step=history.step)
+
+
+@rule(
+    "grad_norm_vanishing",
+    ("grad_norm",),
+    "grad_norm stayed below {floor:g} (window max {window_max:.3g})",
+    memory=last_window,
+    fixes=("ngrpo", "dynamic_sampling", "fix_reward"),
+    points=window_points,
+    shorten=window_shortened(3),
+    unjudged=lambda _s, history: (
+        "grad_norm is a logging artefact (exactly 0.0 while the loss and reward_std are not)"
+        if history.grad_norm_zeros.artefact()
+        else ""
+    ),
+)
+def _grad_norm_vanishing(s: GradNormVanishing, history: History, _: RunContext) -> Finding | None:
+    series = history["grad_norm"]
+    if series.count < s.window:
+        return None
+    window_max = max(series.last(s.window))
+    if window_max == 0.0 and history.grad_norm_zeros.artefact():
+        return None  # a logging artefact (GradNormZeros), not vanished gradients: the rule cannot judge
+    return Finding(window_max < s.floor, {"window_max": window_max, "floor": s.floor}, "grad_norm")

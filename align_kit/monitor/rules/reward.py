@@ -1,0 +1,306 @@
+"""Reward rules: flat groups, zero advantages, format hacking, decline, plateau, no signal and train/eval divergence
+(16.6.1, 16.6.5 table 16-6; 18.3.2, 18.3.7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from statistics import fmean
+
+from align_kit.monitor.rules.base import (
+    ACCURACY,
+    EVAL_REWARD,
+    FLAT_FRACTION,
+    FORMAT,
+    TRAIN_REWARD,
+    Check,
+    Finding,
+    History,
+    Memory,
+    Rule,
+    first_logged,
+    half_change,
+    last_span,
+    last_window,
+    register,
+    rule,
+    span_points,
+    window_points,
+    window_shortened,
+)
+from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.settings import (
+    AboveThreshold,
+    NoSignal,
+    RewardCollapse,
+    RewardDecline,
+    RewardPlateau,
+    RisingShare,
+    TrainEvalDivergence,
+)
+
+
+def _difficulty(history: History, context: RunContext, flat: float, span: int) -> str:
+    """Whether flat groups are mostly solved or mostly failed prompts (18.3.2: "the model has either mastered most
+    training prompts or cannot solve them at all"). With a share `flat` of groups flat, a batch whose flat groups
+    all score the maximum has its reward at least `flat` of the way up the range, one whose flat groups all score
+    the minimum at most 1 - `flat`: the reward's level over the same points says which, "" when both or neither."""
+    rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
+    if not rewards.count or scale <= 0:
+        return ""
+    level = (fmean(rewards.last(span)) - context.reward_min) / scale
+    easy, hard = level >= flat, level <= 1 - flat
+    return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
+
+
+def _difficulty_words(history: History, context: RunContext, flat: float, span: int) -> dict[str, str]:
+    """The finding's words for flat groups: their difficulty, and the message's tail that says it."""
+    difficulty = _difficulty(history, context, flat, span)
+    return {"difficulty": difficulty, "why": _WHY[difficulty]}
+
+
+# What a flat group is, by difficulty (the alert message's tail).
+_WHY = {
+    "too easy": " (reward near its maximum: the data is too easy)",
+    "too hard": " (reward near its minimum: the data is too hard)",
+    "": "",
+}
+
+
+def _flat_group_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
+    """Flat groups of solved prompts call for harder data, of failed ones for easier data or a virtual full-score
+    sample (18.3.2: the data no longer matches the model, one way or the other)."""
+    difficulty = words.get("difficulty", "")
+    if difficulty == "too easy":
+        return ("harder_data", "dynamic_sampling")
+    if difficulty == "too hard":
+        return ("easier_data", "dynamic_sampling", "ngrpo")
+    return ("dynamic_sampling", "ngrpo", "fix_reward")
+
+
+@rule(
+    "zero_std_groups",
+    FLAT_FRACTION,
+    "{metric} mean {recent_mean:.3f} > {threshold:.3f}: the batch lost its learning signal{why}",
+    reads=(TRAIN_REWARD,),
+    memory=last_span,
+    fixes=_flat_group_fixes,
+    inputs=lambda _s: (FLAT_FRACTION,),
+    points=span_points,
+    level=True,
+)
+def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Finding | None:
+    metric = first_logged(history, FLAT_FRACTION)
+    series = history[metric]
+    if series.count < s.span:
+        return None
+    recent = fmean(series.last(s.span))
+    values = {"recent_mean": recent, "threshold": s.threshold}
+    return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
+
+
+def _rising_share(metric: str) -> Check:
+    def check(s: RisingShare, history: History, context: RunContext) -> Finding | None:
+        series = history[metric]
+        if series.count < max(s.span, s.window):
+            return None
+        recent, change = fmean(series.last(s.span)), half_change(series.last(s.window))
+        values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
+        words = _difficulty_words(history, context, recent, s.span)
+        return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
+
+    return check
+
+
+register(
+    Rule(
+        "zero_advantage",
+        ("adv/zero_std_fraction",),
+        _rising_share("adv/zero_std_fraction"),
+        "{metric} mean {recent_mean:.3f} > {threshold:.3f} and rising ({change:+.3f} over the window){why}",
+        reads=(TRAIN_REWARD,),
+        memory=lambda s: Memory(tail=max(s.span, s.window)),
+        fixes=_flat_group_fixes,
+        inputs=lambda _s: (("adv/zero_std_fraction",),),
+        points=lambda s: max(s.span, s.window),
+    )
+)
+
+
+def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The format and the accuracy series: the concepts `format` and `accuracy` (the doctor maps a run's own
+    component names to them), else align_kit's reward nodes as TRL logs them (rewards/<name>/mean)."""
+    return (FORMAT, f"rewards/{s.format_reward}/mean"), (ACCURACY, f"rewards/{s.correctness_reward}/mean")
+
+
+@rule(
+    "reward_collapse",
+    lambda s: tuple(name for group in _components(s) for name in group),
+    "{format} rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
+    "the policy may be learning the format without the content",
+    memory=last_window,
+    severity="failing",
+    fixes=("gdpo", "lower_format_weight"),
+    points=window_points,
+    inputs=_components,
+    recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
+    shorten=window_shortened(4),
+)
+def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
+    format_group, accuracy_group = _components(s)
+    format_metric, accuracy_metric = first_logged(history, format_group), first_logged(history, accuracy_group)
+    formats, correct = history[format_metric], history[accuracy_metric]
+    if min(formats.count, correct.count) < s.window:
+        return None
+    format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
+    return Finding(
+        format_gain > s.min_format_gain and correctness_gain < s.max_correctness_gain,
+        {
+            "format_gain": format_gain,
+            "correctness_gain": correctness_gain,
+            "min_format_gain": s.min_format_gain,
+            "max_correctness_gain": s.max_correctness_gain,
+        },
+        format_metric,
+        {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
+    )
+
+
+def _named(metric: str) -> str:
+    """A reward component as the message names it: rewards/format/mean -> the format reward."""
+    if metric.startswith("rewards/") and metric.endswith("/mean"):
+        return f"the {metric[len('rewards/') : -len('/mean')]} reward"
+    return metric
+
+
+@rule(
+    "reward_decline",
+    ("reward",),
+    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
+    memory=lambda s: Memory(tail=s.span, best_span=s.span),
+    severity="failing",
+    fixes=("lower_lr", "fewer_updates", "routing_replay"),
+    points=span_points,
+)
+def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
+    series = history["reward"]
+    if series.count < s.span:
+        return None
+    latest, best = fmean(series.last(s.span)), series.best[s.span]
+    threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
+    return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
+
+
+@rule(
+    "reward_plateau",
+    ("reward",),
+    "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    memory=last_window,
+    fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
+    points=window_points,
+)
+def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> Finding | None:
+    series = history["reward"]
+    if series.count < s.window:
+        return None
+    window = series.last(s.window)
+    change, mean = half_change(window), fmean(window)
+    scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
+    ceiling, tolerance = context.reward_max - s.gap * scale, s.tolerance * scale
+    return Finding(
+        abs(change) < tolerance and mean <= ceiling,
+        {
+            "window_mean": mean,
+            "change": change,
+            "tolerance": tolerance,
+            "reward_max": context.reward_max,
+            "ceiling": ceiling,
+        },
+        "reward",
+    )
+
+
+@rule(
+    "no_signal",
+    (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
+    "{what}: no completion earns anything, nothing is learnt",
+    reads=("loss", "grad_norm"),
+    memory=lambda s: Memory(tail=max(s.span, s.rows)),
+    severity="failing",
+    fixes=("fix_reward", "easier_data"),
+    points=span_points,
+    inputs=lambda _s: ((TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),),
+    level=True,
+)
+def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis)."""
+    spread = _no_spread(s, history)
+    rewards = history[TRAIN_REWARD]
+    flat_metric = first_logged(history, FLAT_FRACTION)
+    flats = history[flat_metric]
+    if min(rewards.count, flats.count) >= s.span:
+        highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+        floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
+        values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
+        what = (
+            f"every reward of the last {s.span} logged points <= {floor:.3g} (at most {highest:.3g}) and "
+            f"{flat_metric} mean {flat:.3f} >= {s.flat:g}"
+        )
+        if highest <= floor and flat >= s.flat:
+            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+        if spread is None or not spread.holds:
+            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+    return spread
+
+
+# A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
+NO_SPREAD = 1e-8
+
+
+def _no_spread(s: NoSignal, history: History) -> Finding | None:
+    """Every group flat on each of the last `rows` rows: reward_std 0, or the flat-group share at `flat` with the
+    loss or grad_norm exactly 0 (no advantage, so no policy gradient; a KL term may still leave a small gradient).
+    None when neither is logged on `rows` rows."""
+    spreads = history["reward_std"].last(s.rows)
+    if len(spreads) >= s.rows:
+        values = {"reward_std_max": max(spreads)}
+        what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread"}, s.rows)
+    flat_metric = first_logged(history, FLAT_FRACTION)
+    flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
+    if losses and norms:
+        stills = [loss == 0.0 or norm == 0.0 for loss, norm in zip(losses, norms, strict=False)]
+    else:  # the one logged says it
+        stills = [value == 0.0 for value in losses or norms]
+    if min(len(flats), len(stills)) < s.rows:
+        return None
+    holds = min(flats) >= s.flat and all(stills)
+    what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
+    values = {"flat_min": min(flats)}
+    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread"}, s.rows)
+
+
+@rule(
+    "train_eval_divergence",
+    (EVAL_REWARD,),
+    "train reward gained {train_gain:+.3f} while eval reward gained {eval_gain:+.3f}",
+    reads=(TRAIN_REWARD,),
+    fixes=("more_data", "add_kl", "raise_kl"),
+    memory=last_window,
+    points=window_points,
+    pairs=window_points,
+    unjudged=lambda s, history: (
+        f"needs {s.window} evaluations paired with train rewards, the run has {len(history.train_eval.pairs)}"
+    ),
+)
+def _train_eval_divergence(s: TrainEvalDivergence, history: History, _: RunContext) -> Finding | None:
+    pairs = history.train_eval.pairs  # (mean train reward since the previous evaluation, eval reward)
+    if len(pairs) < s.window:
+        return None
+    train_gain = half_change([t for t, _ in pairs])
+    eval_gain = half_change([e for _, e in pairs])
+    return Finding(
+        train_gain > s.min_train_gain and eval_gain < s.max_eval_gain,
+        {"train_gain": train_gain, "eval_gain": eval_gain},
+        "eval_reward",
+    )
