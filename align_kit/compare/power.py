@@ -125,6 +125,11 @@ def seeds_needed(
     # Power depends on the ratios alone: computed at sd_diff = 1, so huge or tiny numbers cannot overflow; a ratio
     # beyond RATIO_LIMIT either way is no question a sweep asks (2 seeds, or none reach it) and is refused.
     ratio, arm_ratio = abs(effect) / sd_diff, (sd_arm / sd_diff if sd_arm is not None else None)
+    # Seeds that differ by a near-constant amount (measured runs that share everything but the arm) give a huge
+    # effect/sd: that is a real answer (2 seeds suffice), so it is computed at the limit, not refused.
+    if ratio > RATIO_LIMIT and (arm_ratio is None or arm_ratio <= ratio):
+        arm_ratio = None if arm_ratio is None else arm_ratio * RATIO_LIMIT / ratio
+        ratio = RATIO_LIMIT
     for name, value in (("effect / sd", ratio), ("sd per arm / sd", arm_ratio)):
         if value is not None and not (1 / RATIO_LIMIT <= value <= RATIO_LIMIT):
             raise CompareError(

@@ -10,6 +10,8 @@ it), in the process that then trains, which imports TRL anyway.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from typing import Any
 
@@ -18,6 +20,30 @@ from align_kit.experiment.grpo_fields import grpo_config_fields
 
 # Set by align_kit for every run, not by a user's key: the same for every job, and never what TRL refuses.
 DERIVED = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
+# Fields that TrainingArguments checks against the machine the check runs on (a bf16 GPU, Ampere's tf32), not
+# against the other values: a sweep composed on a CPU login node for a GPU partition must pass. The plan checks the
+# device itself where the job runs; here they take CPU values, so only TRL's refusals of the values remain.
+MACHINE_FIELDS = {"bf16": False, "fp16": False, "tf32": None, "use_cpu": True}
+# A launcher's environment (torchrun, accelerate launch): building TrainingArguments sets up accelerate's device
+# state from it, which would start torch.distributed in the pre-flight.
+LAUNCHER_ENV = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@contextlib.contextmanager
+def _detached_from_the_launcher():
+    """The check runs as one CPU process, and leaves no accelerate state behind: the run then sets up its own."""
+    saved = {
+        name: os.environ.pop(name)
+        for name in list(os.environ)
+        if name in LAUNCHER_ENV or name.startswith("ACCELERATE_")
+    }
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def named_fields(message: str) -> list[str]:
@@ -45,6 +71,7 @@ def check_trl_accepts(grpo_kwargs: dict[str, Any], sources: dict[str, str]) -> N
     from trl import GRPOConfig
 
     try:
-        GRPOConfig(**grpo_kwargs)
+        with _detached_from_the_launcher():
+            GRPOConfig(**{**grpo_kwargs, **MACHINE_FIELDS})
     except (ValueError, TypeError) as error:
         raise ConfigError(refusal_line(str(error), grpo_kwargs, sources)) from None

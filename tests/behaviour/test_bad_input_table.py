@@ -930,9 +930,9 @@ LIFECYCLE_OTHER = [
     (["compare", "{data}/compare/latin1_sweep"], "align-kit: compare error: ", "/0/config.yaml is not UTF-8 (byte 1"),
     # a W&B run file whose checksums hold but whose second record does not decode
     (["compare", "{data}/compare/bad_wandb"], "align-kit: compare error: ", "run-x.wandb: record 2 does not decode"),
-    (["compare", "--power", "1e308:1"], "align-kit: compare error: ", "--power: effect / sd is 1e+308, outside"),
-    (["compare", "--power", "1:1e-300"], "align-kit: compare error: ", "--power: effect / sd is 1e+300, outside"),
-    (["compare", "--power=-1e308:1e-308"], "align-kit: compare error: ", "--power: effect / sd is inf, outside"),
+    (["compare", "--power", "1e-300:1"], "align-kit: compare error: ", "--power: effect / sd is 1e-300, outside"),
+    (["compare", "--power", "1:1e300"], "align-kit: compare error: ", "--power: effect / sd is 1e-300, outside"),
+    (["compare", "--power=-1e-308:1e308"], "align-kit: compare error: ", "--power: effect / sd is 0, outside"),
     (["compare", "--power", "1:1:1e200"], "align-kit: compare error: ", "sd per arm / sd is 1e+200, outside"),
     (["sweep", "--status", "{data}/good.jsonl"], "align-kit sweep --status: ", "good.jsonl is a file, not a sweep"),
     (["sweep", "--resume", "{data}/good.jsonl"], "align-kit sweep --resume: ", "good.jsonl is a file, not a sweep"),

@@ -147,6 +147,10 @@ def test_huge_or_tiny_numbers_answer_by_their_ratio_or_are_refused_in_one_line()
     small, huge = seeds_needed(0.05, 0.03, draws=2000), seeds_needed(0.05e300, 0.03e300, draws=2000)
     assert (small.seeds, small.power) == (huge.seeds, huge.power)
     assert huge.line().startswith("effect +5e+298, sd of paired difference 3e+298")
-    for effect, sd, arm in ((1e308, 1, None), (1, 1e-300, None), (-1e308, 1e-308, None), (1, 1, 1e200)):
+    # an effect millions of times its sd (seeds that differ by a near-constant amount): 2 seeds, with certainty
+    for effect, sd in ((1e308, 1), (1, 1e-300), (-1e308, 1e-308)):
+        answer = seeds_needed(effect, sd, draws=100)
+        assert (answer.seeds, answer.power) == (2, 1.0)
+    for effect, sd, arm in ((1e-300, 1, None), (1, 1, 1e200)):
         with pytest.raises(CompareError, match=r"is \S+, outside \[1e-06, 1e\+06\]"):
             seeds_needed(effect, sd, arm, draws=100)
