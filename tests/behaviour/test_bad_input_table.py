@@ -117,7 +117,7 @@ MODEL_TASK_ROLLOUT = [
     (["train", "model=hf", "model.name_or_path=./no/such/model"], "model.name_or_path=./no/such/model"),
     (
         ["train", "model=hf", "model.name_or_path={data}", "model.dtype=int8"],
-        "model.dtype=int8: expected one of [float32, bfloat16, float16, auto]",
+        "model.dtype=int8: expected one of [float32, bfloat16, float16, auto, by_device]",
     ),
     (["train", "task.num_train=0"], "task.num_train=0"),
     (["train", "task.num_train=3"], "task.num_train=3"),
