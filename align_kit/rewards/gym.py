@@ -36,9 +36,28 @@ def last_number(text: str) -> str | None:
 
 @lru_cache(maxsize=64)
 def _dataset(encoded_config: str):
-    from align_kit.tasks.reasoning_gym import build_dataset
-
     return build_dataset(json.loads(encoded_config))
+
+
+def build_dataset(config: dict):
+    """reasoning-gym's dataset from a full config (`name` plus its options): deterministic in the options, so the
+    reward rebuilds the very entries the task generated (it lives here, below the tasks, for the reward to call)."""
+    import reasoning_gym
+
+    options = {k: plain_option(v) for k, v in config.items() if k != "name"}
+    return reasoning_gym.create_dataset(config["name"], **options)
+
+
+def plain_option(value: Any) -> Any:
+    """A task option as reasoning-gym's configs expect it: Hydra's ListConfig and JSON's lists become tuples (the
+    configs' own defaults, e.g. operators=('+', '-', '*', '/'))."""
+    if type(value).__name__ in ("ListConfig", "DictConfig"):
+        from omegaconf import OmegaConf
+
+        value = OmegaConf.to_container(value)
+    if isinstance(value, list):
+        return tuple(plain_option(v) for v in value)
+    return value
 
 
 def gym_score(answer: str | None, encoded_config: str, index: int) -> float:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
+from align_kit.rewards.gym import build_dataset, plain_option
 
 INSTALL = "make install-real-model (or pip install reasoning-gym==0.1.25)"
 # The answer format the system message asks for, as reasoning-gym's own prompts do (reasoning_gym.utils.SYSTEM_PROMPTS),
@@ -49,15 +50,6 @@ def known_datasets() -> list[str]:
     from reasoning_gym.factory import DATASETS
 
     return sorted(name for name in DATASETS if name != "composite")  # composite mixes; task.datasets does that
-
-
-def build_dataset(config: dict):
-    """reasoning-gym's dataset from a full config (`name` plus its options): deterministic in the options, so the
-    reward rebuilds the very entries the task generated."""
-    import reasoning_gym
-
-    options = {k: _plain(v) for k, v in config.items() if k != "name"}
-    return reasoning_gym.create_dataset(config["name"], **options)
 
 
 @dataclass
@@ -118,7 +110,7 @@ class ReasoningGymTask(TaskNode):
         """The dataset's own checks (its config's `validate`: asserts on ranges) as one line."""
         config_class, _ = dataset_options(name)
         try:
-            built = config_class(**{k: _plain(v) for k, v in config.items() if k != "name"})
+            built = config_class(**{k: plain_option(v) for k, v in config.items() if k != "name"})
             if hasattr(built, "validate"):
                 built.validate()
         except (AssertionError, ValueError, TypeError) as error:
@@ -142,7 +134,7 @@ class ReasoningGymTask(TaskNode):
 
     def config(self, name: str, split: str, size: int | None = None) -> dict:
         """The dataset's full config for `split`: its options, then size and a per-split seed."""
-        options = {k: _plain(v) for k, v in self.own_options(name).items()}
+        options = {k: plain_option(v) for k, v in self.own_options(name).items()}
         seed = int(options.pop("seed", self.seed)) + SPLIT_SEED_OFFSET[split]
         options.pop("size", None)
         return {
@@ -190,7 +182,7 @@ class ReasoningGymTask(TaskNode):
         return [(row["prompt"], row["answer"]) for row in self.rows("probe", count)]
 
     def cache_key(self) -> dict:
-        options = {name: {k: _plain(v) for k, v in self.own_options(name).items()} for name in self.datasets}
+        options = {name: {k: plain_option(v) for k, v in self.own_options(name).items()} for name in self.datasets}
         return {"kind": "reasoning_gym", "options": options, "seed": self.seed, "system": self.system_prompt}
 
     def check(self, plan) -> None:
@@ -201,18 +193,6 @@ class ReasoningGymTask(TaskNode):
                 "task=reasoning_gym is scored by each dataset's own verifier: add reward=[gym_correctness,gym_format] "
                 "(the answer between <answer> tags)"
             )
-
-
-def _plain(value: Any) -> Any:
-    """An option as reasoning-gym's configs expect it: Hydra's ListConfig and JSON's lists become tuples (the
-    configs' own defaults, e.g. operators=('+', '-', '*', '/'))."""
-    if type(value).__name__ in ("ListConfig", "DictConfig"):
-        from omegaconf import OmegaConf
-
-        value = OmegaConf.to_container(value)
-    if isinstance(value, list):
-        return tuple(_plain(v) for v in value)
-    return value
 
 
 def _zip_longest(groups: list[list]) -> list[list]:
