@@ -30,25 +30,12 @@ from align_kit.core.errors import ConfigError
 from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
+from align_kit.monitor.rules.context import STATED_GRPO_FIELDS
 from align_kit.monitor.settings import HealthMonitorConfig
 
 REWARD_PREFIX, REWARD_SUFFIX = "rewards/", "/mean"
-# The GRPOConfig fields the monitor's RunContext reads.
-GRPO_FIELDS = (
-    "epsilon",
-    "epsilon_high",
-    "beta",
-    "importance_sampling_level",
-    "max_completion_length",
-    "learning_rate",
-    "num_generations",
-    "mask_truncated_completions",
-    "multi_objective_aggregation",
-    "top_p",
-    "top_k",
-    "min_p",
-    "vllm_importance_sampling_correction",
-)
+# The GRPOConfig fields the monitor's RunContext reads; a TRL run also states its vLLM IS correction.
+GRPO_FIELDS = (*STATED_GRPO_FIELDS, "vllm_importance_sampling_correction")
 
 
 def reward_names(logs: Mapping[str, Any]) -> list[str]:

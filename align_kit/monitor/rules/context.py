@@ -14,6 +14,23 @@ from typing import Any
 OVERLONG_REWARD = "soft_overlong_punishment_reward"
 
 
+# The GRPOConfig fields a RunContext is built from (RunContext.from_stated), read from a plan or a TRL run's args.
+STATED_GRPO_FIELDS = (
+    "epsilon",
+    "epsilon_high",
+    "importance_sampling_level",
+    "beta",
+    "max_completion_length",
+    "learning_rate",
+    "num_generations",
+    "mask_truncated_completions",
+    "multi_objective_aggregation",
+    "top_p",
+    "top_k",
+    "min_p",
+)
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What the run composes, so alerts judge against its limits and advise only what is off."""
@@ -107,23 +124,7 @@ class RunContext:
     @classmethod
     def from_plan(cls, plan) -> RunContext:
         """The GRPOConfig fields and choices in force, and the facts each node declares."""
-        stated = {
-            name: plan.effective(name)
-            for name in (
-                "epsilon",
-                "epsilon_high",
-                "importance_sampling_level",
-                "beta",
-                "max_completion_length",
-                "learning_rate",
-                "num_generations",
-                "mask_truncated_completions",
-                "multi_objective_aggregation",
-                "top_p",
-                "top_k",
-                "min_p",
-            )
-        }
+        stated = {name: plan.effective(name) for name in STATED_GRPO_FIELDS}
         declared: dict[str, Any] = {}
         for node in plan.components.values():
             declared.update(node.monitor_facts())
