@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -1010,10 +1009,10 @@ def test_a_copied_folder_reads_the_same(tmp_path):
     assert only(tmp_path / "renamed.txt").rows == only(DATA / "trainer_state.json").rows
 
 
-# --- speed: linear, 10,000 logged points well inside the doctor's 2 s ----------------------------------------------
+# --- 10,000 logged points of each text format, read whole ----------------------------------------------
 
 
-def test_ten_thousand_lines_of_each_text_format_read_fast(tmp_path):
+def test_ten_thousand_lines_of_each_text_format_are_read_whole(tmp_path):
     trl = tmp_path / "trl.log"
     trl.write_text(
         "".join(
@@ -1037,14 +1036,11 @@ def test_ten_thousand_lines_of_each_text_format_read_fast(tmp_path):
     prose.write_text(
         "reward went down again\n" * 10_000 + "step,reward\n" + "".join(f"{s},0.5\n" for s in range(1, 10_001))
     )
+    # Speed is benchmarks/doctor_speed.py's to measure (a ratio, with the load stated); this checks the content.
     for path in (trl, verl, prose):
-        started = time.process_time()  # CPU time: other jobs on a shared machine do not count
         history = only(path)
-        elapsed = time.process_time() - started
         assert len(history.rows) == 10_000
         assert history.rows[-1][0] == 10_000
-        # Measured about 0.1-0.2 s here; 1 s leaves the rest of the 2 s budget to the replay and the report.
-        assert elapsed < 1.0, f"{path.name}: {elapsed:.2f} s"
 
 
 def test_verl_advantages_all_zero_read_as_every_group_flat(tmp_path):
