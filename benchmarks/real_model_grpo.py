@@ -91,12 +91,13 @@ def train(seed: int, run_dir: Path, args) -> dict:
         "trainer.steps_per_generation=1",
         f"trainer.max_completion_length={args.max_tokens}",
         f"trainer.learning_rate={args.learning_rate}",
-        f"trainer.temperature={args.temperature}",
+        f"rollout.temperature={args.temperature}",
         f"trainer.save_steps={args.steps}",
         "trainer.save_total_limit=1",
         "trainer.disable_tqdm=true",
         "logger=none",
         f"hydra.run.dir={run_dir}",
+        *args.override,
     ]
     started = time.time()
     result = subprocess.run(
@@ -169,6 +170,9 @@ def main() -> None:
     parser.add_argument("--max-digits", type=int, default=1)
     parser.add_argument("--extract", default="tags", choices=["tags", "last_number"])
     parser.add_argument("--eval-items", type=int, default=32)
+    parser.add_argument(
+        "--override", action="append", default=[], help="an extra train override (repeatable): overlong=filter"
+    )
     parser.add_argument("--before-only", action="store_true", help="only the held-out accuracy of the untrained model")
     parser.add_argument("--out", default="docs/real_model", help="the results (JSON per seed, figure)")
     parser.add_argument("--runs", default="outputs/real_model_grpo", help="the run folders")
