@@ -10,7 +10,8 @@ Two jobs:
    the doctor: TRL's printed log dicts (in a console log or pasted excerpt), JSON lines (align_kit's
    metrics.jsonl, ms-swift's printed JSON dicts), a TRL/HF trainer_state.json, verl console lines
    (`step:N - key:value - ...`, with Ray's prefix and lines wrapped by copy-paste), the Trainer's
-   progress table (markdown `|` rows or CSV) and a W&B CSV export. Nothing is renamed here: each
+   progress table (markdown `|` rows or CSV, or the HTML table a notebook's output cell keeps) and a
+   W&B CSV export. Nothing is renamed here: each
    tool maps the names itself (rldoctor has its own alias table; rlprobe needs its fields, see
    RLPROBE_FIELDS, the one place where names are mapped). The exception: the consoles that name
    their metrics in words (mlx-lm GRPO, prime-rl, DeepSpeed-Chat step 3) get TRL's names for
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import html
 import json
 import math
 import re
@@ -193,6 +195,32 @@ def _word_consoles(text: str) -> list[dict]:
     return [r for r in records if len(r) > 1]
 
 
+_HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
+_HTML_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S)
+
+
+def _notebook_table(text: str) -> list[dict]:
+    """The Trainer's HTML progress table from a notebook's outputs (`<th>Step</th>` first). A
+    notebook can hold several (an SFT phase, then RL; the same table displayed twice as it grew):
+    the tools take one history, so the table with the most columns wins, then the one with the
+    most rows."""
+    best: list[list[str]] = []
+    for cell in json.loads(text).get("cells", []):
+        for output in cell.get("outputs", []):
+            page = output.get("data", {}).get("text/html", "")
+            page = "".join(page) if isinstance(page, list) else page
+            if "<th>Step</th>" not in page:
+                continue
+            rows = [
+                [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in _HTML_CELL.findall(row)]
+                for row in _HTML_ROW.findall(page)
+            ]
+            rows = [r for r in rows if r]
+            if rows and (len(rows[0]), len(rows)) > ((len(best[0]), len(best)) if best else (0, 0)):
+                best = rows
+    return _table(best) if best else []
+
+
 def read_records(path: str | Path) -> list[dict]:
     """One dict per logged point, source names, `step` where the source states it."""
     path = Path(path)
@@ -203,6 +231,10 @@ def read_records(path: str | Path) -> list[dict]:
         raise ValueError(f"{path}: no metrics.jsonl or trainer_state.json")
     text = path.read_text(encoding="utf-8", errors="replace")
     stripped = text.lstrip()
+    if path.suffix == ".ipynb":
+        if records := _notebook_table(text):
+            return records
+        raise ValueError(f"{path}: no progress table in the notebook's outputs")
     if stripped.startswith("{") and '"log_history"' in text[:200000]:
         state = json.loads(text)
         records = [_numeric(row) for row in state["log_history"]]

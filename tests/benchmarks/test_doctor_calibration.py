@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from benchmarks import doctor_calibration as calibration
 from benchmarks.doctor_calibration import LabelledRun, Outcome, per_rule, score
 from benchmarks.doctor_runs import convert
@@ -207,3 +209,34 @@ def test_convert_reads_the_consoles_that_name_metrics_in_words(tmp_path: Path):
     )
     (record,) = convert.read_records(dschat)
     assert record["step"] == 3184.0 and record["reward"] == -6.359375 and math.isinf(record["act_loss"])
+
+
+def test_convert_reads_a_notebooks_html_progress_table(tmp_path: Path):
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        head = "".join(f"<th>{h}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+        return f'<table border="1"><thead><tr style="text-align: left;">{head}</tr></thead><tbody>{body}</tbody>'
+
+    sft = table(["Step", "Training Loss"], [["5", "0.75"], ["10", "0.59"], ["15", "0.43"]])
+    grpo = table(
+        ["Step", "Training Loss", "reward", "completions / mean_length"],
+        [["1", "0.000000", "-7.500000", "1846.0"], ["2", "0.000100", "13.000000", "1174.75"]],
+    )
+    notebook = {
+        "cells": [
+            {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["{'loss': 9.0}\n"]}]},
+            {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": [sft]}}]},
+            {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": grpo}}]},
+        ]
+    }
+    path = tmp_path / "run.ipynb"
+    path.write_text(json.dumps(notebook))
+    # The RL table (more columns) is the history; the SFT table and the printed dict are not.
+    assert convert.read_records(path) == [
+        {"step": 1.0, "Training Loss": 0.0, "reward": -7.5, "completions/mean_length": 1846.0},
+        {"step": 2.0, "Training Loss": 0.0001, "reward": 13.0, "completions/mean_length": 1174.75},
+    ]
+    empty = tmp_path / "empty.ipynb"
+    empty.write_text(json.dumps({"cells": []}))
+    with pytest.raises(ValueError, match="no progress table"):
+        convert.read_records(empty)
