@@ -155,20 +155,23 @@ def _not_one_document(
 
 def _json_objects(objects: list[Any], key_map: KeyMap, notes: list[str]) -> Found:
     columns = frozenset((key_map or {}).values())
-    raw, verl, more = jsonl.object_rows(objects)
-    kept = []
+    runs, verl, more = jsonl.object_rows(objects)
+    kept: dict[str, list] = {}
     configs = 0
-    for step, row in raw:
-        if not verl and is_config(row) and not (columns & row.keys()):
-            configs += 1
-        else:
-            kept.append((step, row))
-    keys = {key for _, row in kept[:50] for key in row}
+    for run, raw in runs.items():
+        kept[run] = []
+        for step, row in raw:
+            if not verl and is_config(row) and not (columns & row.keys()):
+                configs += 1
+            else:
+                kept[run].append((step, row))
+    kept = {run: raw for run, raw in kept.items() if raw}
+    keys = {key for raw in kept.values() for _, row in raw[:50] for key in row}
     family = "verl_jsonl" if verl else "llamafactory_jsonl" if {"current_steps", "total_steps"} <= keys else "jsonl"
     framework = {"verl_jsonl": "verl", "llamafactory_jsonl": "llamafactory"}.get(family)
-    found = Found(family, {"": kept}, configs=configs, notes=notes + more, framework=framework)
+    found = Found(family, kept or {"": []}, configs=configs, notes=notes + more, framework=framework)
     found.absent = "no JSON object rows"
-    return count(found, (row for _, row in kept), columns)
+    return count(found, (row for raw in kept.values() for _, row in raw), columns)
 
 
 def read_text(

@@ -8,28 +8,43 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from align_kit.doctor.keymaps import NOT_METRICS
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
-from align_kit.doctor.readers.tables import STEP_COLUMNS
+from align_kit.doctor.readers.step_columns import (
+    EPOCH,
+    STEP_NAMES,
+    epochs_step,
+    fill_steps,
+    row_order_note,
+    run_columns,
+    split_runs,
+    step_column,
+)
 
 # ms-swift prints TRL's dicts as JSON with "global_step/max_steps": "5/3766"; LLaMA-Factory's trainer_log.jsonl
 # states "current_steps" (src/llamafactory/train/callbacks.py, LogCallback.on_log).
-STEP_KEYS = (*STEP_COLUMNS, "global_step/max_steps", "current_steps")
+STEP_KEYS = (*STEP_NAMES, "global_step/max_steps", "current_steps")
+_STEP_KEY: dict[tuple[str, ...], str | None] = {}
 
 
-def _step_of(row: dict[str, Any]) -> int | None:
-    for key in STEP_KEYS:
-        if key in row:
-            return as_step(row[key])
-    return None
+def _step_key(row: dict[str, Any]) -> str | None:
+    """The row's step key; rows repeat one key set, so cached by it."""
+    keys = tuple(row)
+    if keys not in _STEP_KEY:
+        if len(_STEP_KEY) > 10_000:
+            _STEP_KEY.clear()
+        _STEP_KEY[keys] = step_column(keys) or next((key for key in STEP_KEYS[len(STEP_NAMES) :] if key in row), None)
+    return _STEP_KEY[keys]
 
 
-def object_rows(objects: list[Any]) -> tuple[RawRows, bool, list[str]]:
-    """(raw rows, whether they are verl's file logger's, notes) of parsed JSON objects."""
+def object_rows(objects: list[Any]) -> tuple[dict[str, RawRows], bool, list[str]]:
+    """({run name: raw rows}, whether they are verl's file logger's, notes) of parsed JSON objects: one run ("")
+    unless a run column tells several apart (see `step_columns`)."""
     notes: list[str] = []
-    raw: RawRows = []
+    stepped: list[tuple[int | None, dict[str, Any]]] = []
     verl = False
-    without_step = 0
-    for number, row in enumerate(objects, start=1):
+    seen: dict[str, None] = {}
+    for row in objects:
         if not isinstance(row, dict) or is_summary(row):
             continue
         data = row.get("data")
@@ -38,14 +53,24 @@ def object_rows(objects: list[Any]) -> tuple[RawRows, bool, list[str]]:
             step = as_step(row["step"])
             row = data
         else:
-            step = _step_of(row)
-        if step is None:
-            without_step += 1
-            step = number
-        raw.append((step, row))
+            key = _step_key(row)
+            step = as_step(row[key]) if key is not None else None
+            if key is not None and key not in NOT_METRICS:  # `update`, `iter`: bookkeeping, not a metric
+                row = {name: value for name, value in row.items() if name != key}
+        if not row.keys() <= seen.keys():
+            seen.update(dict.fromkeys(row))
+        stepped.append((step, row))
+    without_step = sum(1 for step, _ in stepped if step is None)
+    if stepped and without_step == len(stepped) and epochs_step([row.get(EPOCH) for _, row in stepped]):
+        stepped = [(as_step(row[EPOCH]), row) for _, row in stepped]
+        notes.append(f"no step key ({', '.join(STEP_KEYS)}): the whole-number epoch is the step")
+        without_step = 0
+    columns = run_columns(seen) if not verl else []
+    runs, split_notes = split_runs(stepped, columns) if columns else ({"": stepped}, [])
+    notes += split_notes
     if without_step:
-        notes.append(f"{without_step} row(s) without a step column: their steps are the line numbers")
-    return raw, verl, notes
+        notes.append(row_order_note(without_step, len(runs)))
+    return {name: fill_steps(rows) for name, rows in runs.items()}, verl, notes
 
 
 GIVE_UP = 20  # lines that fail before any parses

@@ -1,7 +1,8 @@
 """Tables of logged points: the Trainer's notebook progress table as people copy it (`Step | Training Loss | reward |
 completions / mean_length | ...`) as CSV, TSV, a markdown pipe table or whitespace-aligned text; a CSV exported from
 the W&B UI (`Step`, `<run> - train/reward`, with `__MIN`/`__MAX` columns, one run per column prefix); and any CSV with
-a step column (`step`, `global_step`, `_step`, `Step`, `iteration`) or none (the row index, noted).
+a step column (`step`, `global_step`, `iteration`, `update`, ... see `step_columns`) or none (row order, noted), one
+run per value of a run column (`run_id`, `seed`, ...) when it has one.
 
 The header is the first line that names a step column, a mapped column or a known metric; its delimiter (`|`, tab,
 comma, else runs of spaces) splits the rows after it until the first line that does not fit.
@@ -17,6 +18,16 @@ from typing import Any
 
 from align_kit.doctor.keymaps import abbreviated_name, is_known_metric
 from align_kit.doctor.readers.common import RawRows, as_step
+from align_kit.doctor.readers.step_columns import (
+    STEP_LIST,
+    epoch_column,
+    epochs_step,
+    fill_steps,
+    row_order_note,
+    run_columns,
+    split_runs,
+    step_column,
+)
 
 STEP_COLUMNS = ("step", "global_step", "_step", "Step", "iteration", "train/global_step", "trainer/global_step")
 # How HF's notebook table titles what the Trainer logs.
@@ -205,11 +216,17 @@ def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
 
 
 def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
-    """{run name: raw rows} ("" for a single run) and notes. A W&B export gives one run per column prefix."""
+    """{run name: raw rows} ("" for a single run) and notes. A W&B export gives one run per column prefix; a table
+    with a run column (`run_id`, `seed`, ...) one run per value (see `step_columns`)."""
     notes: list[str] = []
-    step_index = next((index for index, key in enumerate(table.keys) if key in STEP_COLUMNS), None)
-    if step_index is None:
-        notes.append("no step column (step, global_step, _step, Step, iteration): steps are the row numbers 1, 2, ...")
+    step_key = step_column(table.keys)
+    if step_key is None and (epoch := epoch_column(table.keys)) is not None:
+        index = table.keys.index(epoch)
+        if epochs_step([cells[index] for cells in table.rows if cells[index] != ""]):
+            step_key = epoch
+            notes.append(f"no step column ({STEP_LIST}): the whole-number {epoch} column is the step")
+    step_index = table.keys.index(step_key) if step_key is not None else None
+    by_run = run_columns(table.keys) if not table.is_wandb_export else []
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
         if index == step_index or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")) or key == "":
@@ -218,13 +235,18 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
         runs.setdefault(run.strip(), []).append((index, metric.strip() if sep else key))
     result: dict[str, RawRows] = {}
     for run, columns in runs.items():
-        raw: RawRows = []
-        for number, cells in enumerate(table.rows, start=1):
-            step = as_step(cells[step_index]) if step_index is not None else number
-            if step is None:
+        stepped: list[tuple[int | None, dict[str, Any]]] = []
+        for cells in table.rows:
+            step = as_step(cells[step_index]) if step_index is not None else None
+            if step is None and step_index is not None:
                 continue
             row: dict[str, Any] = {metric: cells[index] for index, metric in columns if cells[index] != ""}
-            if row:
-                raw.append((step, row))
-        result[run] = raw
+            if row.keys() - set(by_run):
+                stepped.append((step, row))
+        split, split_notes = split_runs(stepped, by_run) if by_run else ({run: stepped}, [])
+        notes += split_notes
+        for name, part in split.items():
+            result[name or run] = fill_steps(part)
+    if step_index is None:
+        notes.append(row_order_note(sum(map(len, result.values())), len(result)))
     return result, notes
