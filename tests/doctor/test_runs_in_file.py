@@ -1,7 +1,8 @@
 """How the readers split and join the runs one file holds, and where a CSV's or JSONL's steps come from: a run column
 (`run_id`, `seed`, ...) gives one history per run with its own steps; the step is the first of the known step names
 (`update`, `iter`, `train/global_step`, ...), a whole-number epoch as a last resort, else row order (said in the
-report). Every file here is written by hand."""
+report); a notebook that displays one run's progress table twice gives one history, a restart two. Every file here is
+written by hand."""
 
 from __future__ import annotations
 
@@ -154,3 +155,43 @@ def test_the_report_says_row_order_was_used_when_no_column_is_the_step(tmp_path,
     out = capsys.readouterr().out
     assert "2 row(s) without a step column" in out
     assert "read in row order, steps are the line numbers 1, 2, ..." in out
+
+
+# --- a notebook's progress table displayed more than once -----------------------------------------------------------
+
+
+def _table(rows):
+    head = "".join(f"<th>{title}</th>" for title in ("Step", "Training Loss", "reward", "kl"))
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _notebook(path, *tables):
+    cells = [
+        {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": [html]}}]}
+        for html in tables
+    ]
+    path.write_text(json.dumps({"nbformat": 4, "cells": cells}))
+    return path
+
+
+GRPO_ROWS = [(1, "0.000000", "0.250000", "0.000000"), (2, "0.000000", "0.500000", "0.001000")]
+GRPO_MORE = [(3, "0.000100", "0.750000", "0.002000"), (4, "0.000100", "1.000000", "0.003000")]
+
+
+def test_a_later_display_repeating_the_earlier_rows_is_one_run(tmp_path):
+    # Displayed at step 2, then again at step 4 with steps 1-2 repeated: the same run, continued.
+    path = _notebook(tmp_path / "shown_twice.ipynb", _table(GRPO_ROWS), _table(GRPO_ROWS + GRPO_MORE))
+    (history,) = read_runs(str(path))
+    assert history.name == "shown_twice"
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5), (3, 0.75), (4, 1.0)]
+    assert any(note.startswith("the progress table displayed 2 times") for note in history.notes)
+
+
+def test_a_restart_with_other_values_stays_two_runs(tmp_path):
+    restarted = [(1, "0.000000", "0.125000", "0.000000"), (2, "0.000000", "0.375000", "0.002000"), *GRPO_MORE]
+    path = _notebook(tmp_path / "restarted.ipynb", _table(GRPO_ROWS), _table(restarted))
+    first, second = read_runs(str(path))
+    assert (first.name, second.name) == ("restarted [run 1 of 2: steps 1-2]", "restarted [run 2 of 2: steps 1-4]")
+    assert series(first, "reward") == [(1, 0.25), (2, 0.5)]
+    assert series(second, "reward") == [(1, 0.125), (2, 0.375), (3, 0.75), (4, 1.0)]

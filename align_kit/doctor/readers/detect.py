@@ -231,7 +231,7 @@ def read_text(
         raise input_error(path, UNKNOWN_FORMAT.replace("; expected", f" ({tried}); expected", 1))
     # Each rendered progress table is one training's (a saved notebook keeps a table's last redraw only): when one
     # wins, every one with metric rows is a run, e.g. an SFT warm-up's table and then GRPO's.
-    chosen = rendered if winner in rendered else [winner]
+    chosen = _one_per_run(rendered) if winner in rendered else [winner]
     lead = (["read from a notebook's cell outputs"] if notebook else []) + shared
     others = [
         f"{found.family} ({found.metric_rows})" for found in candidates if found not in chosen and found.metric_rows
@@ -256,6 +256,34 @@ def read_text(
         history.context.update(context)
         history.notes += stated_notes
     return histories
+
+
+def _one_per_run(displays: list[Found]) -> list[Found]:
+    """The rendered progress tables with each later display that repeats the one before it (the same run shown again,
+    see `runs_in_file.repeats`) joined to it: one Found per run."""
+    kept: list[Found] = []
+    shown = 1
+    for found in displays:
+        previous = kept[-1] if kept else None
+        if (
+            previous is not None
+            and list(previous.runs) == list(found.runs) == [""]
+            and runs_in_file.repeats(previous.runs[""], found.runs[""])
+        ):
+            shown += 1
+            rows = runs_in_file.joined(previous.runs[""], found.runs[""])
+            first, last = rows[0][0], rows[-1][0]
+            previous.runs[""] = rows
+            previous.notes = [note for note in previous.notes if "progress table displayed" not in note]
+            previous.notes.insert(
+                0,
+                f"the progress table displayed {shown} times, each later display repeating the rows before it with "
+                f"the same values: read as one run (steps {first}-{last})",
+            )
+            continue
+        shown = 1
+        kept.append(found)
+    return kept
 
 
 def _histories(path: Path, found: Found, key_map: KeyMap, logging_steps: int | None) -> list[RunHistory]:

@@ -5,6 +5,11 @@ reward, KL, completion lengths, ...). Each becomes its own history, diagnosed an
 
 A resume from a checkpoint also goes back, but only to a step after the run's first: it is the same run redoing a few
 steps (the later values win when the rows are merged), not a new one.
+
+A notebook that displays a training's progress table more than once (at step 97, then again at step 250 with the
+first 97 rows repeated) shows one run twice: a later display that repeats an earlier one's rows (the same steps with
+the same values) continues it (`repeats`), and the two are read as one history. A restart logs other values on the
+steps it starts over, and an SFT warm-up's table has other columns: those stay runs of their own.
 """
 
 from __future__ import annotations
@@ -84,3 +89,35 @@ def _split(items: list[tuple[int | None, Mapping[str, Any]]], by_phase: bool) ->
             last = progress
     parts.append(Part(start, len(items), current, began))
     return parts, redone, phase_changes
+
+
+def repeats(earlier: list[tuple[int, Mapping[str, Any]]], later: list[tuple[int, Mapping[str, Any]]]) -> bool:
+    """Whether `later`, a table displayed after `earlier`, shows the same run again: they share a step, every shared
+    step holds the same values in their shared columns, and the later display has every column of the earlier in the
+    same phase (SFT or RL)."""
+    first, second = dict(earlier), dict(later)
+    shared = first.keys() & second.keys()
+    if not shared:
+        return False
+    columns = {key: None for row in first.values() for key in row}
+    later_columns = {key: None for row in second.values() for key in row}
+    if not columns.keys() <= later_columns.keys() or phase(columns) != phase(later_columns):
+        return False
+    for step in shared:
+        before, after = first[step], second[step]
+        if not all(_same(before[key], after[key]) for key in before.keys() & after.keys()):
+            return False
+    return True
+
+
+def _same(one: Any, other: Any) -> bool:
+    a, b = to_float(one), to_float(other)
+    if a is None or b is None:
+        return str(one).strip() == str(other).strip()
+    return a == b or (a != a and b != b)  # NaN shown twice is the same NaN
+
+
+def joined(earlier: list[tuple[int, Any]], later: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """The rows of two displays of one run, in step order: every step of the later, and the earlier's steps it lacks."""
+    steps = {step for step, _ in later}
+    return sorted([*later, *(item for item in earlier if item[0] not in steps)], key=lambda item: item[0])
