@@ -154,7 +154,7 @@ def test_the_report_says_row_order_was_used_when_no_column_is_the_step(tmp_path,
         cli.main(["doctor", str(path)])
     out = capsys.readouterr().out
     assert "2 row(s) without a step column" in out
-    assert "read in row order, steps are the line numbers 1, 2, ..." in out
+    assert "read in row order, steps are the row numbers 1, 2, ..." in out
 
 
 # --- a notebook's progress table displayed more than once -----------------------------------------------------------

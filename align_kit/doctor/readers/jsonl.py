@@ -69,7 +69,7 @@ def object_rows(objects: list[Any]) -> tuple[dict[str, RawRows], bool, list[str]
     runs, split_notes = split_runs(stepped, columns) if columns else ({"": stepped}, [])
     notes += split_notes
     if without_step:
-        notes.append(row_order_note(without_step, len(runs)))
+        notes.append(row_order_note(without_step, len(runs), "line"))
     return {name: fill_steps(rows) for name, rows in runs.items()}, verl, notes
 
 

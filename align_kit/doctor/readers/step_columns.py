@@ -73,8 +73,9 @@ def epochs_step(values: list[Any]) -> bool:
     return all(after != before for before, after in zip(numbers, numbers[1:], strict=False))
 
 
-def row_order_note(rows: int, runs: int) -> str:
-    where = "each run's row numbers" if runs > 1 else "the line numbers"
+def row_order_note(rows: int, runs: int, unit: str = "row") -> str:
+    """The note of rows read in row order; `unit` is what a row is in the file (a JSONL's "line")."""
+    where = f"each run's {unit} numbers" if runs > 1 else f"the {unit} numbers"
     return (
         f"{rows} row(s) without a step column ({STEP_LIST}, or whole-number epochs): read in row order, "
         f"steps are {where} 1, 2, ..."
