@@ -117,7 +117,10 @@ def test_the_trainers_step_wins_over_wandbs_log_counter(tmp_path):
     assert series(history, "reward") == [(10, 0.25), (20, 0.5), (30, 0.75)]
 
 
-@pytest.mark.parametrize("title", ["update", "Update", "iteration", "Iteration", "iter", "global_step", "Global Step"])
+STEP_TITLES = ["update", "Update", "iteration", "Iteration", "iter", "training_iteration", "global_step", "Global Step"]
+
+
+@pytest.mark.parametrize("title", STEP_TITLES)
 def test_each_step_title_is_read_as_the_step(tmp_path, title):
     path = tmp_path / "log.csv"
     path.write_text(f"{title},reward\n5,0.25\n10,0.5\n")

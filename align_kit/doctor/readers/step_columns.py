@@ -24,6 +24,7 @@ STEP_NAMES = (
     "trainer/global_step",
     "training/global_step",
     "iteration",
+    "training_iteration",  # Ray Tune's result rows
     "iter",
     "update",
     "_step",
