@@ -10,7 +10,7 @@ from align_kit.train import component_choices
 
 def test_rollout_and_routing_replay_hooks_run_first_then_the_defaults_order_then_the_health_metrics(tmp_path):
     plan = build_plan(
-        compose(["logger=none", "kl=reweighted", "rollout.dtype=bfloat16"]), component_choices(), "/tmp/x"
+        compose(["logger=none", "kl=reweighted", "rollout.dtype=bfloat16"]), component_choices(), str(tmp_path)
     )
     # rollout: the bf16 sampler copy and the re-tokenization check; routing_replay=off still measures drift; then
     # clip (symmetric: its engagement metrics), kl (reweighted), overlong (none: its engagement metric), in the
