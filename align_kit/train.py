@@ -114,11 +114,12 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
         if wandb_run is not None:
             wandb_run.config.update({"policy": policy.info}, allow_val_change=True)
 
+        from align_kit.components.routing_replay import RouteReplay
+        from align_kit.experiment.build_trainer import build_trainer
         from align_kit.runs.stop_signals import StopOnSignal
-        from align_kit.trainer import AlignTrainer
 
         stop = StopOnSignal()
-        trainer = AlignTrainer.from_plan(
+        trainer = build_trainer(
             plan, policy.model, policy.tokenizer, extra_callbacks=(stop,), train_dataset=train_dataset
         )
         trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
@@ -130,6 +131,8 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
         halted = trainer.health_monitor.halted
 
         history = [row for row in trainer.state.log_history if "reward" in row]
+        replay = trainer.hook(RouteReplay)
+        router_hooks = replay.hooks if replay is not None else None  # None on a dense model without replay
         summary = {
             "run_dir": str(folder),
             "choices": choices,
@@ -138,7 +141,7 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
             "wall_seconds": time.time() - started,
             "reward_max": plan.reward_max,
             "halted": json.loads(halted.to_json()) if halted else None,
-            "routing_bytes_per_token": trainer.router_hooks.bytes_per_token if trainer.router_hooks else None,
+            "routing_bytes_per_token": router_hooks.bytes_per_token if router_hooks else None,
             "policy": policy.info,
             "final": history[-1] if history else {},
         }

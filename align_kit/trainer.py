@@ -2,8 +2,11 @@
 
 With every component at its TRL-native node it behaves exactly as `trl.GRPOTrainer` (the parity
 test holds it to that). Components TRL lacks are `TrainerHook`s (core/hooks.py lists the
-calls and their order); each override below calls them at one point:
+calls and their order), handed in by whoever builds the trainer (align_kit/experiment/build_trainer.py builds it
+from a plan). The trainer knows no component: it imports only the kernel (align_kit.core; tests/structure/
+test_layers.py holds it to that), and each override below calls the hooks at one point:
 
+  __init__                         building contexts around TRL's own __init__ (options of the vLLM engine it makes)
   _generate_and_score_completions  opens a generation round (BatchState), then on_scored_batch;
                                    in training select_batch (dynamic sampling) and on_train_batch
   _generate_single_turn            generation contexts (low-precision sampler, routing recorded)
@@ -20,24 +23,14 @@ import contextlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
-from align_kit.components.kl import KLCoefficient
-from align_kit.components.mismatch import SamplerMismatch, completion_logprobs
-from align_kit.components.rollout import HFRollout
-from align_kit.components.routing_replay import RouteReplay, RoutingReplay
-from align_kit.components.training_metrics import TrainingMetrics
 from align_kit.core.disk_space import writing
-from align_kit.core.hooks import BatchState, Forward, LossState, Summed, Weighted, apply_loss_terms
-from align_kit.core.run_files import METRICS_FILE
-from align_kit.experiment.plan import ExperimentPlan, validate_dataset
-from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
-from align_kit.monitor.rules import HealthMonitor
-from align_kit.tracking.metrics_file import MetricsFileCallback
+from align_kit.core.hooks import BatchState, Forward, LossState, Summed, TrainerHook, Weighted, apply_loss_terms
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
 PLAIN = 0
@@ -45,71 +38,24 @@ KIND_CODES = {Weighted: 1, Summed: 2}  # how a hook metric gathers; plain floats
 
 
 class AlignTrainer(GRPOTrainer):
-    """GRPOTrainer plus the components of an ExperimentPlan."""
+    """GRPOTrainer plus the TrainerHooks it is handed (a plan's: align_kit/experiment/build_trainer.py)."""
 
-    def __init__(self, *args, components: dict | None = None, **kwargs):
-        # A bare AlignTrainer still measures MoE routing drift and checks re-tokenization, as the defaults do.
-        self.components = {"rollout": HFRollout(), "routing_replay": RoutingReplay(), **(components or {})}
-        with self._engine_options(kwargs.get("args")):
+    def __init__(self, *args, hooks: Sequence[TrainerHook] = (), **kwargs):
+        """`hooks`: the components' TrainerHooks, in the order they run (none: plain GRPOTrainer)."""
+        self.hooks = list(hooks)
+        with contextlib.ExitStack() as stack:
+            for hook in self.hooks:
+                stack.enter_context(hook.building(kwargs.get("args")))
             super().__init__(*args, **kwargs)
         columns = self.train_dataset.column_names
         self.domains = sorted(set(self.train_dataset["domain"])) if "domain" in columns else []
-        self.hooks = [hook for node in self.components.values() for hook in node.trainer_hooks()]
-        self.hooks.append(TrainingMetrics())
+        self.sampler_model = None  # the policy's copy that samples, if a hook makes one as it attaches
         self._round: BatchState | None = None  # the generation round in progress
         self._loss: LossState | None = None  # the loss call in progress
         self.last_state: BatchState | None = None  # of the batch last returned for training (tests read it)
         self.last_loss: LossState | None = None
         for hook in self.hooks:
             hook.attach(self)
-
-    def _engine_options(self, args):
-        """R3 from vLLM: TRL builds the colocated engine in its __init__; it must return routed experts."""
-        if args is not None and args.use_vllm and self.components["routing_replay"].mode == "r3":
-            from align_kit.components.vllm_routing import returning_routed_experts
-
-            return returning_routed_experts()
-        return contextlib.nullcontext()
-
-    @classmethod
-    def from_plan(cls, plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), train_dataset=None) -> AlignTrainer:
-        """`train_dataset`: already loaded and checked by `validate_dataset` (else loaded here)."""
-        if train_dataset is None:
-            train_dataset = plan.task.dataset("train")
-            validate_dataset(plan, train_dataset)
-        run_dir = Path(plan.grpo_kwargs["output_dir"])
-        eval_dataset = plan.task.dataset("eval") if plan.task.num_eval else None
-        monitor = HealthMonitor.from_plan(plan)
-        health = HealthMonitorCallback(monitor, run_dir, run_dir / METRICS_FILE)
-        trainer = cls(
-            model=model,
-            reward_funcs=[spec.func for spec in plan.rewards],
-            args=GRPOConfig(**plan.grpo_kwargs),
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=tokenizer,
-            # The health callback last: its veto of a save with non-finite weights must have the final word.
-            callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks, health],
-            components=plan.components,
-            rollout_func=plan.task.rollout_func(),  # a multi-turn task's episode loop (task=tool_calls), or None
-        )
-        # The dashboard line replaces HF's raw log dicts on the console.
-        trainer.remove_callback(PrinterCallback)
-        if trainer.pop_callback(ProgressCallback) is not None:
-            trainer.add_callback(QuietProgressCallback)
-        trainer.health_monitor = health
-        return trainer
-
-    @property
-    def sampler(self):
-        """The low-precision sampler copy of the policy, if rollout.dtype asks for one."""
-        hook = self.hook(SamplerMismatch)
-        return hook.sampler if hook is not None else None
-
-    @property
-    def router_hooks(self):
-        hook = self.hook(RouteReplay)
-        return hook.hooks if hook is not None else None
 
     def hook(self, kind: type):
         """The attached hook of this class, or None."""
@@ -180,7 +126,7 @@ class AlignTrainer(GRPOTrainer):
             completion_ids, logprobs = super()._generate_single_turn(*args, **kwargs)
         if state is not None and state.sampling_logprobs:
             # The sampler's own log-probs of what it drew: TRL keeps them as sampling_per_token_logps.
-            logprobs = completion_logprobs(state.sampling_logprobs[-1], completion_ids)
+            logprobs = state.completion_logprobs(completion_ids)
         return completion_ids, logprobs
 
     @contextlib.contextmanager
@@ -281,6 +227,28 @@ class AlignTrainer(GRPOTrainer):
             for hook in self.hooks:
                 if hook.name in states:
                     hook.load_state_dict(states[hook.name])
+
+
+class KLCoefficient:
+    """Stands in for TRL's scalar `beta` inside one loss call (a hook's `LossTerms.kl_coefficient`): TRL computes
+    `beta * per_token_kl`, so the product uses `values()` ([B, 1] per sample or [B, T] per token), evaluated at that
+    moment so it can use the entropies of the same forward pass; `!= 0` stays true so TRL keeps the KL branch on."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __mul__(self, per_token_kl):
+        return self.values() * per_token_kl
+
+    __rmul__ = __mul__
+
+    def __eq__(self, other) -> bool:
+        return False if other == 0 else NotImplemented
+
+    def __ne__(self, other) -> bool:
+        return True if other == 0 else NotImplemented
+
+    __hash__ = None
 
 
 def _sum_and_weight(value) -> tuple[float, float]:

@@ -57,17 +57,17 @@ def measure(model: str, sampler: str, seed: int, prompts: int, cache_dir: str) -
     """One generation batch on fresh weights: the trainer's own metrics for it."""
     import torch
 
+    from align_kit.experiment.build_trainer import build_trainer
     from align_kit.experiment.compose import compose
     from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
-    from align_kit.trainer import AlignTrainer
 
     overrides = [f"paths.cache_dir={cache_dir}", "logger=none", f"seed={seed}", *MODELS[model], *SAMPLERS[sampler]]
     with tempfile.TemporaryDirectory() as scratch:
         plan = build_plan(compose(overrides), component_choices(), f"{scratch}/run")
         correctness = next((spec.func for spec in plan.rewards if spec.name == "correctness"), None)
         policy = plan.model.load(plan.task, cache_dir, correctness, plan.effective("max_completion_length"))
-        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        trainer = build_trainer(plan, policy.model, policy.tokenizer)
         trainer.model.train()  # as in training: the sampler copy is in eval mode, the policy is not
         trainer.current_gradient_accumulation_steps = 1
         start = (seed - 1) * prompts  # other prompts per seed, the same ones for every sampler

@@ -17,10 +17,10 @@ def plan_for(overrides: list[str], run_dir: str):
 
 
 def build_align_kit(plan, cache_dir: str, scratch: str):
-    from align_kit.trainer import AlignTrainer
+    from align_kit.experiment.build_trainer import build_trainer
 
     policy = plan.model.load(plan.task, cache_dir)
-    return AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+    return build_trainer(plan, policy.model, policy.tokenizer)
 
 
 def build_trl(plan, cache_dir: str, scratch: str):

@@ -73,7 +73,9 @@ def stubbed_cli_env(cache_dir: str, folder: Path, sitecustomize: str) -> tuple[d
 
 @pytest.fixture
 def build_trainer(overrides_for, tmp_path):
-    """An AlignTrainer on the tiny policy for the given overrides, in training mode, not trained."""
+    """An AlignTrainer on the tiny policy for the given overrides, in training mode, not trained; `trainer.plan` is the
+    plan it was built from (the trainer itself knows no node: tests reach the nodes there)."""
+    from align_kit.experiment.build_trainer import build_trainer as trainer_of
     from align_kit.experiment.plan import build_plan
     from align_kit.train import component_choices
     from align_kit.trainer import AlignTrainer
@@ -82,12 +84,21 @@ def build_trainer(overrides_for, tmp_path):
         cfg = compose(overrides_for("logger=none", *extra))
         plan = build_plan(cfg, component_choices(), str(tmp_path / "run"))
         policy = plan.model.load(plan.task, cfg.paths.cache_dir)
-        trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        trainer = trainer_of(plan, policy.model, policy.tokenizer)
+        trainer.plan = plan
         trainer.model.train()
         trainer.current_gradient_accumulation_steps = 1  # set by the training loop otherwise
         return trainer
 
     return build
+
+
+def sampler_of(trainer):
+    """The low-precision sampler copy the rollout node's hook made (None: the policy samples)."""
+    from align_kit.components.mismatch import SamplerMismatch
+
+    hook = trainer.hook(SamplerMismatch)
+    return hook.sampler if hook is not None else None
 
 
 def generation_inputs(trainer, prompts: int, start: int = 0) -> list[dict]:

@@ -1,8 +1,9 @@
 """AlignTrainer's metric gathering over processes (its `_record`, played without a training run): weighted means,
-summed throughput, values missing on a process."""
+summed throughput, values missing on a process; and the order it calls its hooks in as it is built."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from align_kit.core.hooks import Summed, Weighted
+from align_kit.core.hooks import Summed, TrainerHook, Weighted
 from align_kit.trainer import AlignTrainer
 
 
@@ -62,3 +63,40 @@ def test_a_metric_sent_as_different_kinds_is_refused():
 def test_a_metric_no_process_has_is_not_logged():
     logged = recorded([{"kl/add": Weighted(math.nan, 0)}, {"kl/add": Weighted(math.nan, 0)}])
     assert logged == {}
+
+
+def test_building_contexts_wrap_trls_own_init_and_every_hook_attaches_after_it_in_order(monkeypatch):
+    from trl import GRPOTrainer
+
+    events = []
+
+    class Recorder(TrainerHook):
+        def __init__(self, label):
+            self.label = label
+
+        @contextlib.contextmanager
+        def building(self, args):
+            events.append(f"{self.label} enters with {args}")
+            yield
+            events.append(f"{self.label} exits")
+
+        def attach(self, trainer):
+            events.append(f"{self.label} attaches, sampler_model {trainer.sampler_model}")
+            trainer.sampler_model = self.label  # what the next hook to attach sees
+
+    def trl_init(trainer, *args, **kwargs):  # TRL's own __init__, without a model: only what AlignTrainer reads
+        events.append("TRL builds")
+        trainer.train_dataset = SimpleNamespace(column_names=["prompt"])
+
+    monkeypatch.setattr(GRPOTrainer, "__init__", trl_init)
+    trainer = AlignTrainer(args="config", hooks=[Recorder("first"), Recorder("second")])
+    assert events == [
+        "first enters with config",
+        "second enters with config",
+        "TRL builds",
+        "second exits",
+        "first exits",
+        "first attaches, sampler_model None",
+        "second attaches, sampler_model first",
+    ]
+    assert trainer.domains == []

@@ -11,7 +11,7 @@ reweighted  : a different KL strength per token (the policy-optimization chapter
 
 TRL adds `self.beta * per_token_kl` to the per-token loss. For per_domain and reweighted, a hook
 gives the trainer a coefficient for each loss call (`LossTerms.kl_coefficient`), which stands in
-for `beta` as a `KLCoefficient`, so the product uses a per-sample (or per-token) coefficient while
+for `beta` (the trainer's `KLCoefficient`), so the product uses a per-sample (or per-token) coefficient while
 TRL's loss aggregation stays untouched.
 """
 
@@ -63,29 +63,6 @@ class ConstantKL(Component):
 
     def grpo_fields(self) -> dict[str, Any]:
         return {"beta": self.beta, "use_bias_correction_kl": self.bias_corrected}
-
-
-class KLCoefficient:
-    """Stands in for TRL's scalar `beta` inside one loss call: `coefficient * per_token_kl`
-    multiplies by `values()` ([B, 1] per sample or [B, T] per token), evaluated at that moment so
-    it can use the entropies of the same forward pass; `!= 0` stays true so TRL keeps the KL
-    branch on."""
-
-    def __init__(self, values):
-        self.values = values
-
-    def __mul__(self, per_token_kl):
-        return self.values() * per_token_kl
-
-    __rmul__ = __mul__
-
-    def __eq__(self, other) -> bool:
-        return False if other == 0 else NotImplemented
-
-    def __ne__(self, other) -> bool:
-        return True if other == 0 else NotImplemented
-
-    __hash__ = None
 
 
 @dataclass

@@ -75,11 +75,6 @@ def recording_sampled_logprobs(model):
             model.generate = own
 
 
-def completion_logprobs(recorded, completion_ids: list[list[int]]) -> list[list[float]]:
-    """Per completion, the recorded sampling log-probs of its tokens (TRL cuts completions after EOS)."""
-    return [row[: len(ids)].tolist() for row, ids in zip(recorded, completion_ids, strict=True)]
-
-
 class LowPrecisionSampler:
     """A reduced-precision copy of the policy for generation, re-synced when the policy changed.
 
@@ -146,6 +141,7 @@ class SamplerMismatch(TrainerHook):
             if node.quantization != "none":
                 quantizer = (node.quantization, node.quant_scale, node.quantize_router)
             self.sampler = LowPrecisionSampler(trainer.model, node.dtype, quantizer, **trainer.fused_head())
+            trainer.sampler_model = self.sampler.model  # the model that samples, for the hooks that attach later
 
     @contextlib.contextmanager
     def generation(self, trainer, state):

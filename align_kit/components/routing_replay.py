@@ -81,6 +81,14 @@ class RouteReplay(TrainerHook):
         self.hooks = None  # RouterHooks on the trained policy (None: dense model, replay off)
         self.generation_hooks = None  # on the model that generates (the sampler copy, if any)
 
+    def building(self, args):
+        """R3 from vLLM: TRL builds the colocated engine in its __init__; it must return routed experts."""
+        if args is not None and args.use_vllm and self.node.mode == "r3":
+            from align_kit.components.vllm_routing import returning_routed_experts
+
+            return returning_routed_experts()
+        return contextlib.nullcontext()
+
     def attach(self, trainer) -> None:
         from align_kit.components.router_capture import RouterHooks, UnsupportedModelError
         from align_kit.models.moe_routers import is_moe_model
@@ -91,8 +99,8 @@ class RouteReplay(TrainerHook):
             self.hooks = RouterHooks(trainer.model)
         except UnsupportedModelError as error:
             raise ConfigError(f"routing_replay={self.node.mode}: {error}") from None
-        sampler = trainer.sampler  # attached before this hook (rollout precedes routing_replay)
-        self.generation_hooks = RouterHooks(sampler.model) if sampler is not None else self.hooks
+        sampler = trainer.sampler_model  # set by the rollout's hook, which attaches before this one
+        self.generation_hooks = RouterHooks(sampler) if sampler is not None else self.hooks
 
     @contextlib.contextmanager
     def generation(self, trainer, state):

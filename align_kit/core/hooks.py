@@ -1,10 +1,16 @@
 """The hook protocol: how a component's trainer code plugs into AlignTrainer.
 
-A component node (a Hydra config object) returns its `TrainerHook`s from `trainer_hooks()`; the
-trainer calls every hook at fixed points, in this order per training step (hooks in the order of the
-defaults list in conf/train.yaml, then the built-in health metrics):
+A component node (a Hydra config object) returns its `TrainerHook`s from `trainer_hooks()`; whoever builds the
+trainer hands it the hooks (`build_trainer` in align_kit/experiment/build_trainer.py: rollout's, routing_replay's,
+the other nodes' in the order of the defaults list in conf/train.yaml, then the built-in health metrics). The trainer
+knows no component: what a hook needs of another goes through this protocol. It calls every hook at fixed points,
+in this order per training step:
 
-  attach(trainer)                        once, at the end of the trainer's __init__
+  building(args)                         once, a context around TRL's own __init__ (args: the GRPOConfig), for
+                                         options of what TRL builds there (the colocated vLLM engine)
+  attach(trainer)                        once, at the end of the trainer's __init__; a hook that makes a copy of
+                                         the policy to sample from sets `trainer.sampler_model` here (later hooks
+                                         see it: routing hooks go on the model that samples)
   per generation round (BatchState; dynamic sampling opens more rounds, each with its own state):
     generation(trainer, state)           a context around sampling (TRL's _generate_single_turn)
     forward(trainer, call)               a context around each forward of the round (phase "scoring")
@@ -70,6 +76,12 @@ class BatchState:
     sampling_logprobs: list | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # per-batch data a hook keeps between its calls
 
+    def completion_logprobs(self, completion_ids: list[list[int]]) -> list[list[float]]:
+        """The sampler's log-probs of each completion's tokens from the last generate call, as TRL's
+        `sampling_per_token_logps` holds them (TRL cuts completions after EOS)."""
+        recorded = self.sampling_logprobs[-1]
+        return [row[: len(ids)].tolist() for row, ids in zip(recorded, completion_ids, strict=True)]
+
     def local_rows(self, gathered):
         """This process's slice of a tensor gathered over all processes (TRL's process_slice)."""
         return gathered[self.start : self.start + len(self.inputs)]
@@ -127,6 +139,10 @@ class TrainerHook:
     def name(self) -> str:
         """Key of its state in the checkpoint's hooks file (a subclass may set a shorter one)."""
         return type(self).__name__
+
+    def building(self, args):
+        """A context around TRL's GRPOTrainer.__init__ (`args`: its GRPOConfig); the hook is not attached yet."""
+        return contextlib.nullcontext()
 
     def attach(self, trainer) -> None:
         return None

@@ -22,18 +22,16 @@ RESUME_RUN = [
 KILLED_RUN = """
 import os, signal, sys
 from transformers import TrainerCallback
-from align_kit import trainer
+from align_kit.experiment import build_trainer as builder
 
 class KillAfterStepFive(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.global_step == 5:
             os.kill(os.getpid(), signal.SIGKILL)
 
-build = trainer.AlignTrainer.from_plan.__func__
-trainer.AlignTrainer.from_plan = classmethod(
-    lambda cls, plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
-        cls, plan, model, tokenizer, (*extra_callbacks, KillAfterStepFive()), train_dataset
-    )
+build = builder.build_trainer
+builder.build_trainer = lambda plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
+    plan, model, tokenizer, (*extra_callbacks, KillAfterStepFive()), train_dataset
 )
 from align_kit.train import main
 sys.argv = ["align-kit train", *sys.argv[1:]]

@@ -179,7 +179,8 @@ def job_metrics(folder: Path) -> dict[int, dict]:
 KILL_IN_JOB_1 = """
 import os, signal, sys
 from transformers import TrainerCallback
-from align_kit import cli, trainer
+from align_kit import cli
+from align_kit.experiment import build_trainer as builder
 
 class KillAtStepThreeOfSeedTwo(TrainerCallback):
     def __init__(self, seed):
@@ -189,12 +190,9 @@ class KillAtStepThreeOfSeedTwo(TrainerCallback):
         if self.seed == 2 and state.global_step == 3:
             os.kill(os.getpid(), signal.SIGKILL)
 
-build = trainer.AlignTrainer.from_plan.__func__
-trainer.AlignTrainer.from_plan = classmethod(
-    lambda cls, plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
-        cls, plan, model, tokenizer, (*extra_callbacks, KillAtStepThreeOfSeedTwo(plan.grpo_kwargs["seed"])),
-        train_dataset,
-    )
+build = builder.build_trainer
+builder.build_trainer = lambda plan, model, tokenizer, extra_callbacks=(), train_dataset=None: build(
+    plan, model, tokenizer, (*extra_callbacks, KillAtStepThreeOfSeedTwo(plan.grpo_kwargs["seed"])), train_dataset
 )
 cli.main(sys.argv[1:])
 """

@@ -25,7 +25,7 @@ PARITY_KEYS = (
 def test_align_kit_matches_plain_trl_step_for_step(overrides_for, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
-    from align_kit.trainer import AlignTrainer
+    from align_kit.experiment.build_trainer import build_trainer
 
     overrides = overrides_for(
         "advantage=grpo", "clip=symmetric", "kl=none", "overlong=none", "logger=none",
@@ -36,7 +36,7 @@ def test_align_kit_matches_plain_trl_step_for_step(overrides_for, tmp_path):
     assert plan.effective("steps_per_generation") > plan.effective("gradient_accumulation_steps")
 
     policy = plan.model.load(plan.task, plan_cache(overrides))
-    ours = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+    ours = build_trainer(plan, policy.model, policy.tokenizer)
     ours.train()
 
     fresh = plan.model.load(plan.task, plan_cache(overrides))

@@ -138,7 +138,7 @@ def test_unscorable_rows_get_zero_and_leave_the_group_statistics():
 def test_trainer_advantages_are_what_compute_returns(node, build_trainer):
     trainer = build_trainer(f"advantage={node}")
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
-    expected = trainer.components["advantage"].compute(
+    expected = trainer.plan.components["advantage"].compute(
         trainer.last_state.rewards_per_func, trainer.reward_weights, trainer.num_generations
     )
     assert torch.equal(batch["advantages"], expected)

@@ -65,7 +65,7 @@ def test_trainer_uses_the_new_weight_after_the_switch(advantage, build_trainer):
         "format_schedule.at_step=1",
         "train.allow_reward_max_below_one=true",
     )  # fmt: skip (0.8 + 0.05 < 1.0: allowed here, a large weight change shows in the advantages)
-    node = trainer.components["advantage"]
+    node = trainer.plan.components["advantage"]
     before = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
     assert trainer.reward_weights.tolist() == pytest.approx([0.8, 1.0])
     assert torch.equal(

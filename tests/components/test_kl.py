@@ -110,9 +110,9 @@ def test_reweighted_loss_equals_the_weighted_term_by_hand(build_trainer):
         2 * sequence_means(entropies, mask).unsqueeze(1) / (entropies + sequence_means(entropies, mask).unsqueeze(1))
     )
     kl_term = 0.2 * weights * per_token_kl(batch["ref_per_token_logps"], logps) * ratio
-    trainer.components["kl"].weighting = "none"
+    trainer.plan.components["kl"].weighting = "none"
     unweighted = loss_of(trainer, batch)
-    trainer.components["kl"].weighting = "entropy"
+    trainer.plan.components["kl"].weighting = "entropy"
     plain_term = 0.2 * per_token_kl(batch["ref_per_token_logps"], logps) * ratio
     expected = unweighted - sequence_means(plain_term, mask).mean().item() + sequence_means(kl_term, mask).mean().item()
     assert loss_of(trainer, batch) == pytest.approx(expected, rel=1e-5)

@@ -12,7 +12,7 @@ from align_kit.components.mismatch import importance_ratio, mismatch_metrics
 from align_kit.components.routing_replay import RouteReplay
 from align_kit.experiment.compose import compose
 from align_kit.tracking.metrics_file import read_metrics
-from tests.conftest import generation_inputs
+from tests.conftest import generation_inputs, sampler_of
 
 TRAIN = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -0.2, -9.0]])
 SAMPLER = torch.tensor([[-1.5, -1.0, -0.5], [-0.1, -0.3, -1.0]])
@@ -81,7 +81,7 @@ def test_fp32_control_gap_is_float_rounding(build_trainer):
     # Same weights and dtype: what is left is the rounding difference between generate's incremental
     # (KV-cache) forwards and the trainer's full forward, measured at ~4e-7 mean, ~7e-6 max.
     trainer = build_trainer("rollout.log_mismatch=true")
-    assert trainer.sampler is None
+    assert sampler_of(trainer) is None
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
     metrics = trainer._metrics["train"]
     assert metrics["mismatch/logp_abs_diff/mean"][0] < 1e-5
@@ -92,16 +92,16 @@ def test_fp32_control_gap_is_float_rounding(build_trainer):
 
 def test_a_perturbed_sampler_copy_shows_a_large_gap(build_trainer):
     trainer = build_trainer("rollout.dtype=bfloat16")
-    sync = trainer.sampler.sync
+    sync = sampler_of(trainer).sync
 
     def sync_then_perturb(model, step):
         sync(model, step)
         torch.manual_seed(0)
         with torch.no_grad():
-            for parameter in trainer.sampler.model.parameters():
+            for parameter in sampler_of(trainer).model.parameters():
                 parameter.add_(parameter.float().std() * torch.randn_like(parameter))
 
-    trainer.sampler.sync = sync_then_perturb
+    sampler_of(trainer).sync = sync_then_perturb
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
     metrics = trainer._metrics["train"]
     assert metrics["mismatch/logp_abs_diff/mean"][0] > 0.3  # the healthy bf16 copy: ~0.005
@@ -145,7 +145,7 @@ def test_bf16_generation_routing_agrees_with_the_sampler_copy_s_full_forward(bui
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
     sampler_routing = trainer.hook(RouteReplay).generation_hooks
     with torch.no_grad(), sampler_routing.record():
-        output = trainer.sampler.model(input_ids=ids, attention_mask=attention)
+        output = sampler_of(trainer).model(input_ids=ids, attention_mask=attention)
     full_forward = sampler_routing.take()
     assert output.logits.dtype == torch.bfloat16  # the copy's own forward
     valid = batch["routed_experts_valid"] & attention.bool()
@@ -160,7 +160,7 @@ def test_bf16_generation_routing_agrees_with_the_sampler_copy_s_full_forward(bui
 
 def test_bf16_sampler_mismatch_is_measured_and_corrected(build_trainer):
     trainer = build_trainer("rollout.dtype=bfloat16", "rollout.is_correction=token_truncate")
-    assert next(trainer.sampler.model.parameters()).dtype == torch.bfloat16
+    assert next(sampler_of(trainer).model.parameters()).dtype == torch.bfloat16
     assert next(trainer.model.parameters()).dtype == torch.float32
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
     metrics = trainer._metrics["train"]
@@ -194,10 +194,10 @@ def test_the_sampler_copy_computes_with_its_own_weights(build_trainer):
     trainer = build_trainer("rollout.dtype=bfloat16")
     ids = torch.tensor([trainer.processing_class("12+34=<think>", add_special_tokens=False)["input_ids"]])
     with torch.no_grad():
-        before = trainer.sampler.model(input_ids=ids).logits
+        before = sampler_of(trainer).model(input_ids=ids).logits
         for parameter in trainer.model.parameters():
             parameter.zero_()  # a policy change the sampler has not been synced to must not reach it
-        after = trainer.sampler.model(input_ids=ids).logits
+        after = sampler_of(trainer).model(input_ids=ids).logits
     assert before.dtype == torch.bfloat16
     assert torch.equal(before, after)
 
@@ -238,11 +238,11 @@ def test_bf16_sampler_matches_fp32_on_the_default_warm_start(model, train_once, 
 
 def test_sampler_resyncs_when_the_policy_changes(build_trainer):
     trainer = build_trainer("rollout.dtype=bfloat16")
-    trainer.sampler.sync(trainer.model, step=0)
+    sampler_of(trainer).sync(trainer.model, step=0)
     with torch.no_grad():
         next(trainer.model.parameters()).add_(1.0)
-    trainer.sampler.sync(trainer.model, step=0)  # same step: no copy
+    sampler_of(trainer).sync(trainer.model, step=0)  # same step: no copy
     first = lambda module: next(module.parameters())  # noqa: E731
-    assert not torch.equal(first(trainer.sampler.model).float(), first(trainer.model).to(torch.bfloat16).float())
-    trainer.sampler.sync(trainer.model, step=1)
-    assert torch.equal(first(trainer.sampler.model), first(trainer.model).to(torch.bfloat16))
+    assert not torch.equal(first(sampler_of(trainer).model).float(), first(trainer.model).to(torch.bfloat16).float())
+    sampler_of(trainer).sync(trainer.model, step=1)
+    assert torch.equal(first(sampler_of(trainer).model), first(trainer.model).to(torch.bfloat16))

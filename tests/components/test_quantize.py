@@ -11,7 +11,7 @@ import torch
 from align_kit.components.quantize import fake_quantize, quantized_parameters
 from align_kit.components.routing_replay import RouteReplay
 from align_kit.tracking.metrics_file import read_metrics
-from tests.conftest import generation_inputs
+from tests.conftest import generation_inputs, sampler_of
 
 BF16 = ("rollout.dtype=bfloat16",)
 
@@ -101,12 +101,12 @@ def test_which_weights_an_engine_quantizes(build_trainer):
 
 
 def copy_and_policy(trainer, name):
-    return dict(trainer.sampler.model.named_parameters())[name], dict(trainer.model.named_parameters())[name]
+    return dict(sampler_of(trainer).model.named_parameters())[name], dict(trainer.model.named_parameters())[name]
 
 
 def test_the_copy_holds_the_quantized_weights_and_requantizes_at_every_sync(build_trainer):
     trainer = build_trainer(*BF16, "rollout.quantization=int8")
-    trainer.sampler.sync(trainer.model, step=0)
+    sampler_of(trainer).sync(trainer.model, step=0)
     name = "model.layers.1.mlp.down_proj.weight"
     copy, policy = copy_and_policy(trainer, name)
     assert copy.dtype == torch.bfloat16
@@ -118,18 +118,18 @@ def test_the_copy_holds_the_quantized_weights_and_requantizes_at_every_sync(buil
     assert torch.equal(embed, embed_policy.to(torch.bfloat16))  # kept bf16
     with torch.no_grad():
         policy.mul_(1.5)
-    trainer.sampler.sync(trainer.model, step=1)
+    sampler_of(trainer).sync(trainer.model, step=1)
     assert torch.equal(copy, fake_quantize(policy, "int8", "channel").to(torch.bfloat16))
 
 
 def test_router_weights_follow_the_switch(build_trainer):
     name = "model.layers.0.mlp.gate.weight"
     kept = build_trainer("model=tiny_moe", *BF16, "rollout.quantization=fp8")
-    kept.sampler.sync(kept.model, step=0)
+    sampler_of(kept).sync(kept.model, step=0)
     copy, policy = copy_and_policy(kept, name)
     assert torch.equal(copy, policy.to(torch.bfloat16))
     quantized = build_trainer("model=tiny_moe", *BF16, "rollout.quantization=fp8", "rollout.quantize_router=true")
-    quantized.sampler.sync(quantized.model, step=0)
+    sampler_of(quantized).sync(quantized.model, step=0)
     copy, policy = copy_and_policy(quantized, name)
     assert torch.equal(copy, fake_quantize(policy, "fp8", "channel").to(torch.bfloat16))
     assert not torch.equal(copy, policy.to(torch.bfloat16))

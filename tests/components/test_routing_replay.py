@@ -34,7 +34,7 @@ def test_replay_without_a_parameter_change_reproduces_the_old_log_probs_exactly(
     trainer = build_trainer(*MOE, f"routing_replay={mode}")
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))
     assert batch["routed_experts"].dtype == torch.uint8
-    assert trainer.router_hooks.bytes_per_token == 4 * 2 * 1  # 4 MoE layers x top-2 x 1 byte
+    assert trainer.hook(RouteReplay).hooks.bytes_per_token == 4 * 2 * 1  # 4 MoE layers x top-2 x 1 byte
     micro = first_micro_batch(trainer, batch)  # the same rows the old-log-prob forward saw first
     with torch.no_grad():
         trainer._compute_loss(trainer.model, micro)
@@ -55,9 +55,9 @@ def test_r3_replays_the_routing_recorded_while_sampling(build_trainer):
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
     ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
     attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-    with torch.no_grad(), trainer.router_hooks.record():
+    with torch.no_grad(), trainer.hook(RouteReplay).hooks.record():
         trainer.model(input_ids=ids, attention_mask=attention)
-    full_forward = trainer.router_hooks.take()
+    full_forward = trainer.hook(RouteReplay).hooks.take()
     valid = batch["routed_experts_valid"] & attention.bool()
     # Left-padded prompts of different lengths: every real position matches a full forward's routing.
     assert torch.equal(batch["routed_experts"][valid], full_forward[valid])
@@ -110,14 +110,14 @@ def test_dynamic_sampling_keeps_routing_aligned(build_trainer):
 def test_replay_on_a_dense_model_that_validation_could_not_see_fails_at_load(overrides_for, tmp_path):
     # A hub model's type is unknown until it loads; the trainer then refuses with the supported routers.
     from align_kit.components.routing_replay import RoutingReplay
-    from align_kit.trainer import AlignTrainer
+    from align_kit.experiment.build_trainer import build_trainer
 
     cfg = compose(overrides_for("logger=none"))
     plan = build_plan(cfg, component_choices(), str(tmp_path))
     plan.components["routing_replay"] = RoutingReplay(mode="r3")
     policy = plan.model.load(plan.task, cfg.paths.cache_dir)
     with pytest.raises(ConfigError, match=r"routing_replay=r3: routing replay found no MoE router in Qwen3ForCausalLM"):
-        AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+        build_trainer(plan, policy.model, policy.tokenizer)
 
 
 def routers_raw_choices(model, record: list):
@@ -148,12 +148,12 @@ def test_the_sampler_trainer_routing_gap_before_any_update(mode, build_trainer):
     # routed as the sampler routed (the choices R3 overrides).
     raw: list = []
     handles = routers_raw_choices(trainer.model, raw)
-    routed = trainer.router_hooks.replay(sampled, valid=valid) if mode == "r3" else contextlib.nullcontext()
+    routed = trainer.hook(RouteReplay).hooks.replay(sampled, valid=valid) if mode == "r3" else contextlib.nullcontext()
     with torch.no_grad(), routed:
         trainer.model(input_ids=ids, attention_mask=attention)
     for handle in handles:
         handle.remove()
-    trainer.router_hooks.pop_metrics()
+    trainer.hook(RouteReplay).hooks.pop_metrics()
     choices = torch.stack([layer.view(ids.size(0), width, -1) for layer in raw], dim=2)
     counted = completion & valid
     differ = (choices.sort(-1).values != sampled.sort(-1).values.long()).any(-1)

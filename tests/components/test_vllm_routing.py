@@ -60,3 +60,19 @@ def test_trls_engine_is_built_with_routed_experts(monkeypatch):
     vllm_generation.LLM(model="m")
     assert built == [{"model": "m", "seed": 0, "enable_return_routed_experts": True}, {"model": "m"}]
     assert vllm_generation.LLM is engine
+
+
+@pytest.mark.parametrize(
+    ("mode", "use_vllm", "requested"), [("r3", True, True), ("r2", True, False), ("r3", False, False)]
+)
+def test_only_r3_with_vllm_asks_trls_engine_for_routed_experts(monkeypatch, mode, use_vllm, requested):
+    from trl.generation import vllm_generation
+
+    from align_kit.components.routing_replay import RouteReplay, RoutingReplay
+
+    built = []
+    monkeypatch.setattr(vllm_generation, "LLM", lambda *args, **kwargs: built.append(kwargs), raising=False)
+    # The hook's context wraps TRL's __init__, where TRL builds its colocated engine.
+    with RouteReplay(RoutingReplay(mode=mode)).building(SimpleNamespace(use_vllm=use_vllm)):
+        vllm_generation.LLM(model="m")
+    assert built == [{"model": "m", "enable_return_routed_experts": True} if requested else {"model": "m"}]

@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from align_kit.core.hooks import masked_mean, per_domain
+from align_kit.core.hooks import BatchState, masked_mean, per_domain
 from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
@@ -31,14 +31,14 @@ def docs_example(monkeypatch) -> dict:
 
 
 def test_docs_component_logs_its_metric(overrides_for, tmp_path, monkeypatch):
-    from align_kit.trainer import AlignTrainer
+    from align_kit.experiment.build_trainer import build_trainer
 
     example = docs_example(monkeypatch)
     cfg = compose(overrides_for("logger=none"))
     plan = build_plan(cfg, component_choices(), str(tmp_path / "run"))
     plan.components["length_watch"] = example["LengthWatch"](limit=0)
     policy = plan.model.load(plan.task, cfg.paths.cache_dir)
-    trainer = AlignTrainer.from_plan(plan, policy.model, policy.tokenizer)
+    trainer = build_trainer(plan, policy.model, policy.tokenizer)
     trainer.model.train()
     hook = trainer.hook(example["LongCompletions"])
     # Every completion holds at least one token (> 0), none more than the budget.
@@ -93,3 +93,11 @@ def test_masked_and_per_domain_means_carry_their_counts():
     domains = per_domain(values, mask, torch.tensor([0, 1, 1]), ["a", "b"], "x")
     assert domains["x/a"] == pytest.approx(2.0) and domains["x/a"].weight == 2
     assert domains["x/b"] == pytest.approx(5.0) and domains["x/b"].weight == 1
+
+
+def test_the_sampler_log_probs_of_each_completion_are_cut_to_its_length():
+    # Two generate calls: only the last one's record counts; TRL cut completion 1 after two tokens (its EOS).
+    older = torch.zeros(2, 3)
+    last = torch.tensor([[-0.5, -0.25, -2.0], [-1.0, -0.125, -4.0]])
+    state = BatchState(inputs=[{}, {}], mode="train", group_size=2, sampling_logprobs=[older, last])
+    assert state.completion_logprobs([[7, 2], [5, 6, 9]]) == [[-0.5, -0.25], [-1.0, -0.125, -4.0]]

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # a lower layer, never to one of its own layer or above.
 LAYERS = (
     ("core",),
-    ("markup", "sandbox"),
+    ("markup", "sandbox", "trainer"),
     ("models", "rewards", "tracking"),
     ("components", "monitor"),
     ("experiment", "tasks"),
-    ("runs", "trainer"),
+    ("runs",),
     ("compare", "doctor", "vllm_server"),
     ("integrations", "train"),
     ("sweep",),
@@ -85,6 +85,24 @@ def test_core_imports_nothing_of_align_kit_outside_core(graph):
     assert graph[structure.PACKAGE] == set()
 
 
+def kernel_only_problems(graph: dict[str, set[str]], module: str) -> list[str]:
+    """Imports of `module` (and of its submodules) that leave align_kit.core."""
+    return [
+        f"{importer} -> {other}"
+        for importer, imported in sorted(graph.items())
+        if importer == module or importer.startswith(f"{module}.")
+        for other in sorted(imported)
+        if not in_core(other)
+    ]
+
+
+def test_the_trainer_reaches_components_only_through_the_hook_protocol(graph):
+    # AlignTrainer is handed its hooks (align_kit/experiment/build_trainer.py): it imports the kernel and nothing
+    # else of align_kit, so it can name no component, task or monitor.
+    assert graph["align_kit.trainer"] >= {"align_kit.core.hooks"}
+    assert kernel_only_problems(graph, "align_kit.trainer") == []
+
+
 def test_every_unit_imports_only_units_of_lower_layers(graph):
     declared = [unit for units in LAYERS for unit in units]
     assert len(declared) == len(set(declared))
@@ -103,6 +121,10 @@ FAULTY_PACKAGE = {
     "markup/text.py": "import align_kit.cli\n",  # up to the top layer, no cycle
     "cli.py": "from align_kit.runs import folder\n",
     "extra.py": "",  # a unit in no layer
+    # a trainer that names a component in a function: below components in the layers, and outside the kernel
+    "trainer.py": "from align_kit.core import base\n\n\ndef metrics():\n    from align_kit.components.kl import k3\n",
+    "components/__init__.py": "",
+    "components/kl.py": "k3 = None\n",
 }
 
 
@@ -120,4 +142,6 @@ def test_the_checks_find_the_faults_of_a_package_built_with_them(tmp_path):
         "extra is in no layer",
         "align_kit.core.base -> align_kit.runs.folder (core is in layer 0, runs in 5)",
         "align_kit.markup.text -> align_kit.cli (markup is in layer 1, cli in 9)",
+        "align_kit.trainer -> align_kit.components.kl (trainer is in layer 1, components in 3)",
     ]
+    assert kernel_only_problems(graph, "align_kit.trainer") == ["align_kit.trainer -> align_kit.components.kl"]
