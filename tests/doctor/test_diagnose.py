@@ -19,9 +19,10 @@ def test_a_nan_loss_fails_on_a_single_row():
     assert [a.fix for a in diagnosis.advice] == ["fix_reward", "lower_lr"]
 
 
-def test_no_rule_could_judge_is_a_warning_never_healthy():
+def test_no_rule_could_judge_is_unjudged_never_healthy_nor_a_warning():
+    # Read, but nothing judged: neither a healthy the doctor never established nor a warning nothing raised.
     diagnosis = diagnose(history([{"learning_rate": 1e-6}] * 5))
-    assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1
+    assert diagnosis.verdict == "unjudged" and diagnosis.exit_code == 4
     assert "no rule could judge" in diagnosis.summary
     assert not any(item.judged for item in diagnosis.coverage)
     assert diagnosis.alerts == [] and diagnosis.advice == []
@@ -118,6 +119,9 @@ def test_the_worst_verdict_decides():
     assert worst(["healthy", "failing", "warning"]) == "failing"
     assert worst(["healthy", "warning"]) == "warning"
     assert worst(["healthy"]) == "healthy"
+    # A run nothing judged keeps a set from being called healthy; any warning outranks it.
+    assert worst(["healthy", "unjudged"]) == "unjudged"
+    assert worst(["unjudged", "warning"]) == "warning"
 
 
 def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
