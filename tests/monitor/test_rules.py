@@ -757,6 +757,32 @@ def test_no_signal_at_any_length_even_one_row(configs):
     assert one_row(0.0) == [] and one_row(-1.0) == ["no_signal"]
 
 
+def test_no_signal_without_a_scale_from_zero_spread_over_the_whole_short_history(configs):
+    # One row with reward_std 0: every group flat, whatever the reward's level (here 3.0, every completion at a
+    # maximum above the [0, 1] assumed). Shorter than `rows` (2): every row logged is the history, judged at the end.
+    monitor = monitor_for(configs["default"])
+    monitor.update(1, {"reward": 3.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0})
+    (alert,) = [a for a in monitor.finish() if a.rule == "no_signal"]
+    assert alert.words["basis"] == "spread" and "scores alike" in alert.message
+    # Two rows, the first with a spread: the last `rows` rows are not all flat, no alert.
+    monitor = monitor_for(configs["default"])
+    monitor.update(1, {"reward": 0.0, "reward_std": 0.3})
+    monitor.update(2, {"reward": 0.0, "reward_std": 0.0})
+    assert only("no_signal", [(a.step, a.rule) for a in monitor.finish()]) == []
+
+
+def test_no_signal_scale_basis_does_not_hold_over_a_row_with_reward_spread(configs):
+    # Rewards at the minimum 0.0 (as logged, rounded) and the flat share 0.995 on 10 rows would be no signal, but
+    # every other row's reward_std 0.001 says some group's completions scored differently: an advantage to learn
+    # from (and no 2 consecutive rows without a spread either).
+    rows = [(s, {"reward": 0.0, "frac_reward_zero_std": 0.995, "reward_std": 0.001 * (s % 2)}) for s in range(1, 13)]
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == []
+    # Without those spreads it fires at step 10 on the scale basis (the loss and grad_norm are not logged, so the
+    # spread basis cannot read the flat share alone).
+    rows = [(s, {"reward": 0.0, "frac_reward_zero_std": 0.995}) for s in range(1, 13)]
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == [(10, "no_signal")]
+
+
 def test_sampler_gap_drift(configs):
     # The IS ratio's 10-point mean 0.9 is 0.1 > 0.05 from 1: fires at step 10; 0.98 (0.02 away) never.
     assert only(

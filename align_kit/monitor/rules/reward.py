@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
@@ -222,7 +223,7 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
 @rule(
     "no_signal",
     (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
-    "{what}: no completion earns anything, nothing is learnt",
+    "{what}: {why}, nothing is learnt",
     reads=("loss", "grad_norm"),
     memory=lambda s: Memory(tail=max(s.span, s.rows)),
     severity="failing",
@@ -230,31 +231,45 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     points=span_points,
     inputs=lambda _s: ((TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),),
     level=True,
+    shorten=lambda s, points: _no_signal_shortened(s, points),
 )
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
     """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
-    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis)."""
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis). A row
+    whose reward_std is above zero has signal: the scale basis does not hold over a span holding one."""
     spread = _no_spread(s, history)
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
     if min(rewards.count, flats.count) >= s.span:
         highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+        spreads = history["reward_std"].last(s.span)
+        signal = bool(spreads) and max(spreads) > NO_SPREAD  # some group's rewards differ: an advantage to learn from
         floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
         values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
         what = (
             f"every reward of the last {s.span} logged points <= {floor:.3g} (at most {highest:.3g}) and "
             f"{flat_metric} mean {flat:.3f} >= {s.flat:g}"
         )
-        if highest <= floor and flat >= s.flat:
-            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+        if highest <= floor and flat >= s.flat and not signal:
+            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale", "why": _NO_EARNING})
         if spread is None or not spread.holds:
-            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale", "why": _NO_EARNING})
     return spread
 
 
+_NO_EARNING = "no completion earns anything"
+_ALIKE = "every completion of a group scores alike (no advantage, no policy gradient)"
+
 # A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
 NO_SPREAD = 1e-8
+
+
+def _no_signal_shortened(s: NoSignal, points: int) -> NoSignal | None:
+    """At the end of a run shorter than `span` (or than `rows`), every row it logged: a history flat from its first
+    row to its last is no signal sustained over all of it, even one row (every group of that batch flat, reward_std 0,
+    no gradient: nothing more the run could show)."""
+    return replace(s, span=points, rows=min(s.rows, points)) if points >= 1 else None
 
 
 def _no_spread(s: NoSignal, history: History) -> Finding | None:
@@ -265,7 +280,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     if len(spreads) >= s.rows:
         values = {"reward_std_max": max(spreads)}
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread"}, s.rows)
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:
@@ -277,7 +292,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     holds = min(flats) >= s.flat and all(stills)
     what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
     values = {"flat_min": min(flats)}
-    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread"}, s.rows)
+    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
 
 
 @rule(
