@@ -453,14 +453,15 @@ class NoSignal:
 
 @dataclass
 class NonFinite:
-    """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
-    them, so the alert names the first to go; a non-finite entropy is itself a failure sign). `halt` stops without
-    saving the broken weights."""
+    """A NaN or infinite value of any of `metrics` (the alert names the first in this order that is non-finite; a
+    non-finite entropy is itself a failure sign, and a non-finite KL to the reference is an infinite log-ratio
+    between the policy's and the reference's log-probabilities, whether or not the loss still reads it). `halt`
+    stops without saving the broken weights."""
 
     action: Action = _action("halt")
     metrics: list[str] = knob(
-        default_factory=lambda: ["loss", "grad_norm", "entropy"],
-        help="The metrics watched, in the order a step computes them, so the alert names the first to go.",
+        default_factory=lambda: ["loss", "grad_norm", "entropy", "kl"],
+        help="The metrics watched; the alert names the first of them that is non-finite.",
     )
 
 
@@ -475,7 +476,7 @@ class HealthMonitorConfig:
 
     enabled: bool = knob(True, help="false (monitor=off) turns every rule off.")
     non_finite: NonFinite = _rule(
-        NonFinite, "A NaN or infinite loss, grad norm or entropy: halts, keeping the last finite checkpoint."
+        NonFinite, "A NaN or infinite loss, grad norm, entropy or KL: halts, keeping the last finite checkpoint."
     )
     entropy_collapse: EntropyCollapse = _rule(
         EntropyCollapse, "Entropy fell by more than `fall` from its start (the chapter's own check).", "18.3.1"

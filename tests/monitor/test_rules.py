@@ -458,12 +458,15 @@ def test_non_finite_names_the_first_metric_that_went_non_finite(configs):
     monitor = monitor_for(configs["default"])
     alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule, a.action, a.metric) for a in alerts] == [(2, "non_finite", "halt", "grad_norm")]
-    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm, entropy"
+    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm, entropy, kl"
     # An infinite loss comes first in a step (the grad norm is computed from it).
     monitor = monitor_for(configs["default"])
     alerts = monitor.update(5, {"loss": float("inf"), "grad_norm": float("nan")})
     assert [(a.rule, a.metric, a.message.split(":")[0]) for a in alerts] == [("non_finite", "loss", "loss is inf")]
     assert fired(monitor_for(configs["off"]), stream) == []
+    # A NaN KL with the loss still finite (the log-ratio to the reference is broken; the loss need not read it).
+    alerts = monitor_for(configs["default"]).update(300, {"loss": -0.04, "grad_norm": 0.006, "kl": float("nan")})
+    assert [(a.rule, a.metric, a.severity) for a in alerts] == [("non_finite", "kl", "failing")]
 
 
 def test_reward_collapse_format_rising_while_correctness_is_flat(configs):

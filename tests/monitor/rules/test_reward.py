@@ -11,8 +11,13 @@ def test_no_reward_spread_on_two_rows_is_no_signal_whatever_the_scale():
     _, alerts = replay(rows)
     signal = [alert for alert in alerts if alert.rule == "no_signal"]
     assert [(a.step, a.words["basis"], a.severity) for a in signal] == [(2, "spread", "failing")]
-    # One row is not sustained: no no_signal from the spread (and 3.0 is above the [0, 1] floor).
-    assert fired(replay(rows[:1])[1], "no_signal") == []
+    # A history of one row: flat from its first row to its last, judged at the end on all of it (the spread basis;
+    # 3.0 is above the [0, 1] floor, so not the scale's).
+    (alert,) = [alert for alert in replay(rows[:1])[1] if alert.rule == "no_signal"]
+    assert (alert.step, alert.words["basis"], alert.points) == (1, "spread", 1)
+    # Two rows, the first with a spread: not every row of the history is flat.
+    mixed = [{"reward": 3.0, "reward_std": 0.5}, {"reward": 3.0, "reward_std": 0.0}]
+    assert fired(replay(mixed)[1], "no_signal") == []
 
 
 def test_every_group_flat_with_the_loss_at_zero_is_no_signal():
