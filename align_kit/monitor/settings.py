@@ -152,7 +152,11 @@ class RewardPlateau:
 
     Flat: |mean of the window's second half - mean of its first half| < `tolerance` (halves, not
     max - min, so per-step sampling noise does not hide a plateau). Below: the window's mean is
-    at most reward_max - `gap`."""
+    at most reward_max - `gap` and in the lower `highest` share of the range, while the accuracy (when
+    logged) neither averages above `highest` nor rises by more than `tolerance` between the halves.
+    A history shorter than `window` is judged at its end: a plateau when it holds at least `fewest`
+    points and every one lies within `tolerance` of the others (on so few points the halves are
+    noise); not one when its points spread wider, or its mean is above the ceiling."""
 
     action: Action = _action("warn")
     window: int = knob(
@@ -164,6 +168,19 @@ class RewardPlateau:
     )
     tolerance: float = knob(0.02, ge=0, help="The largest change between the halves' means that counts as flat.")
     gap: float = knob(0.05, ge=0, help="How far below the attainable maximum the mean must stay to count as stuck.")
+    highest: float = knob(
+        0.5,
+        gt=0,
+        le=1,
+        help="The share of the reward's range (and the accuracy) the window's mean must stay at or below to count as "
+        "stuck: a reward flat in the upper half of its range, or an accuracy above it, is a run that learned.",
+    )
+    fewest: int = knob(
+        5,
+        ge=2,
+        help="The fewest points a history shorter than `window` must hold, every one within `tolerance` of the "
+        "others, for the end of the run to call it a plateau.",
+    )
 
 
 @dataclass

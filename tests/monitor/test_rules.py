@@ -212,14 +212,14 @@ def test_length_near_max_includes_the_boundary(configs):
 def test_reward_plateau_flat_below_the_maximum():
     config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.04, gap=0.05))
     rewards = [0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.5, 0.5, 0.5, 0.9, 1.0, 1.0, 1.0, 1.0]
-    # Change = mean(last 2 of the window) - mean(first 2); ceiling = reward_max - 0.05.
+    # Change = mean(last 2 of the window) - mean(first 2); ceiling = min(reward_max - 0.05, 0.5 x reward_max).
     # step 7: [0.4, 0.45, 0.5, 0.5] -> 0.5 - 0.425 = 0.075 (rising); step 8: [0.45, 0.5, 0.5, 0.5] ->
-    # 0.025 < 0.04 with mean 0.4875 <= 0.95 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
-    # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.95.
+    # 0.025 < 0.04 with mean 0.4875 <= 0.5 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
+    # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.5.
     assert fired(monitor_for(config), series("reward", rewards)) == [(8, "reward_plateau")]
     # A composition whose best total is 2.0: tolerance and gap are shares of the range 2.0 - 0, so the tolerance is
-    # 0.08 and the ceiling 2.0 - 0.1 = 1.9. Step 7's change 0.075 < 0.08 fires; step 10 (0.2) re-arms; step 13:
-    # [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.9 fires again.
+    # 0.08 and the ceiling min(2.0 - 0.1, 0.5 x 2.0) = 1.0. Step 7's change 0.075 < 0.08 fires; step 10 (0.2)
+    # re-arms; step 13: [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.0 fires again.
     assert fired(monitor_for(config, reward_max=2.0), series("reward", rewards)) == [
         (7, "reward_plateau"),
         (13, "reward_plateau"),
@@ -507,7 +507,8 @@ def test_policy_ratio_noise(configs):
 
 
 def test_plateau_rule_uses_the_maximum_in_force():
-    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.02, gap=0.05))
+    # highest=1.0: no lower-half bound, so the gap below the maximum in force decides.
+    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.02, gap=0.05, highest=1.0))
     monitor = HealthMonitor(config, max_completion_length=32, reward_max=1.0)
     # Flat at 1.7 while a schedule makes 1.8 attainable: 1.7 <= 1.8 - 0.05, a plateau below the ceiling.
     alerts = [

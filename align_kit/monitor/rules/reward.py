@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from statistics import fmean
 
 from align_kit.monitor.rules.base import (
@@ -195,29 +195,56 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     "reward_plateau",
     ("reward",),
     "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    reads=(ACCURACY,),
+    inputs=lambda _s: (("reward",),),
     memory=last_window,
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
+    shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
+    unjudged=lambda s, history: (
+        f"needs {s.fewest} logged points of reward, every one within the tolerance of the others, at the end of a "
+        f"run shorter than {s.window}; the run has {history['reward'].count}"
+        if 0 < history["reward"].count < s.fewest
+        else ""
+    ),
 )
 def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> Finding | None:
+    """Over a window (during a run), the halves' means; over the whole of a history shorter than it (at its end,
+    `_ShortPlateau`), every point: flat when they all lie within the tolerance of each other."""
     series = history["reward"]
     if series.count < s.window:
         return None
     window = series.last(s.window)
-    change, mean = half_change(window), fmean(window)
+    change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
-    ceiling, tolerance = context.reward_max - s.gap * scale, s.tolerance * scale
-    return Finding(
-        abs(change) < tolerance and mean <= ceiling,
-        {
-            "window_mean": mean,
-            "change": change,
-            "tolerance": tolerance,
-            "reward_max": context.reward_max,
-            "ceiling": ceiling,
-        },
-        "reward",
+    ceiling = min(context.reward_max - s.gap * scale, context.reward_min + s.highest * scale)
+    tolerance = s.tolerance * scale
+    values = {
+        "window_mean": mean,
+        "change": change,
+        "tolerance": tolerance,
+        "reward_max": context.reward_max,
+        "ceiling": ceiling,
+    }
+    accuracy = history[ACCURACY].last(s.window)
+    # A run that learned: its reward in the upper part of its range, or its accuracy high or rising.
+    learned = mean > ceiling or (
+        len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance)
     )
+    if learned:
+        return Finding(False, values, "reward")
+    if isinstance(s, _ShortPlateau):  # a short history's halves are noise: every point within the tolerance
+        spread = max(window) - min(window)
+        values["spread"] = spread
+        if spread >= tolerance:
+            return Finding(False, values, "reward")
+        return Finding(True, values, "reward") if s.window >= s.fewest else None
+    return Finding(abs(change) < tolerance, values, "reward")
+
+
+@dataclass
+class _ShortPlateau(RewardPlateau):
+    """reward_plateau's settings at the end of a run shorter than its window (`window` = the points logged)."""
 
 
 @rule(

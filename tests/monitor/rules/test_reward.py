@@ -38,3 +38,33 @@ def test_format_rising_while_accuracy_falls_on_the_concept_columns():
     # 6 rows (fewer than the window of 20): judged at the end on the 6, halves of 3, the same gains.
     short = [{"format": 0.2 if i < 3 else 0.5, "accuracy": 0.4 if i < 3 else 0.3} for i in range(6)]
     assert fired(replay(short)[1], "reward_collapse") == [(6, "reward_collapse")]
+
+
+def test_a_short_history_is_a_plateau_only_when_every_point_is_flat_in_the_lower_half():
+    # 6 rows at 0.2055-0.2065 (spread 0.001 < tolerance 0.02 x range 1): judged at the end, a plateau below 0.5.
+    rows = [{"reward": 0.2055 + 0.0002 * i} for i in range(6)]
+    monitor, alerts = replay(rows)
+    assert fired(alerts, "reward_plateau") == [(6, "reward_plateau")]
+    assert alerts[-1].values["ceiling"] == 0.5  # min(1 - 0.05, 0 + 0.5 x 1)
+    # 4 such rows: fewer than `fewest` (5), no decision either way.
+    monitor, alerts = replay(rows[:4])
+    assert fired(alerts, "reward_plateau") == []
+    assert not {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+    # 4 rows spread 0.37-0.41 (0.04 >= 0.02): not flat, judged so (no plateau shown).
+    monitor, alerts = replay([{"reward": r} for r in (0.39, 0.40, 0.37, 0.41)])
+    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+    # 2 rows at 0.99: above the ceiling, a run at its top is no plateau, judged from any number of points.
+    monitor, alerts = replay([{"reward": 0.99}] * 2)
+    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+
+
+def test_no_plateau_in_the_upper_half_or_while_the_accuracy_is_high_or_rising():
+    # 100 rows flat at 0.6: in the upper half of [0, 1] (ceiling 0.5), a run that learned.
+    assert fired(replay([{"reward": 0.6}] * 100)[1], "reward_plateau") == []
+    # Flat at 0.3 for 100 rows: a plateau at step 100 ...
+    assert fired(replay([{"reward": 0.3}] * 100)[1], "reward_plateau") == [(100, "reward_plateau")]
+    # ... unless the accuracy rises between the halves (0.2 -> 0.3, +0.1 > 0.02) or averages above 0.5.
+    rising = [{"reward": 0.3, "accuracy": 0.2 if i < 50 else 0.3} for i in range(100)]
+    assert fired(replay(rising)[1], "reward_plateau") == []
+    high = [{"reward": 0.3, "accuracy": 0.6}] * 100
+    assert fired(replay(high)[1], "reward_plateau") == []
