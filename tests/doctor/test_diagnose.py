@@ -161,3 +161,13 @@ def test_no_reward_spread_fails_without_a_reward_scale():
     diagnosis = diagnose(history(rows))
     assert diagnosis.verdict == "failing" and "no_signal" in diagnosis.summary
     assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+
+
+def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not_failing():
+    # A converging run: in rows 1-20 the format jumps 0.2 -> 0.5 while the accuracy waits at 0.2 (reward_collapse
+    # fires at step 20), then the accuracy climbs to 0.6 for rows 21-60 (+0.4 over the run > 0.1).
+    rows = [{"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else 0.6} for i in range(60)]
+    diagnosis = diagnose(history(rows))
+    (alert,) = [a for a in diagnosis.alerts if a.rule == "reward_collapse"]
+    assert alert.action == "log" and "[recovered: an episode from step 20 to 60" in alert.message
+    assert diagnosis.verdict == "healthy"

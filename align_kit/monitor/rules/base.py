@@ -319,6 +319,10 @@ class Rule:
     # Whether a later evaluation that finds the condition false again reverses the alert (`Recovery`); False where
     # the damage stays (a NaN in the weights is not undone by finite values after it).
     recovers: bool = True
+    # Judged at the end against the whole history (`HealthMonitor.finish`): whether the run as a whole reversed what
+    # the rule's alerts said (the accuracy rose over the run after a window where it stalled); each of its alerts is
+    # then a recovered episode. None: only a later evaluation that finds the condition false can reverse one.
+    reversed_over_run: Callable[[Any, History, RunContext], bool] | None = None
     # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
     # most any rule reads), 0 for a rule that reads none.
     pairs: Callable[[Any], int] = lambda _settings: 0

@@ -19,6 +19,7 @@ from typing import Any
 from align_kit.monitor.rules.base import (
     EVAL_REWARD,
     MAX_ATTAINABLE,
+    REGISTRY,
     TRAIN_REWARD,
     Alert,
     Finding,
@@ -63,6 +64,8 @@ class HealthMonitor:
         self._in_episode: set[str] = set()
         self._recovers = {rule.name: rule.recovers for rule in RULES}
         self._opened: dict[str, int] = {}  # rule -> the step its open episode's alert fired
+        # rule -> the steps its alerts fired, for the rules judged against the whole history at the end
+        self._fired_at: dict[str, list[int]] = {}
         self.recoveries: list[Recovery] = []  # episodes whose condition the run reversed, in order
         self._judged: set[str] = set()  # rules whose check reached a decision
         self._fired: set[str] = set()
@@ -121,6 +124,8 @@ class HealthMonitor:
     def _open(self, name: str, step: int) -> None:
         self._in_episode.add(name)
         self._opened[name] = step
+        if REGISTRY[name].reversed_over_run is not None:
+            self._fired_at.setdefault(name, []).append(step)
 
     def _close(self, name: str, step: int) -> None:
         if name in self._in_episode:
@@ -155,7 +160,20 @@ class HealthMonitor:
                 else:
                     note = f" (judged at the end on {points} logged points, fewer than the {needed} it reads)"
                 alerts.append(self._alert(rule, settings, finding, self.history.step, note, points))
+        self._reversed_over_run()
         return alerts
+
+    def _reversed_over_run(self) -> None:
+        """Each alert of a rule that the whole history reversed (`Rule.reversed_over_run`) becomes a recovered
+        episode, from the step it fired to the last step."""
+        for rule, settings, _ in self._rules:
+            fired = self._fired_at.get(rule.name)
+            if not fired or not rule.reversed_over_run(settings, self.history, self.context):
+                continue
+            self.recoveries += [Recovery(rule.name, step, self.history.step) for step in fired]
+            self._fired_at.pop(rule.name)
+            self._in_episode.discard(rule.name)
+            self._opened.pop(rule.name, None)
 
     def coverage(self) -> list[RuleCoverage]:
         """Per rule, in RULES order: whether it judged, whether it fired, and when it did not judge, why."""
@@ -251,6 +269,7 @@ class HealthMonitor:
             "in_episode": sorted(self._in_episode),
             "opened": dict(sorted(self._opened.items())),
             "recoveries": [[item.rule, item.fired, item.recovered] for item in self.recoveries],
+            "fired_at": {name: list(steps) for name, steps in sorted(self._fired_at.items())},
             "series": {name: series.state_dict() for name, series in self.history.items()},
             "train_eval": self.history.train_eval.state_dict(),
             "grad_norm_zeros": self.history.grad_norm_zeros.state_dict(),
@@ -269,6 +288,7 @@ class HealthMonitor:
         self._in_episode = set(state["in_episode"])
         self._opened = {name: int(step) for name, step in state.get("opened", {}).items()}  # older states lack it
         self.recoveries = [Recovery(*item) for item in state.get("recoveries", ())]
+        self._fired_at = {name: [int(step) for step in steps] for name, steps in state.get("fired_at", {}).items()}
         for name, saved in state["series"].items():
             head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
             self.history[name] = Series(head, tail, best_spans)

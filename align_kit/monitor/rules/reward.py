@@ -138,13 +138,14 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     lambda s: tuple(name for group in _components(s) for name in group),
     "{format} rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
     "the policy may be learning the format without the content",
-    memory=last_window,
+    memory=lambda s: Memory(head=s.window // 2, tail=s.window),
     severity="failing",
     fixes=("gdpo", "lower_format_weight"),
     points=window_points,
     inputs=_components,
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
+    reversed_over_run=lambda s, history, _context: _accuracy_rose_over_run(s, history),
 )
 def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
@@ -164,6 +165,17 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
         format_metric,
         {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
+
+
+def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
+    """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
+    format gain the rule watches for (`min_format_gain`): the content was learned over the run, so a window where the
+    format outpaced it is an episode the rest of the run reversed, not format hacking (18.3.2)."""
+    accuracy = history[first_logged(history, _components(s)[1])]
+    half = max(s.window // 2, 1)
+    if accuracy.count < 2 * half:
+        return False
+    return fmean(accuracy.last(half)) - fmean(accuracy.first[:half]) > s.min_format_gain
 
 
 def _named(metric: str) -> str:

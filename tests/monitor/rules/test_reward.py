@@ -68,3 +68,22 @@ def test_no_plateau_in_the_upper_half_or_while_the_accuracy_is_high_or_rising():
     assert fired(replay(rising)[1], "reward_plateau") == []
     high = [{"reward": 0.3, "accuracy": 0.6}] * 100
     assert fired(replay(high)[1], "reward_plateau") == []
+
+
+def _stall_then_learn(accuracy_after: float) -> list[dict[str, float]]:
+    # 60 rows. Rows 1-20: format 0.2 -> 0.5 at row 11 while the accuracy stays 0.2 (reward_collapse fires at row 20:
+    # format +0.3 > 0.1, accuracy +0.0 < 0.02). Rows 21-60: format 0.5, accuracy `accuracy_after`.
+    return [
+        {"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else accuracy_after} for i in range(60)
+    ]
+
+
+def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
+    # The accuracy rises to 0.6 after the window: first 10 rows' mean 0.2, last 10's 0.6, +0.4 > 0.1 over the run.
+    monitor, alerts = replay(_stall_then_learn(0.6))
+    assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
+    assert [(r.rule, r.fired, r.recovered) for r in monitor.recoveries] == [("reward_collapse", 20, 60)]
+    # The accuracy stays at 0.25 (+0.05 over the run, not above 0.1): the alert stands.
+    monitor, alerts = replay(_stall_then_learn(0.25))
+    assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
+    assert monitor.recoveries == []
