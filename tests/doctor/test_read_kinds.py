@@ -51,3 +51,22 @@ def test_older_trl_reward_names_without_mean_read_as_components(tmp_path):
     (history,) = read_runs(str(path))
     assert history.mapping["rewards/accuracy_reward"] == "rewards/accuracy_reward/mean"
     assert [values["rewards/accuracy_reward/mean"] for _, values in history.rows] == [0.25, 0.5]
+
+
+def test_a_markdown_summary_table_with_centred_rules_markup_and_worded_steps(tmp_path):
+    # An author's own table: `:-:` header rules, bold and approximate cells, steps named in the first column's words,
+    # a column of notes. Values read by hand: **0.59** -> 0.59, ~0.5+ -> 0.5, ~0.001 -> 0.001.
+    path = tmp_path / "summary.md"
+    path.write_text(
+        "| stage | reward mean | reward std | loss | entropy | notes |\n"
+        "| :-: | :-: | :-: | :-: | :-: | --- |\n"
+        "| step 20 | 0.50 | **0.59** | 0.060 | 0.23 | healthy start |\n"
+        "| step 4340 (51%) | **0.80** | 0.10 | 0.015 | 0.035 | diversity drops |\n"
+        "| step 8550 (end) | ~0.5+ | ~0 | **0.0004** | ~0.001 | collapsed |\n"
+    )
+    (history,) = read_runs(str(path))
+    assert [step for step, _ in history.rows] == [20, 4340, 8550]
+    assert [values["reward"] for _, values in history.rows] == [0.5, 0.8, 0.5]
+    assert [values["reward_std"] for _, values in history.rows] == [0.59, 0.1, 0.0]
+    assert [values["entropy"] for _, values in history.rows] == [0.23, 0.035, 0.001]
+    assert any("steps read from the column 'stage'" in note for note in history.notes)
