@@ -262,8 +262,9 @@ def _summary(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
         s = score(runs, outcomes, fitting=(tool == "doctor"))
         scored = s.healthy + s.failing
         lines.append(
-            f"| {tool} | {s.read} | {s.not_read} | {s.not_judged} | {s.correct}/{scored} | {len(s.false_alarms)}/{s.healthy} "
-            f"| {len(s.missed)}/{s.failing} | {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
+            f"| {tool} | {s.read} | {s.not_read} | {s.not_judged} | {s.correct}/{scored} "
+            f"| {len(s.false_alarms)}/{s.healthy} | {len(s.missed)}/{s.failing} "
+            f"| {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
         )
     return lines
 

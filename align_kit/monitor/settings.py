@@ -172,8 +172,9 @@ class RewardPlateau:
         0.5,
         gt=0,
         le=1,
-        help="The share of the reward's range (and the accuracy) the window's mean must stay at or below to count as "
-        "stuck: a reward flat in the upper half of its range, or an accuracy above it, is a run that learned.",
+        help="The share of the reward's range (and the accuracy) the window's mean must stay below to count as "
+        "stuck (1: no bound): a reward flat in the upper half of its range, or an accuracy above it, is a run that "
+        "learned.",
     )
     fewest: int = knob(
         5,

@@ -28,7 +28,9 @@ _SLASH = re.compile(r"\s*/\s*")
 _SEPARATOR = re.compile(r"^\|?\s*(?::?-{2,}|:-+:?|-+:)\s*(?:\||$)")
 # Markup around a number in a table cell as authors write it: `**0.80**`, `` `0.5` ``, `~0.001`, `≈0.3`, `~0.5+`.
 _MARKUP = re.compile(r"^(?:\*\*|__|\*|_|`)(.*?)(?:\*\*|__|\*|_|`)$")
-_APPROXIMATE = re.compile(r"^(?:~|≈|about\s+|approx\.?\s*)?(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\+?$")
+_APPROXIMATE = re.compile(
+    r"^(?:~|≈|about\s+|approx\.?\s*)?(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\+?$"
+)
 # A cell naming a step in words: `step 20`, `Step 4340 (51%)`, `step 8550 (end)`.
 _STEP_CELL = re.compile(r"^(?:global[_ ]step|step|iter(?:ation)?)\s*[:=#]?\s*(\d+)\b", re.IGNORECASE)
 _MULTIWORD = re.compile(r"Training Loss|Validation Loss")

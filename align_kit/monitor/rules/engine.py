@@ -60,6 +60,10 @@ class HealthMonitor:
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
         self._rules = [(rule, getattr(config, rule.name), frozenset(self._triggers[rule.name])) for rule in RULES]
+        # What `update` reads of each rule, looked up once: (rule, settings, triggers, name, check, kind).
+        self._plan = [
+            (rule, settings, triggers, rule.name, rule.check, _kind(rule)) for rule, settings, triggers in self._rules
+        ]
         self.history = History(max(rule.pairs(getattr(config, rule.name)) for rule in RULES))
         self._in_episode: set[str] = set()
         self._recovers = {rule.name: rule.recovers for rule in RULES}
@@ -78,12 +82,14 @@ class HealthMonitor:
     def update(self, step: int, metrics: Mapping[str, float | None]) -> list[Alert]:
         if not self.config.enabled:
             return []
-        present = {
-            name: float(value)
-            for name, value in metrics.items()
-            if name in self._watched and isinstance(value, int | float) and math.isfinite(value)
-        }
-        self._seen.update(name for name in self._watched.intersection(metrics) if metrics[name] is not None)
+        watched = self._watched.intersection(metrics)
+        present = {}
+        for name in watched:
+            value = metrics[name]
+            if value is not None:
+                self._seen.add(name)
+                if isinstance(value, int | float) and math.isfinite(value):
+                    present[name] = float(value)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
@@ -100,24 +106,26 @@ class HealthMonitor:
         self.history.grad_norm_zeros.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
-        for rule, settings, triggers in self._rules:
+        history, context, judged, in_episode = self.history, self.context, self._judged, self._in_episode
+        for rule, settings, triggers, name, check, kind in self._plan:
             # A rule that reads non-finite values judges a NaN too; every other needs a finite value of a trigger.
-            if rule.setup:
-                if rule.name in self._judged:
+            if kind is _METRICS:
+                if triggers.isdisjoint(present):
                     continue
-            elif rule.reads_non_finite:
-                if not any(metrics.get(name) is not None for name in triggers):
+            elif kind is _SETUP:
+                if name in judged:
                     continue
-            elif triggers.isdisjoint(present):
+            elif not any(metrics.get(trigger) is not None for trigger in triggers):
                 continue
-            finding = rule.check(settings, self.history, self.context)
+            finding = check(settings, history, context)
             if finding is None:
                 continue
-            self._judged.add(rule.name)
+            judged.add(name)
             if not finding.holds:
-                self._close(rule.name, step)
-            elif rule.name not in self._in_episode:
-                self._open(rule.name, step)
+                if name in in_episode:
+                    self._close(name, step)
+            elif name not in in_episode:
+                self._open(name, step)
                 alerts.append(self._alert(rule, settings, finding, step))
         return alerts
 
@@ -307,6 +315,15 @@ class HealthMonitor:
             "series": {name: [head, tail, sorted(spans)] for name, (head, tail, spans) in sorted(self._memory.items())},
             "train_eval_window": self.history.train_eval.pairs.maxlen,
         }
+
+
+# How `update` decides whether a rule is evaluated on a call: a finite trigger logged, once (a setup rule), or any
+# trigger logged, finite or not (a rule that reads non-finite values).
+_METRICS, _SETUP, _NON_FINITE = "metrics", "setup", "non_finite"
+
+
+def _kind(rule: Rule) -> str:
+    return _SETUP if rule.setup else _NON_FINITE if rule.reads_non_finite else _METRICS
 
 
 def _memory_per_metric(

@@ -4,7 +4,6 @@ table 16-6)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     CLIPPED,
@@ -13,6 +12,7 @@ from align_kit.monitor.rules.base import (
     Finding,
     History,
     Memory,
+    fmean,
     halves_shortened,
     last_span,
     rule,
@@ -41,7 +41,7 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
     series = history["completions/mean_length"]
     if series.count < 2 * s.span:
         return None
-    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
     threshold = s.factor * early
     return Finding(
         recent > threshold,
@@ -76,7 +76,7 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
     limit = budget(history, context, s.span)
     if limit is None or series.count < s.span:
         return None
-    recent = fmean(series.last(s.span))
+    recent = series.mean_last(s.span)
     threshold = (1 - s.margin) * limit
     return Finding(
         recent >= threshold,
@@ -108,12 +108,12 @@ def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Fi
     clipped = history[CLIPPED]
     if clipped.count < s.span:
         return None
-    share = fmean(clipped.last(s.span))
+    share = clipped.mean_last(s.span)
     values = {"clipped_mean": share, "clipped": s.clipped}
     holds = share >= s.clipped
     lengths, budget = history[MEAN_LENGTH], context.max_completion_length
     if budget is not None and lengths.count:
-        length, threshold = fmean(lengths.last(s.span)), (1 - s.margin) * budget
+        length, threshold = lengths.mean_last(s.span), (1 - s.margin) * budget
         values.update(recent_length=length, length_threshold=threshold, max_completion_length=budget)
         holds = holds and length >= threshold
         also = f"; mean length {length:.1f} >= {threshold:.1f} of max_completion_length {budget}"
@@ -186,11 +186,11 @@ def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Find
     lengths, entropy = history[MEAN_LENGTH], history["entropy"]
     if min(lengths.count, entropy.count) < 2 * s.span:
         return None
-    recent_length = fmean(lengths.last(s.span))
+    recent_length = lengths.mean_last(s.span)
     if recent_length > s.few:  # answers longer than a few tokens: nothing else needs reading
         return Finding(False, {"recent_length": recent_length}, MEAN_LENGTH, points=s.span)
     early_length = fmean(lengths.first[: s.span])
-    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), fmean(entropy.last(s.span))
+    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), entropy.mean_last(s.span)
     values = {
         "early_length": early_length,
         "recent_length": recent_length,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     ACCURACY,
@@ -19,6 +18,7 @@ from align_kit.monitor.rules.base import (
     Memory,
     Rule,
     first_logged,
+    fmean,
     half_change,
     last_span,
     last_window,
@@ -48,7 +48,7 @@ def _difficulty(history: History, context: RunContext, flat: float, span: int) -
     rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
     if not rewards.count or scale <= 0:
         return ""
-    level = (fmean(rewards.last(span)) - context.reward_min) / scale
+    level = (rewards.mean_last(span) - context.reward_min) / scale
     easy, hard = level >= flat, level <= 1 - flat
     return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
 
@@ -94,7 +94,7 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
     series = history[metric]
     if series.count < s.span:
         return None
-    recent = fmean(series.last(s.span))
+    recent = series.mean_last(s.span)
     values = {"recent_mean": recent, "threshold": s.threshold}
     return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
 
@@ -104,7 +104,7 @@ def _rising_share(metric: str) -> Check:
         series = history[metric]
         if series.count < max(s.span, s.window):
             return None
-        recent, change = fmean(series.last(s.span)), half_change(series.last(s.window))
+        recent, change = series.mean_last(s.span), half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
         words = _difficulty_words(history, context, recent, s.span)
         return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
@@ -175,7 +175,7 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
     half = max(s.window // 2, 1)
     if accuracy.count < 2 * half:
         return False
-    return fmean(accuracy.last(half)) - fmean(accuracy.first[:half]) > s.min_format_gain
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.min_format_gain
 
 
 def _named(metric: str) -> str:
@@ -198,7 +198,7 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     series = history["reward"]
     if series.count < s.span:
         return None
-    latest, best = fmean(series.last(s.span)), series.best[s.span]
+    latest, best = series.mean_last(s.span), series.best[s.span]
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
     return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
 
@@ -229,7 +229,9 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     window = series.last(s.window)
     change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
-    ceiling = min(context.reward_max - s.gap * scale, context.reward_min + s.highest * scale)
+    # Stuck: at most `gap` below the maximum, and below the `highest` share of the range (the middle is no lower half).
+    gap_ceiling, half = context.reward_max - s.gap * scale, context.reward_min + s.highest * scale
+    ceiling = min(gap_ceiling, half)
     tolerance = s.tolerance * scale
     values = {
         "window_mean": mean,
@@ -240,8 +242,10 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     }
     accuracy = history[ACCURACY].last(s.window)
     # A run that learned: its reward in the upper part of its range, or its accuracy high or rising.
-    learned = mean > ceiling or (
-        len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance)
+    learned = (
+        mean > gap_ceiling
+        or (mean >= half and s.highest < 1)
+        or (len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance))
     )
     if learned:
         return Finding(False, values, "reward")
@@ -281,7 +285,7 @@ def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | 
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
     if min(rewards.count, flats.count) >= s.span:
-        highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+        highest, flat = max(rewards.last(s.span)), flats.mean_last(s.span)
         spreads = history["reward_std"].last(s.span)
         signal = bool(spreads) and max(spreads) > NO_SPREAD  # some group's rewards differ: an advantage to learn from
         floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
@@ -319,7 +323,8 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     if len(spreads) >= s.rows:
         values = {"reward_std_max": max(spreads)}
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
+        words = {"what": what, "basis": "spread", "why": _ALIKE}
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows)
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:

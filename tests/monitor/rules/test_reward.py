@@ -73,9 +73,7 @@ def test_no_plateau_in_the_upper_half_or_while_the_accuracy_is_high_or_rising():
 def _stall_then_learn(accuracy_after: float) -> list[dict[str, float]]:
     # 60 rows. Rows 1-20: format 0.2 -> 0.5 at row 11 while the accuracy stays 0.2 (reward_collapse fires at row 20:
     # format +0.3 > 0.1, accuracy +0.0 < 0.02). Rows 21-60: format 0.5, accuracy `accuracy_after`.
-    return [
-        {"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else accuracy_after} for i in range(60)
-    ]
+    return [{"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else accuracy_after} for i in range(60)]
 
 
 def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
