@@ -70,3 +70,23 @@ def test_a_markdown_summary_table_with_centred_rules_markup_and_worded_steps(tmp
     assert [values["reward_std"] for _, values in history.rows] == [0.59, 0.1, 0.0]
     assert [values["entropy"] for _, values in history.rows] == [0.23, 0.035, 0.001]
     assert any("steps read from the column 'stage'" in note for note in history.notes)
+
+
+def test_stepless_key_value_lines_are_rows_in_order_and_a_second_line_of_new_names_continues_one(tmp_path):
+    # A summary printed over two lines (pairs apart by runs of spaces), then a blank line and a second summary:
+    # the two lines with different names are one row, the repeated names start the next; steps are their order.
+    path = tmp_path / "summary.txt"
+    path.write_text(
+        "completions/mean_length: 256   completions/clipped_ratio: 1   mean_terminated_length: 0\n"
+        "reward: 0   reward_std: 0   frac_reward_zero_std: 1   loss: 0   grad_norm: 0\n"
+        "\n"
+        "completions/mean_length: 180   completions/clipped_ratio: 0.25\n"
+        "The run is then stopped after 2 summaries: 1 more line of words.\n"
+    )
+    (history,) = read_runs(str(path))
+    assert history.format == "key_value_lines"
+    assert [step for step, _ in history.rows] == [1, 2]
+    first, second = (values for _, values in history.rows)
+    assert first["completions/clipped_ratio"] == 1.0 and first["reward_std"] == 0.0 and first["grad_norm"] == 0.0
+    assert second == {"completions/mean_length": 180.0, "completions/clipped_ratio": 0.25}
+    assert any("steps are their order" in note for note in history.notes)
