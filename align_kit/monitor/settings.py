@@ -131,7 +131,9 @@ class LengthGrowth:
 @dataclass
 class LengthNearMax:
     """Mean of the last `span` points at or above (1 - margin) x max_completion_length (the
-    training-stability chapter, table 16-6)."""
+    training-stability chapter, table 16-6); or, whether the budget is known or not, the truncated
+    share (`completions/clipped_ratio`) averaging at least `clipped` over them: most completions
+    end at the budget."""
 
     action: Action = _action("warn")
     span: int = _span(1)
@@ -142,6 +144,13 @@ class LengthNearMax:
         help="Alert when the mean length is within this share of trainer.max_completion_length, strictly between 0 "
         "and 1.",
         source="16.6.5, table 16-6",
+    )
+    clipped: float = knob(
+        0.5,
+        gt=0,
+        le=1,
+        help="The mean truncated share at or above which completions run into the budget (most of them cut), in "
+        "(0, 1]; `length_pinned` is its failing level (0.9).",
     )
 
 

@@ -60,35 +60,44 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
 
 @rule(
     "length_near_max",
-    ("completions/mean_length",),
-    "mean length {recent_mean:.1f} >= {threshold:.1f} of max_completion_length {max_completion_length:.0f}: "
-    "completions are cut at the budget",
+    (MEAN_LENGTH, CLIPPED),
+    "{what}: completions are cut at the budget",
     reads=(MAX_LENGTH,),
-    inputs=lambda _s: ((MEAN_LENGTH,),),
+    inputs=lambda _s: ((MEAN_LENGTH, CLIPPED),),
     memory=lambda s: Memory(head=1, tail=max(s.span, 2)),
     fixes=_length_near_max_fixes,
     points=span_points,
-    context=("max_completion_length",),
+    context=("max_completion_length",),  # what coverage names when neither a budget nor the truncated share is known
     level=True,
 )
 def _length_near_max(s: LengthNearMax, history: History, context: RunContext) -> Finding | None:
-    series = history["completions/mean_length"]
+    """The mean length within `margin` of the budget (stated, or a hard cap in the longest completion); or, whatever
+    the budget, the truncated share averaging at least `clipped`: most completions end at the budget."""
+    series = history[MEAN_LENGTH]
     limit = budget(history, context, s.span)
-    if limit is None or series.count < s.span:
-        return None
-    recent = series.mean_last(s.span)
-    threshold = (1 - s.margin) * limit
-    return Finding(
-        recent >= threshold,
-        {
+    near = None
+    if limit is not None and series.count >= s.span:
+        recent = series.mean_last(s.span)
+        threshold = (1 - s.margin) * limit
+        values = {
             "recent_mean": recent,
             "first": series.first[0],
             "max_completion_length": limit,
             "threshold": threshold,
-        },
-        "completions/mean_length",
-        {"from_start": "yes" if series.first[0] >= threshold else "no"},
-    )
+        }
+        what = f"mean length {recent:.1f} >= {threshold:.1f} of max_completion_length {limit:.0f}"
+        words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
+        near = Finding(recent >= threshold, values, MEAN_LENGTH, words)
+        if near.holds:
+            return near
+    clipped = history[CLIPPED]
+    if clipped.count < s.span:
+        return near
+    share = clipped.mean_last(s.span)
+    values = {"clipped_mean": share, "clipped": s.clipped}
+    what = f"truncated share ({CLIPPED}) mean {share:.3f} >= {s.clipped:g}"
+    words = {"from_start": "yes" if clipped.first[0] >= s.clipped else "no", "what": what}
+    return Finding(share >= s.clipped, values, CLIPPED, words)
 
 
 @rule(
