@@ -90,3 +90,26 @@ def test_stepless_key_value_lines_are_rows_in_order_and_a_second_line_of_new_nam
     assert first["completions/clipped_ratio"] == 1.0 and first["reward_std"] == 0.0 and first["grad_norm"] == 0.0
     assert second == {"completions/mean_length": 180.0, "completions/clipped_ratio": 0.25}
     assert any("steps are their order" in note for note in history.notes)
+
+
+def test_an_episode_counter_with_one_averaged_reward_and_comma_separated_averages_are_read(tmp_path):
+    # `Episode N/M` is a progress counter: one recognised name beside it makes a row. `Reward moyen (100 ep)` is a
+    # reward averaged over a window of episodes.
+    counter = tmp_path / "a2c.log"
+    counter.write_text(
+        "Episode  50/400 | Reward moyen (100 ep): 22.6\n"
+        "Episode 100/400 | Reward moyen (100 ep): 20.3\n"
+        "Entrainement termine. Reward final moyen (100 ep): 14.1\n"
+    )
+    (history,) = read_runs(str(counter))
+    assert [(step, values["reward"]) for step, values in history.rows] == [(50, 22.6), (100, 20.3)]
+    # Step-less lines of `Name value` pairs apart by commas: Avg Reward -> reward, Avg Accuracy -> accuracy; Best
+    # Reward (the best so far) is no current value and stays unmapped.
+    averages = tmp_path / "a3c.log"
+    averages.write_text(
+        "Time 08h 36m 42s, Avg Reward 0.064, Avg Accuracy 0.22, Avg Ep length 5.26, Best Reward 0.184\n"
+        "Time 08h 45m 00s, Avg Reward -0.056, Avg Accuracy 0.12, Avg Ep length 5.32, Best Reward 0.184\n"
+    )
+    (history,) = read_runs(str(averages))
+    assert [(values["reward"], values["accuracy"]) for _, values in history.rows] == [(0.064, 0.22), (-0.056, 0.12)]
+    assert "best_reward" in history.unmapped

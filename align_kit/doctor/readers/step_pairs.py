@@ -16,9 +16,9 @@ from align_kit.doctor.keymaps import is_known_metric, is_printed_metric
 from align_kit.doctor.readers.common import RawRows
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
-# The step: `Step 12`, `step: 12`, `[step 5]`, `Iter 10:`, `iteration 7/ 2174`, `global_step=3`.
+# The step: `Step 12`, `step: 12`, `[step 5]`, `Iter 10:`, `iteration 7/ 2174`, `global_step=3`, `Episode 50/400`.
 _STEP = re.compile(
-    r"(?<![\w/.])(?:global[_ ]step|step|iter|iteration)\s*[:=]?\s*(\d+)(?:\s*/\s*\d+)?\s*[\]:|,]?",
+    r"(?<![\w/.])(?:global[_ ]step|step|iter|iteration|episode)\s*[:=]?\s*(\d+)(\s*/\s*\d+)?\s*[\]:|,]?",
     re.IGNORECASE,
 )
 # One `key: value`, `key=value` or `key value` piece (a unit may follow the value: `4.29s`, `5.4%`, `17.4 GiB`).
@@ -89,10 +89,8 @@ class StepPairs:
         return self._stepped(line, match)
 
     def _record(self, line: str) -> bool:
-        """A line of `key: value` pairs with no step, at least MIN_NAMES of them recognised (a line right after a
-        record, naming none of its keys, joins it with at least one)."""
-        if ":" not in line and "=" not in line:
-            return False
+        """A line of `key: value` (or `key value`) pairs with no step, at least MIN_NAMES of them recognised (a line
+        right after a record, naming none of its keys, joins it with at least one)."""
         row = pairs(line)
         joins = self.records and self._since_record == 1 and not (row.keys() & self.records[-1].keys())
         if _names(row) < (1 if joins else MIN_NAMES):
@@ -107,7 +105,8 @@ class StepPairs:
     def _stepped(self, line: str, match: re.Match[str]) -> bool:
         rest = line[: match.start()] + " | " + line[match.end() :]
         row = pairs(rest)
-        if _names(row) < MIN_NAMES:
+        # A progress counter (`Episode 50/400`) marks a training line: one recognised name beside it is a row.
+        if _names(row) < (1 if match.group(2) else MIN_NAMES):
             return False
         self.rows.append((int(match.group(1)), row))
         self._since = 0
