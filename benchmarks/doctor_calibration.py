@@ -26,6 +26,8 @@ Scoring (only runs labelled healthy or failing are scored; unlabelled ones count
   rule in its fitting_rules fired (the advice fits the failure); flagged only by other rules counts
   as "flagged, rule does not fit"; for a third-party tool, when its verdict is failing or warning
   at all (its detectors have other names and advice);
+- a run the doctor read but no rule could judge (verdict `unjudged`) is read-not-judged: neither correct nor a
+  false alarm, and a failing one is a failure missed;
 - a run the diagnoser cannot read is never correct: a failing one is a failure missed, a healthy
   one counts as not read (neither a false alarm nor correct).
 
@@ -51,7 +53,7 @@ LABELS = ROOT / "benchmarks" / "doctor_runs" / "labels.csv"
 CONVERT = ROOT / "benchmarks" / "doctor_runs" / "convert.py"
 ALIGN_KIT_PREFIX = "outputs/alert_calibration/"
 TOOLS = ("doctor", "rldoctor", "rlprobe", "rlvr-audit")
-RANK = {"healthy": 0, "warning": 1, "failing": 2}
+RANK = {"healthy": 0, "unjudged": 1, "warning": 2, "failing": 3}
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Outcome:
 class Score:
     read: int = 0
     not_read: int = 0
+    not_judged: int = 0  # read, but no rule could judge it (the doctor's `unjudged`)
     healthy: int = 0
     failing: int = 0
     correct: int = 0
@@ -119,7 +122,7 @@ def doctor_outcome(command: list[str], path: Path) -> Outcome:
     runs = report.get("runs", []) if isinstance(report, dict) else []
     if not runs:
         return Outcome(None, note="no runs in the JSON")
-    verdict = max((r.get("verdict", "warning") for r in runs), key=lambda v: RANK.get(v, 1))
+    verdict = max((r.get("verdict", "warning") for r in runs), key=lambda v: RANK.get(v, 2))
     rules = tuple(dict.fromkeys(a["rule"] for r in runs for a in r.get("alerts", []) if "rule" in a))
     return Outcome(verdict, rules)
 
@@ -191,6 +194,7 @@ def score(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool) 
             total.not_read += 1
         else:
             total.read += 1
+            total.not_judged += outcome.verdict == "unjudged"
         if run.label == "healthy":
             total.healthy += 1
             if outcome.verdict == "healthy":
@@ -250,16 +254,17 @@ def _summary(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
         f"Labelled set: {len(runs)} runs ({sum(r.label == 'healthy' for r in runs)} healthy, "
         f"{sum(r.label == 'failing' for r in runs)} failing, {len(runs) - len(labelled)} unlabelled).",
         "",
-        "| diagnoser | runs read | not read | correct verdicts | false alarms (healthy) | failures missed "
-        "| flagged, rule does not fit |",
-        "|---|---|---|---|---|---|---|",
+        "| diagnoser | runs read | not read | read, not judged | correct verdicts | false alarms (healthy) "
+        "| failures missed | flagged, rule does not fit |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for tool, outcomes in results.items():
         s = score(runs, outcomes, fitting=(tool == "doctor"))
         scored = s.healthy + s.failing
         lines.append(
-            f"| {tool} | {s.read} | {s.not_read} | {s.correct}/{scored} | {len(s.false_alarms)}/{s.healthy} "
-            f"| {len(s.missed)}/{s.failing} | {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
+            f"| {tool} | {s.read} | {s.not_read} | {s.not_judged} | {s.correct}/{scored} "
+            f"| {len(s.false_alarms)}/{s.healthy} | {len(s.missed)}/{s.failing} "
+            f"| {len(s.wrong_rule) if tool == 'doctor' else '-'} |"
         )
     return lines
 

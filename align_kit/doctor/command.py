@@ -29,8 +29,8 @@ checkpoint folder holding one), a console log / SLURM output / notebook / pasted
 verl step lines, a progress table (CSV or text), a W&B offline run folder, wandb:ENTITY/PROJECT/RUN_ID, a W&B CSV
 export, or any CSV/JSONL with --map."""
 
-EPILOG = """exit codes: 0 healthy, 1 warning (or no rule could judge), 3 failing, 2 bad input (with --json, also
-{"error": ...} on stdout); with several runs the worst verdict decides.
+EPILOG = """exit codes: 0 healthy, 1 warning, 3 failing, 4 unjudged (read, but no rule could judge), 2 bad input
+(with --json, also {"error": ...} on stdout); with several runs the worst verdict decides.
 files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap).
 figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
 follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without

@@ -1,8 +1,9 @@
 """A run's logged history replayed through the live health monitor (`align_kit.monitor.rules`, unchanged: one
 implementation of every rule), then a verdict, the timeline of what fired, which rules could judge and the advice.
 
-Verdict: failing when an alert of severity failing fired; warning when a warning fired, or when no rule could judge
-(never "healthy" on a history nothing could read); healthy otherwise, saying how many rules judged. Alerts whose
+Verdict: failing when an alert of severity failing fired; warning when a warning fired; unjudged when the history was
+read but no rule could judge it (a healthy verdict the doctor never established is not given, nor a warning nothing
+raised); healthy otherwise, saying how many rules judged. Alerts whose
 action is `log` are notes: listed in the timeline, not counted in the verdict and not advised on.
 
 The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else, when every reward logged
@@ -27,14 +28,16 @@ REWARD_SCALE_RULES = ("reward_plateau", "reward_decline", "no_signal")
 # Rules whose words name the reward level (too easy / too hard): without a scale, the difficulty is unknown.
 DIFFICULTY_RULES = ("zero_std_groups", "zero_advantage")
 SCALE_UNKNOWN = "reward scale unknown: pass --reward-max/--reward-min"
-VERDICTS = ("healthy", "warning", "failing")
+# In the order the worst of several runs is taken: a run nothing judged outranks a healthy one (the set is not shown
+# healthy), a warning outranks both.
+VERDICTS = ("healthy", "unjudged", "warning", "failing")
 _RULE = {rule.name: rule for rule in RULES}
 
 
 @dataclass
 class Diagnosis:
     history: RunHistory
-    verdict: str  # healthy | warning | failing
+    verdict: str  # healthy | unjudged | warning | failing
     summary: str  # the verdict line's reason
     alerts: list[Alert]  # the timeline, in step order, notes (action log) included
     coverage: list[RuleCoverage]
@@ -53,7 +56,7 @@ class Diagnosis:
         return EXIT_CODES[self.verdict]
 
 
-EXIT_CODES = {"healthy": 0, "warning": 1, "failing": 3}
+EXIT_CODES = {"healthy": 0, "warning": 1, "failing": 3, "unjudged": 4}
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -178,8 +181,8 @@ def _conclude(
     elif warning:
         verdict, summary = "warning", f"warning: {', '.join(warning)}"
     elif not judged:
-        verdict = "warning"
-        summary = f"warning: no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
+        verdict = "unjudged"
+        summary = f"unjudged: read, but no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
     setup = context

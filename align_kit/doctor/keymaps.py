@@ -214,6 +214,12 @@ PRINTED = {
 # One reward function's mean as mlx-lm prints it: `r1_accuracy_reward_func mean` -> r1_accuracy_reward_func_mean (not
 # a validation line's `val_...`, and not the totals above, which the table names first).
 PRINTED_COMPONENT = re.compile(r"^(?!val_|total_|grouped_)(\w*reward\w*?)_mean$")
+# An averaged reward or accuracy as consoles word it: `Avg Reward`, `average reward`, `mean_accuracy`, `Reward moyen
+# (100 ep)` (an average over a window of episodes); not `Best Reward` (the best so far is no current value).
+PRINTED_AVERAGE = re.compile(
+    r"^(?:(?:avg|average|mean|running|smoothed)_)?(?P<what>reward|accuracy)"
+    r"(?:_(?:moyen|moyenne))?(?:_\([^)]*\))?$"  # `reward_mean` is the table names' own (abbreviated_name)
+)
 # Printed metric names no rule reads, still evidence that a line is a metric line (a critic's loss, throughput).
 PRINTED_OTHER = frozenset(
     {
@@ -335,6 +341,8 @@ def builtin_concept(key: str, framework: str) -> str | None:
         return table[bare]
     if framework == "printed" and (match := PRINTED_COMPONENT.match(key)) and match.group(1) not in table:
         return f"rewards/{match.group(1)}/mean"
+    if framework == "printed" and (match := PRINTED_AVERAGE.match(key)):
+        return match.group("what")
     if framework in ("trl", "align_kit", "generic", "printed") and (match := PER_REWARD.match(bare)):
         return f"rewards/{match.group(1)}/mean"
     return None

@@ -131,7 +131,9 @@ class LengthGrowth:
 @dataclass
 class LengthNearMax:
     """Mean of the last `span` points at or above (1 - margin) x max_completion_length (the
-    training-stability chapter, table 16-6)."""
+    training-stability chapter, table 16-6); or, whether the budget is known or not, the truncated
+    share (`completions/clipped_ratio`) averaging at least `clipped` over them: most completions
+    end at the budget."""
 
     action: Action = _action("warn")
     span: int = _span(1)
@@ -143,6 +145,13 @@ class LengthNearMax:
         "and 1.",
         source="16.6.5, table 16-6",
     )
+    clipped: float = knob(
+        0.5,
+        gt=0,
+        le=1,
+        help="The mean truncated share at or above which completions run into the budget (most of them cut), in "
+        "(0, 1]; `length_pinned` is its failing level (0.9).",
+    )
 
 
 @dataclass
@@ -152,7 +161,11 @@ class RewardPlateau:
 
     Flat: |mean of the window's second half - mean of its first half| < `tolerance` (halves, not
     max - min, so per-step sampling noise does not hide a plateau). Below: the window's mean is
-    at most reward_max - `gap`."""
+    at most reward_max - `gap` and in the lower `highest` share of the range, while the accuracy (when
+    logged) neither averages above `highest` nor rises by more than `tolerance` between the halves.
+    A history shorter than `window` is judged at its end: a plateau when it holds at least `fewest`
+    points and every one lies within `tolerance` of the others (on so few points the halves are
+    noise); not one when its points spread wider, or its mean is above the ceiling."""
 
     action: Action = _action("warn")
     window: int = knob(
@@ -164,6 +177,20 @@ class RewardPlateau:
     )
     tolerance: float = knob(0.02, ge=0, help="The largest change between the halves' means that counts as flat.")
     gap: float = knob(0.05, ge=0, help="How far below the attainable maximum the mean must stay to count as stuck.")
+    highest: float = knob(
+        0.5,
+        gt=0,
+        le=1,
+        help="The share of the reward's range (and the accuracy) the window's mean must stay below to count as "
+        "stuck (1: no bound): a reward flat in the upper half of its range, or an accuracy above it, is a run that "
+        "learned.",
+    )
+    fewest: int = knob(
+        5,
+        ge=2,
+        help="The fewest points a history shorter than `window` must hold, every one within `tolerance` of the "
+        "others, for the end of the run to call it a plateau.",
+    )
 
 
 @dataclass
@@ -453,14 +480,15 @@ class NoSignal:
 
 @dataclass
 class NonFinite:
-    """A NaN or infinite value of any of `metrics` (listed in the order a training step computes
-    them, so the alert names the first to go; a non-finite entropy is itself a failure sign). `halt` stops without
-    saving the broken weights."""
+    """A NaN or infinite value of any of `metrics` (the alert names the first in this order that is non-finite; a
+    non-finite entropy is itself a failure sign, and a non-finite KL to the reference is an infinite log-ratio
+    between the policy's and the reference's log-probabilities, whether or not the loss still reads it). `halt`
+    stops without saving the broken weights."""
 
     action: Action = _action("halt")
     metrics: list[str] = knob(
-        default_factory=lambda: ["loss", "grad_norm", "entropy"],
-        help="The metrics watched, in the order a step computes them, so the alert names the first to go.",
+        default_factory=lambda: ["loss", "grad_norm", "entropy", "kl"],
+        help="The metrics watched; the alert names the first of them that is non-finite.",
     )
 
 
@@ -475,7 +503,7 @@ class HealthMonitorConfig:
 
     enabled: bool = knob(True, help="false (monitor=off) turns every rule off.")
     non_finite: NonFinite = _rule(
-        NonFinite, "A NaN or infinite loss, grad norm or entropy: halts, keeping the last finite checkpoint."
+        NonFinite, "A NaN or infinite loss, grad norm, entropy or KL: halts, keeping the last finite checkpoint."
     )
     entropy_collapse: EntropyCollapse = _rule(
         EntropyCollapse, "Entropy fell by more than `fall` from its start (the chapter's own check).", "18.3.1"

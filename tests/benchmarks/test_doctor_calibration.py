@@ -49,6 +49,10 @@ def test_score_counts_fitting_rules_for_the_doctor_and_any_flag_for_tools():
         "f3": Outcome(None, note="bad input"),  # not read: missed
         "u1": Outcome("failing", ("non_finite",)),  # read, not scored
     }
+    unjudged = score(_runs(), {"h1": Outcome("unjudged"), "f1": Outcome("unjudged")}, fitting=True)
+    # Read but not judged: neither correct nor a false alarm on h1; a failure missed on f1.
+    assert (unjudged.read, unjudged.not_judged, unjudged.correct) == (2, 2, 0)
+    assert unjudged.false_alarms == [] and unjudged.missed == ["f1"]
     doctor = score(_runs(), outcomes, fitting=True)
     # read: h1 h2 f1 f2 u1 = 5; not read: f3. correct: h1, f1 = 2 of 5 labelled.
     assert (doctor.read, doctor.not_read, doctor.correct) == (5, 1, 2)
@@ -112,7 +116,7 @@ def test_runner_on_a_stub_doctor(tmp_path: Path):
     calibration.main(["--labels", str(labels), "--tools", "doctor", "--doctor-command", command, "--out", str(out)])
     report = out.read_text()
     # 2 of 3 read (bad.log exits 2); correct h1 and f1 (the worst of its two runs, fitting rule) = 2/3.
-    assert "| doctor | 2 | 1 | 2/3 | 0/1 | 1/2 | 0 |" in report
+    assert "| doctor | 2 | 1 | 0 | 2/3 | 0/1 | 1/2 | 0 |" in report
     assert "not read: bad.log: no history found" in report
 
 
@@ -166,9 +170,9 @@ def test_published_and_made_here_runs_get_their_own_tables():
     report = calibration.markdown(runs, {"doctor": outcomes})
     assert [calibration.group_of(r) for r in runs] == ["published", "published", "made here"]
     overall, published, made_here = report.split("| doctor |")[1:4]
-    assert overall.startswith(" 3 | 0 | 2/3 | 1/2 | 0/1 | 0 |")
-    assert published.startswith(" 2 | 0 | 1/2 | 1/1 | 0/1 | 0 |")
-    assert made_here.startswith(" 1 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
+    assert overall.startswith(" 3 | 0 | 0 | 2/3 | 1/2 | 0/1 | 0 |")
+    assert published.startswith(" 2 | 0 | 0 | 1/2 | 1/1 | 0/1 | 0 |")
+    assert made_here.startswith(" 1 | 0 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
     assert report.index("### published runs only") < report.index("### made here runs only")
     assert "| p1 | published | healthy | warning (reward_plateau) |" in report
 

@@ -39,6 +39,8 @@ FAILING = [{"loss": 0.1, "grad_norm": 0.5}, {"loss": math.nan, "grad_norm": 0.5}
         # Mean length 500 >= (1 - 0.05) x 512 = 486.4: length_near_max (a warning) fires once the budget is known.
         (HEALTHY, ["--max-completion-length", "512"], 1, "warning"),
         (FAILING, [], 3, "failing"),
+        # Only the learning rate logged: read, but no rule reads it.
+        ([{"learning_rate": 1e-6}] * 3, [], 4, "unjudged"),
     ],
 )
 def test_exit_code_by_verdict(tmp_path, capsys, rows, options, code, verdict):

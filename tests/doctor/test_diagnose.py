@@ -19,9 +19,10 @@ def test_a_nan_loss_fails_on_a_single_row():
     assert [a.fix for a in diagnosis.advice] == ["fix_reward", "lower_lr"]
 
 
-def test_no_rule_could_judge_is_a_warning_never_healthy():
+def test_no_rule_could_judge_is_unjudged_never_healthy_nor_a_warning():
+    # Read, but nothing judged: neither a healthy the doctor never established nor a warning nothing raised.
     diagnosis = diagnose(history([{"learning_rate": 1e-6}] * 5))
-    assert diagnosis.verdict == "warning" and diagnosis.exit_code == 1
+    assert diagnosis.verdict == "unjudged" and diagnosis.exit_code == 4
     assert "no rule could judge" in diagnosis.summary
     assert not any(item.judged for item in diagnosis.coverage)
     assert diagnosis.alerts == [] and diagnosis.advice == []
@@ -118,6 +119,9 @@ def test_the_worst_verdict_decides():
     assert worst(["healthy", "failing", "warning"]) == "failing"
     assert worst(["healthy", "warning"]) == "warning"
     assert worst(["healthy"]) == "healthy"
+    # A run nothing judged keeps a set from being called healthy; any warning outranks it.
+    assert worst(["healthy", "unjudged"]) == "unjudged"
+    assert worst(["unjudged", "warning"]) == "warning"
 
 
 def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
@@ -157,3 +161,13 @@ def test_no_reward_spread_fails_without_a_reward_scale():
     diagnosis = diagnose(history(rows))
     assert diagnosis.verdict == "failing" and "no_signal" in diagnosis.summary
     assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+
+
+def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not_failing():
+    # A converging run: in rows 1-20 the format jumps 0.2 -> 0.5 while the accuracy waits at 0.2 (reward_collapse
+    # fires at step 20), then the accuracy climbs to 0.6 for rows 21-60 (+0.4 over the run > 0.1).
+    rows = [{"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else 0.6} for i in range(60)]
+    diagnosis = diagnose(history(rows))
+    (alert,) = [a for a in diagnosis.alerts if a.rule == "reward_collapse"]
+    assert alert.action == "log" and "[recovered: an episode from step 20 to 60" in alert.message
+    assert diagnosis.verdict == "healthy"

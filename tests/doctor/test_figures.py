@@ -13,7 +13,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_sheet_is_written_with_the_implicated_metrics(tmp_path):
-    rows = series("entropy", [1.0] * 10 + [0.3] * 10, loss=0.1, reward=0.5)
+    # The reward held at 0.6: stalled (entropy_collapse, not convergence) but in the upper half (no reward_plateau).
+    rows = series("entropy", [1.0] * 10 + [0.3] * 10, loss=0.1, reward=0.6)
     diagnosis = diagnose(history(rows, name="job/0"))
     assert implicated(diagnosis) == ["entropy"]  # every alert read entropy
     [path] = write_figures([diagnosis], tmp_path / "figs")

@@ -51,3 +51,65 @@ def test_older_trl_reward_names_without_mean_read_as_components(tmp_path):
     (history,) = read_runs(str(path))
     assert history.mapping["rewards/accuracy_reward"] == "rewards/accuracy_reward/mean"
     assert [values["rewards/accuracy_reward/mean"] for _, values in history.rows] == [0.25, 0.5]
+
+
+def test_a_markdown_summary_table_with_centred_rules_markup_and_worded_steps(tmp_path):
+    # An author's own table: `:-:` header rules, bold and approximate cells, steps named in the first column's words,
+    # a column of notes. Values read by hand: **0.59** -> 0.59, ~0.5+ -> 0.5, ~0.001 -> 0.001.
+    path = tmp_path / "summary.md"
+    path.write_text(
+        "| stage | reward mean | reward std | loss | entropy | notes |\n"
+        "| :-: | :-: | :-: | :-: | :-: | --- |\n"
+        "| step 20 | 0.50 | **0.59** | 0.060 | 0.23 | healthy start |\n"
+        "| step 4340 (51%) | **0.80** | 0.10 | 0.015 | 0.035 | diversity drops |\n"
+        "| step 8550 (end) | ~0.5+ | ~0 | **0.0004** | ~0.001 | collapsed |\n"
+    )
+    (history,) = read_runs(str(path))
+    assert [step for step, _ in history.rows] == [20, 4340, 8550]
+    assert [values["reward"] for _, values in history.rows] == [0.5, 0.8, 0.5]
+    assert [values["reward_std"] for _, values in history.rows] == [0.59, 0.1, 0.0]
+    assert [values["entropy"] for _, values in history.rows] == [0.23, 0.035, 0.001]
+    assert any("steps read from the column 'stage'" in note for note in history.notes)
+
+
+def test_stepless_key_value_lines_are_rows_in_order_and_a_second_line_of_new_names_continues_one(tmp_path):
+    # A summary printed over two lines (pairs apart by runs of spaces), then a blank line and a second summary:
+    # the two lines with different names are one row, the repeated names start the next; steps are their order.
+    path = tmp_path / "summary.txt"
+    path.write_text(
+        "completions/mean_length: 256   completions/clipped_ratio: 1   mean_terminated_length: 0\n"
+        "reward: 0   reward_std: 0   frac_reward_zero_std: 1   loss: 0   grad_norm: 0\n"
+        "\n"
+        "completions/mean_length: 180   completions/clipped_ratio: 0.25\n"
+        "The run is then stopped after 2 summaries: 1 more line of words.\n"
+    )
+    (history,) = read_runs(str(path))
+    assert history.format == "key_value_lines"
+    assert [step for step, _ in history.rows] == [1, 2]
+    first, second = (values for _, values in history.rows)
+    assert first["completions/clipped_ratio"] == 1.0 and first["reward_std"] == 0.0 and first["grad_norm"] == 0.0
+    assert second == {"completions/mean_length": 180.0, "completions/clipped_ratio": 0.25}
+    assert any("steps are their order" in note for note in history.notes)
+
+
+def test_an_episode_counter_with_one_averaged_reward_and_comma_separated_averages_are_read(tmp_path):
+    # `Episode N/M` is a progress counter: one recognised name beside it makes a row. `Reward moyen (100 ep)` is a
+    # reward averaged over a window of episodes.
+    counter = tmp_path / "a2c.log"
+    counter.write_text(
+        "Episode  50/400 | Reward moyen (100 ep): 22.6\n"
+        "Episode 100/400 | Reward moyen (100 ep): 20.3\n"
+        "Entrainement termine. Reward final moyen (100 ep): 14.1\n"
+    )
+    (history,) = read_runs(str(counter))
+    assert [(step, values["reward"]) for step, values in history.rows] == [(50, 22.6), (100, 20.3)]
+    # Step-less lines of `Name value` pairs apart by commas: Avg Reward -> reward, Avg Accuracy -> accuracy; Best
+    # Reward (the best so far) is no current value and stays unmapped.
+    averages = tmp_path / "a3c.log"
+    averages.write_text(
+        "Time 08h 36m 42s, Avg Reward 0.064, Avg Accuracy 0.22, Avg Ep length 5.26, Best Reward 0.184\n"
+        "Time 08h 45m 00s, Avg Reward -0.056, Avg Accuracy 0.12, Avg Ep length 5.32, Best Reward 0.184\n"
+    )
+    (history,) = read_runs(str(averages))
+    assert [(values["reward"], values["accuracy"]) for _, values in history.rows] == [(0.064, 0.22), (-0.056, 0.12)]
+    assert "best_reward" in history.unmapped

@@ -920,7 +920,8 @@ BAD_INPUTS = [
         "notes.txt",
         "nothing to see here\njust words\n",
         r"notes\.txt: no metric rows found \(verl_console: no `step:N - key:value` lines; trl_log_lines: no printed "
-        r"log dicts; step_pairs: no step-tagged `key: value` lines; table: no table with a step or metric column\); "
+        r"log dicts; step_pairs: no step-tagged `key: value` lines; key_value_lines: no lines of `key: value` metric "
+        r"pairs; table: no table with a step or metric column\); "
         r"expected metrics\.jsonl, trainer_state\.json, "
         r"TRL log lines, verl step lines, a W&B run, TensorBoard events or a CSV/JSONL with --map",
     ),
@@ -972,7 +973,8 @@ def test_a_file_of_configs_says_what_each_family_found(tmp_path):
     assert (
         "no metric rows found (jsonl: no JSON object rows; verl_console: no `step:N - key:value` lines; "
         "trl_log_lines: 0 of 0 rows with metric names (2 config dict(s) skipped); step_pairs: no step-tagged "
-        "`key: value` lines; table: no table with a step or metric column); expected"
+        "`key: value` lines; key_value_lines: no lines of `key: value` metric pairs; table: no table with a step or "
+        "metric column); expected"
     ) in str(raised.value)
 
 

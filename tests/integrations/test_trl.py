@@ -239,8 +239,9 @@ def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_
     assert trainer.state.global_step == 1
     rows = {a["rule"]: a for a in _alerts(run)}
     # The budget's warning as in the first snippet; at the end of training, on the one logged point, no_signal
-    # (reward 0, every group flat) and length_pinned (clipped share 1.0 >= 0.9, mean length 16 >= 15.2).
-    assert set(rows) == {"zero_std_groups", "length_near_max", "no_signal", "length_pinned"}
+    # (reward 0, every group flat), length_pinned (clipped share 1.0 >= 0.9, mean length 16 >= 15.2) and
+    # grad_norm_vanishing (with no advantage the one grad norm is exactly 0: a step that moved nothing).
+    assert set(rows) == {"zero_std_groups", "length_near_max", "no_signal", "length_pinned", "grad_norm_vanishing"}
     flat = rows["zero_std_groups"]
     assert (flat["step"], flat["action"], flat["metric"]) == (1, "halt", "frac_reward_zero_std")
     assert flat["values"] == {"recent_mean": 1.0, "threshold": 0.5}

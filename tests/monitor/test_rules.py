@@ -212,14 +212,14 @@ def test_length_near_max_includes_the_boundary(configs):
 def test_reward_plateau_flat_below_the_maximum():
     config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.04, gap=0.05))
     rewards = [0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.5, 0.5, 0.5, 0.9, 1.0, 1.0, 1.0, 1.0]
-    # Change = mean(last 2 of the window) - mean(first 2); ceiling = reward_max - 0.05.
+    # Change = mean(last 2 of the window) - mean(first 2); ceiling = min(reward_max - 0.05, 0.5 x reward_max).
     # step 7: [0.4, 0.45, 0.5, 0.5] -> 0.5 - 0.425 = 0.075 (rising); step 8: [0.45, 0.5, 0.5, 0.5] ->
-    # 0.025 < 0.04 with mean 0.4875 <= 0.95 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
-    # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.95.
+    # 0.025 < 0.04 with mean 0.4875 <= 0.5 -> fires. step 10: [0.5, 0.5, 0.5, 0.9] -> 0.2, re-arms.
+    # step 13: [0.9, 1, 1, 1] -> 0.05, not flat. step 14: [1, 1, 1, 1] -> flat, but mean 1.0 > 0.5.
     assert fired(monitor_for(config), series("reward", rewards)) == [(8, "reward_plateau")]
     # A composition whose best total is 2.0: tolerance and gap are shares of the range 2.0 - 0, so the tolerance is
-    # 0.08 and the ceiling 2.0 - 0.1 = 1.9. Step 7's change 0.075 < 0.08 fires; step 10 (0.2) re-arms; step 13:
-    # [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.9 fires again.
+    # 0.08 and the ceiling min(2.0 - 0.1, 0.5 x 2.0) = 1.0. Step 7's change 0.075 < 0.08 fires; step 10 (0.2)
+    # re-arms; step 13: [0.9, 1, 1, 1] -> 0.05 < 0.08 with mean 0.975 <= 1.0 fires again.
     assert fired(monitor_for(config, reward_max=2.0), series("reward", rewards)) == [
         (7, "reward_plateau"),
         (13, "reward_plateau"),
@@ -227,7 +227,7 @@ def test_reward_plateau_flat_below_the_maximum():
 
 
 def test_reward_plateau_default_vs_strict(configs):
-    flat = series("reward", [0.5] * 110)
+    flat = series("reward", [0.4] * 110)  # in the lower half of [0, 1]: 0.5, the middle, is not
     # Window 100 (was 50: on healthy runs the slowly rising reward read as flat within the noise).
     assert fired(monitor_for(configs["default"]), flat) == [(100, "reward_plateau")]
     assert fired(monitor_for(configs["strict"]), flat) == [(30, "reward_plateau")]  # window 30
@@ -458,12 +458,15 @@ def test_non_finite_names_the_first_metric_that_went_non_finite(configs):
     monitor = monitor_for(configs["default"])
     alerts = [alert for step, metrics in stream for alert in monitor.update(step, metrics)]
     assert [(a.step, a.rule, a.action, a.metric) for a in alerts] == [(2, "non_finite", "halt", "grad_norm")]
-    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm, entropy"
+    assert alerts[0].message == "grad_norm is nan: the first non-finite value among loss, grad_norm, entropy, kl"
     # An infinite loss comes first in a step (the grad norm is computed from it).
     monitor = monitor_for(configs["default"])
     alerts = monitor.update(5, {"loss": float("inf"), "grad_norm": float("nan")})
     assert [(a.rule, a.metric, a.message.split(":")[0]) for a in alerts] == [("non_finite", "loss", "loss is inf")]
     assert fired(monitor_for(configs["off"]), stream) == []
+    # A NaN KL with the loss still finite (the log-ratio to the reference is broken; the loss need not read it).
+    alerts = monitor_for(configs["default"]).update(300, {"loss": -0.04, "grad_norm": 0.006, "kl": float("nan")})
+    assert [(a.rule, a.metric, a.severity) for a in alerts] == [("non_finite", "kl", "failing")]
 
 
 def test_reward_collapse_format_rising_while_correctness_is_flat(configs):
@@ -504,7 +507,8 @@ def test_policy_ratio_noise(configs):
 
 
 def test_plateau_rule_uses_the_maximum_in_force():
-    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.02, gap=0.05))
+    # highest=1.0: no lower-half bound, so the gap below the maximum in force decides.
+    config = HealthMonitorConfig(reward_plateau=RewardPlateau(window=4, tolerance=0.02, gap=0.05, highest=1.0))
     monitor = HealthMonitor(config, max_completion_length=32, reward_max=1.0)
     # Flat at 1.7 while a schedule makes 1.8 attainable: 1.7 <= 1.8 - 0.05, a plateau below the ceiling.
     alerts = [
@@ -724,9 +728,10 @@ def test_length_pinned_from_the_truncated_share_alone_and_with_the_budget(config
 def test_a_short_history_is_judged_at_its_end(configs):
     # Three rows: fewer than length_pinned's span of 10, so update() never judges; finish() does, on the 3 there
     # are: mean (1 + 1 + 0.875) / 3 = 0.958 >= 0.9. all_truncated needs 2 rows at >= 0.99: 1.0 and 1.0 at step 20.
+    # length_near_max (span 1) reads the truncated share live: 1.0 >= 0.5 at step 10, most completions cut.
     monitor = monitor_for(configs["default"], max_completion_length=None)
     live = [fired(monitor, [(step, {"completions/clipped_ratio": value})]) for step, value in ((10, 1.0), (20, 1.0))]
-    assert live == [[], [(20, "all_truncated")]]
+    assert live == [[(10, "length_near_max")], [(20, "all_truncated")]]
     assert monitor.update(30, {"completions/clipped_ratio": 0.875}) == []  # 0.875 < 0.99: its episode ends
     alerts = monitor.finish()
     assert [(a.step, a.rule, a.first_step, a.points) for a in alerts] == [(30, "length_pinned", 10, 3)]
@@ -755,6 +760,32 @@ def test_no_signal_at_any_length_even_one_row(configs):
         return [alert.rule for alert in monitor.finish() if alert.rule == "no_signal"]
 
     assert one_row(0.0) == [] and one_row(-1.0) == ["no_signal"]
+
+
+def test_no_signal_without_a_scale_from_zero_spread_over_the_whole_short_history(configs):
+    # One row with reward_std 0: every group flat, whatever the reward's level (here 3.0, every completion at a
+    # maximum above the [0, 1] assumed). Shorter than `rows` (2): every row logged is the history, judged at the end.
+    monitor = monitor_for(configs["default"])
+    monitor.update(1, {"reward": 3.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0})
+    (alert,) = [a for a in monitor.finish() if a.rule == "no_signal"]
+    assert alert.words["basis"] == "spread" and "scores alike" in alert.message
+    # Two rows, the first with a spread: the last `rows` rows are not all flat, no alert.
+    monitor = monitor_for(configs["default"])
+    monitor.update(1, {"reward": 0.0, "reward_std": 0.3})
+    monitor.update(2, {"reward": 0.0, "reward_std": 0.0})
+    assert only("no_signal", [(a.step, a.rule) for a in monitor.finish()]) == []
+
+
+def test_no_signal_scale_basis_does_not_hold_over_a_row_with_reward_spread(configs):
+    # Rewards at the minimum 0.0 (as logged, rounded) and the flat share 0.995 on 10 rows would be no signal, but
+    # every other row's reward_std 0.001 says some group's completions scored differently: an advantage to learn
+    # from (and no 2 consecutive rows without a spread either).
+    rows = [(s, {"reward": 0.0, "frac_reward_zero_std": 0.995, "reward_std": 0.001 * (s % 2)}) for s in range(1, 13)]
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == []
+    # Without those spreads it fires at step 10 on the scale basis (the loss and grad_norm are not logged, so the
+    # spread basis cannot read the flat share alone).
+    rows = [(s, {"reward": 0.0, "frac_reward_zero_std": 0.995}) for s in range(1, 13)]
+    assert only("no_signal", fired(monitor_for(configs["default"]), rows)) == [(10, "no_signal")]
 
 
 def test_sampler_gap_drift(configs):

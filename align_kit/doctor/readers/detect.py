@@ -205,10 +205,20 @@ def read_text(
     if lines.configs:
         shared.append(f"left out {lines.configs} printed config or data dict(s): settings, not metrics")
     pairs = Found("step_pairs", {"": lines.pairs.rows}, absent="no step-tagged `key: value` lines", framework="printed")
+    # Lines of `key: value` pairs with no step (a summary, a pasted excerpt): their order is all the steps they have.
+    records = [(index, row) for index, row in enumerate(lines.pairs.records, start=1)]
+    stepless = Found(
+        "key_value_lines",
+        {"": records},
+        absent="no lines of `key: value` metric pairs",
+        framework="printed",
+        notes=["the lines carry no step: steps are their order (1, 2, 3, ...)"] if records else [],
+    )
     candidates += [
         count(verl, (row for _, row in lines.verl), columns),
         count(trl, (row for _, row in lines.trl), columns),
         count(pairs, (row for _, row in lines.pairs.rows), columns),
+        count(stepless, (row for _, row in records), columns),
     ]
     if html_tables is None and "<table" in text:
         html_tables = notebooks.html_tables(text, key_map)  # a notebook exported to markdown or HTML keeps its table

@@ -16,9 +16,9 @@ from align_kit.doctor.keymaps import is_known_metric, is_printed_metric
 from align_kit.doctor.readers.common import RawRows
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
-# The step: `Step 12`, `step: 12`, `[step 5]`, `Iter 10:`, `iteration 7/ 2174`, `global_step=3`.
+# The step: `Step 12`, `step: 12`, `[step 5]`, `Iter 10:`, `iteration 7/ 2174`, `global_step=3`, `Episode 50/400`.
 _STEP = re.compile(
-    r"(?<![\w/.])(?:global[_ ]step|step|iter|iteration)\s*[:=]?\s*(\d+)(?:\s*/\s*\d+)?\s*[\]:|,]?",
+    r"(?<![\w/.])(?:global[_ ]step|step|iter|iteration|episode)\s*[:=]?\s*(\d+)(\s*/\s*\d+)?\s*[\]:|,]?",
     re.IGNORECASE,
 )
 # One `key: value`, `key=value` or `key value` piece (a unit may follow the value: `4.29s`, `5.4%`, `17.4 GiB`).
@@ -28,7 +28,8 @@ _PAIR = re.compile(
 )
 _EQUALS = re.compile(r"(?P<key>[A-Za-z][\w./\-]*)\s*=\s*(?P<value>" + _NUMBER + r")(?![\w.])", re.IGNORECASE)
 _DIGIT = re.compile(r"\d")
-_SEPARATORS = re.compile(r"\s*\|\s*|,\s+|\s+-\s+")
+# Between pairs: `|`, `, `, ` - `, or a run of 2+ spaces after a value and before the next name (`loss: 0   kl: 0.1`).
+_SEPARATORS = re.compile(r"\s*\|\s*|,\s+|\s+-\s+|(?<=[\d%])\s{2,}(?=[A-Za-z])")
 # At least this many recognised names on a step line: one number beside a step is prose or a progress bar.
 MIN_NAMES = 2
 # A line without a step joins the row above only this many lines after it.
@@ -60,15 +61,20 @@ def _names(row: dict[str, Any]) -> int:
 
 
 class StepPairs:
-    """Rows of step-tagged pair lines, in file order."""
+    """Rows of step-tagged pair lines, in file order; and, apart (`records`), lines of pairs with no step: each a row,
+    except that a line right after one whose names it does not repeat continues it (a summary printed over two
+    lines)."""
 
     def __init__(self) -> None:
         self.rows: RawRows = []
+        self.records: list[dict[str, Any]] = []
         self._since = FOLLOW_LINES + 1  # lines since the last row
+        self._since_record = 2  # lines since the last record line
 
     def line(self, line: str) -> bool:
         """Read one line (prefixes already stripped); whether it added to a row."""
         self._since += 1
+        self._since_record += 1
         if " " not in line and "|" not in line or _DIGIT.search(line) is None:
             return False
         match = _STEP.search(line)
@@ -79,10 +85,28 @@ class StepPairs:
                     self.rows[-1][1].update({key: value for key, value in extra.items() if key not in self.rows[-1][1]})
                     self._since = 0
                     return True
+            return self._record(line)
+        return self._stepped(line, match)
+
+    def _record(self, line: str) -> bool:
+        """A line of `key: value` (or `key value`) pairs with no step, at least MIN_NAMES of them recognised (a line
+        right after a record, naming none of its keys, joins it with at least one)."""
+        row = pairs(line)
+        joins = self.records and self._since_record == 1 and not (row.keys() & self.records[-1].keys())
+        if _names(row) < (1 if joins else MIN_NAMES):
             return False
+        if joins:
+            self.records[-1].update(row)
+        else:
+            self.records.append(row)
+        self._since_record = 0
+        return True
+
+    def _stepped(self, line: str, match: re.Match[str]) -> bool:
         rest = line[: match.start()] + " | " + line[match.end() :]
         row = pairs(rest)
-        if _names(row) < MIN_NAMES:
+        # A progress counter (`Episode 50/400`) marks a training line: one recognised name beside it is a row.
+        if _names(row) < (1 if match.group(2) else MIN_NAMES):
             return False
         self.rows.append((int(match.group(1)), row))
         self._since = 0

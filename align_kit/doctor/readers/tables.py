@@ -35,7 +35,15 @@ HF_TITLES = {"Training Loss": "loss", "Validation Loss": "eval_loss", "Epoch": "
 # W&B's UI export: its time columns are no metrics.
 WANDB_TIME_COLUMNS = frozenset({"Wall Time", "Relative Time (Process)", "Relative Time (Wall)"})
 _SLASH = re.compile(r"\s*/\s*")
-_SEPARATOR = re.compile(r"^\|?\s*:?-{2,}")
+# A markdown header rule: `|---|---|`, `| :-: | --- |`, `:--|--:` (one dash is enough with its alignment colons).
+_SEPARATOR = re.compile(r"^\|?\s*(?::?-{2,}|:-+:?|-+:)\s*(?:\||$)")
+# Markup around a number in a table cell as authors write it: `**0.80**`, `` `0.5` ``, `~0.001`, `≈0.3`, `~0.5+`.
+_MARKUP = re.compile(r"^(?:\*\*|__|\*|_|`)(.*?)(?:\*\*|__|\*|_|`)$")
+_APPROXIMATE = re.compile(
+    r"^(?:~|≈|about\s+|approx\.?\s*)?(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\+?$"
+)
+# A cell naming a step in words: `step 20`, `Step 4340 (51%)`, `step 8550 (end)`.
+_STEP_CELL = re.compile(r"^(?:global[_ ]step|step|iter(?:ation)?)\s*[:=#]?\s*(\d+)\b", re.IGNORECASE)
 _MULTIWORD = re.compile(r"Training Loss|Validation Loss")
 _ELISION = frozenset(".…⋮|, \t")
 
@@ -107,11 +115,36 @@ def _known(key: str) -> bool:
 
 
 def _looks_numeric(cell: str) -> bool:
+    return cell_number(cell) is not None
+
+
+def cell_number(cell: str) -> str | None:
+    """A table cell's number as text, the markup authors put around it removed (`**0.59**` -> 0.59, `~0.5+` ->
+    0.5, about that much); None when the cell holds no number. NaN and inf stay as written."""
+    text = cell.strip()
+    while (match := _MARKUP.match(text)) and match.group(1).strip():
+        text = match.group(1).strip()
     try:
-        float(cell)
+        float(text)
     except ValueError:
-        return False
-    return True
+        match = _APPROXIMATE.match(text)
+        return match.group("number") if match else None
+    return text
+
+
+def _step_column(table_rows: list[list[str]], width: int) -> int | None:
+    """The column whose every cell names a step in words (`step 20`), when the header titles none."""
+    for index in range(width):
+        if table_rows and all(_STEP_CELL.match(cell_text(row[index])) for row in table_rows):
+            return index
+    return None
+
+
+def cell_text(cell: str) -> str:
+    text = cell.strip()
+    while (match := _MARKUP.match(text)) and match.group(1).strip():
+        text = match.group(1).strip()
+    return text
 
 
 class Table:
@@ -226,6 +259,11 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
             step_key = epoch
             notes.append(f"no step column ({STEP_LIST}): the whole-number {epoch} column is the step")
     step_index = table.keys.index(step_key) if step_key is not None else None
+    worded = None
+    if step_index is None:
+        worded = step_index = _step_column(table.rows, len(table.keys))
+        if worded is not None:
+            notes.append(f"steps read from the column {table.titles[worded]!r}, whose cells name them (`step N`)")
     by_run = run_columns(table.keys) if not table.is_wandb_export else []
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
@@ -237,10 +275,17 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
     for run, columns in runs.items():
         stepped: list[tuple[int | None, dict[str, Any]]] = []
         for cells in table.rows:
-            step = as_step(cells[step_index]) if step_index is not None else None
+            if step_index is None:
+                step = None
+            elif step_index == worded:
+                step = int(_STEP_CELL.match(cell_text(cells[step_index])).group(1))
+            else:
+                step = as_step(cells[step_index])
             if step is None and step_index is not None:
                 continue
-            row: dict[str, Any] = {metric: cells[index] for index, metric in columns if cells[index] != ""}
+            row: dict[str, Any] = {
+                metric: cell_number(cells[index]) or cells[index] for index, metric in columns if cells[index] != ""
+            }
             if row.keys() - set(by_run):
                 stepped.append((step, row))
         split, split_notes = split_runs(stepped, by_run) if by_run else ({run: stepped}, [])

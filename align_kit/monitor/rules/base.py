@@ -14,8 +14,15 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
-from statistics import fmean
+from operator import mul
 from typing import TYPE_CHECKING, Any
+
+
+def fmean(values: Any) -> float:
+    """The mean of a list of floats, as `statistics.fmean` computes it (fsum / n) without its dispatch: the rules
+    take tens of means per logged step."""
+    return math.fsum(values) / len(values)
+
 
 if TYPE_CHECKING:
     from align_kit.monitor.rules.context import RunContext
@@ -85,6 +92,7 @@ class Series:
         self._best_spans = best_spans
         # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
         self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
+        self._means: dict[int, float] = {}  # n -> the mean of the last n values, for the latest value only
 
     def append(self, step: int, value: float) -> None:
         self.count += 1
@@ -94,14 +102,28 @@ class Series:
             self.first.append(value)
         self.steps.append(step)
         self.values.append(value)
+        if self._means:
+            self._means = {}
         for span in self._best_spans:
             if self.count >= span:
-                mean = fmean(self.last(span))
+                mean = self.mean_last(span)
                 self.best[span] = max(self.best.get(span, mean), mean)
+
+    def mean_last(self, n: int) -> float:
+        """The mean of the last `n` values (of all that are kept, if fewer), computed once per logged value: several
+        rules read the same window's mean at each step."""
+        mean = self._means.get(n)
+        if mean is None:
+            mean = self._means[n] = fmean(self.last(n))
+        return mean
 
     def last(self, n: int) -> list[float]:
         """The last `n` values (all that are kept, if fewer)."""
-        return list(islice(self.values, max(len(self.values) - n, 0), None))
+        if n >= len(self.values):
+            return list(self.values)
+        tail = list(islice(reversed(self.values), n))  # walks n values from the end, not the whole deque
+        tail.reverse()
+        return tail
 
     def smoothed(self, span: int) -> list[tuple[int, int, float]]:
         """(first step, last step, mean) of every `span` consecutive kept values, oldest first. Each mean is computed
@@ -139,6 +161,7 @@ class Series:
         self.start = state.get("start", state["steps"][0] if state["steps"] else None)  # older states lack it
         self.steps.extend(state["steps"])
         self.values.extend(state["values"])
+        self._means = {}
         self.best = {int(span): value for span, value in state["best"].items()}
 
 
@@ -220,7 +243,7 @@ class History(dict):
         return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 us a field, and every rule makes one a step
 class Finding:
     holds: bool
     values: dict[str, float]
@@ -273,19 +296,28 @@ def half_change(values: list[float]) -> float:
 
 def first_logged(history: History, names: tuple[str, ...]) -> str:
     """The first of several alternative metrics that this run logs."""
-    return next((name for name in names if history[name].count), names[0])
+    for name in names:
+        if history[name].count:
+            return name
+    return names[0]
 
 
 def trend_t(values: list[float]) -> float:
-    """The t-statistic of the least-squares slope of `values` against their index (inf for an exact line)."""
+    """The t-statistic of the least-squares slope of `values` against their index (inf for an exact line).
+
+    In closed form over the index 0..n-1: Sxx = n (n^2 - 1) / 12, Sxy = sum(x y) - n mean_x mean_y, the residual sum
+    of squares Syy - slope Sxy; a residual within rounding of 0 (1e-12 of Syy) is an exact line."""
     n = len(values)
-    mean_x, mean_y = (n - 1) / 2, fmean(values)
-    sxx = sum((x - mean_x) ** 2 for x in range(n))
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sxx
-    residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in enumerate(values)) / (n - 2)
-    if residual == 0:
+    mean_y = fmean(values)
+    sxx = n * (n * n - 1) / 12
+    centred = [y - mean_y for y in values]
+    sxy = math.fsum(map(mul, range(n), centred))  # sum((x - mean_x)(y - mean_y)) = sum(x (y - mean_y))
+    syy = math.fsum(map(mul, centred, centred))
+    slope = sxy / sxx
+    residual_ss = syy - slope * sxy
+    if residual_ss <= 1e-12 * syy or syy == 0:
         return math.copysign(math.inf, slope) if slope else 0.0
-    return slope / math.sqrt(residual / sxx)
+    return slope / math.sqrt(residual_ss / (n - 2) / sxx)
 
 
 # FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on
@@ -319,6 +351,10 @@ class Rule:
     # Whether a later evaluation that finds the condition false again reverses the alert (`Recovery`); False where
     # the damage stays (a NaN in the weights is not undone by finite values after it).
     recovers: bool = True
+    # Judged at the end against the whole history (`HealthMonitor.finish`): whether the run as a whole reversed what
+    # the rule's alerts said (the accuracy rose over the run after a window where it stalled); each of its alerts is
+    # then a recovered episode. None: only a later evaluation that finds the condition false can reverse one.
+    reversed_over_run: Callable[[Any, History, RunContext], bool] | None = None
     # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
     # most any rule reads), 0 for a rule that reads none.
     pairs: Callable[[Any], int] = lambda _settings: 0
@@ -426,7 +462,7 @@ def above_threshold(names: tuple[str, ...]) -> Check:
         series = history[metric]
         if series.count < s.span:
             return None
-        recent = fmean(series.last(s.span))
+        recent = series.mean_last(s.span)
         return Finding(recent > s.threshold, {"recent_mean": recent, "threshold": s.threshold}, metric)
 
     return check

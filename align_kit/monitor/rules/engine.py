@@ -19,6 +19,7 @@ from typing import Any
 from align_kit.monitor.rules.base import (
     EVAL_REWARD,
     MAX_ATTAINABLE,
+    REGISTRY,
     TRAIN_REWARD,
     Alert,
     Finding,
@@ -59,10 +60,16 @@ class HealthMonitor:
         self._watched = frozenset(name for rule in RULES for name in (*self._triggers[rule.name], *rule.reads))
         self._memory = _memory_per_metric(config, self._triggers)
         self._rules = [(rule, getattr(config, rule.name), frozenset(self._triggers[rule.name])) for rule in RULES]
+        # What `update` reads of each rule, looked up once: (rule, settings, triggers, name, check, kind).
+        self._plan = [
+            (rule, settings, triggers, rule.name, rule.check, _kind(rule)) for rule, settings, triggers in self._rules
+        ]
         self.history = History(max(rule.pairs(getattr(config, rule.name)) for rule in RULES))
         self._in_episode: set[str] = set()
         self._recovers = {rule.name: rule.recovers for rule in RULES}
         self._opened: dict[str, int] = {}  # rule -> the step its open episode's alert fired
+        # rule -> the steps its alerts fired, for the rules judged against the whole history at the end
+        self._fired_at: dict[str, list[int]] = {}
         self.recoveries: list[Recovery] = []  # episodes whose condition the run reversed, in order
         self._judged: set[str] = set()  # rules whose check reached a decision
         self._fired: set[str] = set()
@@ -75,12 +82,14 @@ class HealthMonitor:
     def update(self, step: int, metrics: Mapping[str, float | None]) -> list[Alert]:
         if not self.config.enabled:
             return []
-        present = {
-            name: float(value)
-            for name, value in metrics.items()
-            if name in self._watched and isinstance(value, int | float) and math.isfinite(value)
-        }
-        self._seen.update(name for name in self._watched.intersection(metrics) if metrics[name] is not None)
+        watched = self._watched.intersection(metrics)
+        present = {}
+        for name in watched:
+            value = metrics[name]
+            if value is not None:
+                self._seen.add(name)
+                if isinstance(value, int | float) and math.isfinite(value):
+                    present[name] = float(value)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
@@ -97,30 +106,34 @@ class HealthMonitor:
         self.history.grad_norm_zeros.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
-        for rule, settings, triggers in self._rules:
+        history, context, judged, in_episode = self.history, self.context, self._judged, self._in_episode
+        for rule, settings, triggers, name, check, kind in self._plan:
             # A rule that reads non-finite values judges a NaN too; every other needs a finite value of a trigger.
-            if rule.setup:
-                if rule.name in self._judged:
+            if kind is _METRICS:
+                if triggers.isdisjoint(present):
                     continue
-            elif rule.reads_non_finite:
-                if not any(metrics.get(name) is not None for name in triggers):
+            elif kind is _SETUP:
+                if name in judged:
                     continue
-            elif triggers.isdisjoint(present):
+            elif not any(metrics.get(trigger) is not None for trigger in triggers):
                 continue
-            finding = rule.check(settings, self.history, self.context)
+            finding = check(settings, history, context)
             if finding is None:
                 continue
-            self._judged.add(rule.name)
+            judged.add(name)
             if not finding.holds:
-                self._close(rule.name, step)
-            elif rule.name not in self._in_episode:
-                self._open(rule.name, step)
+                if name in in_episode:
+                    self._close(name, step)
+            elif name not in in_episode:
+                self._open(name, step)
                 alerts.append(self._alert(rule, settings, finding, step))
         return alerts
 
     def _open(self, name: str, step: int) -> None:
         self._in_episode.add(name)
         self._opened[name] = step
+        if REGISTRY[name].reversed_over_run is not None:
+            self._fired_at.setdefault(name, []).append(step)
 
     def _close(self, name: str, step: int) -> None:
         if name in self._in_episode:
@@ -155,7 +168,20 @@ class HealthMonitor:
                 else:
                     note = f" (judged at the end on {points} logged points, fewer than the {needed} it reads)"
                 alerts.append(self._alert(rule, settings, finding, self.history.step, note, points))
+        self._reversed_over_run()
         return alerts
+
+    def _reversed_over_run(self) -> None:
+        """Each alert of a rule that the whole history reversed (`Rule.reversed_over_run`) becomes a recovered
+        episode, from the step it fired to the last step."""
+        for rule, settings, _ in self._rules:
+            fired = self._fired_at.get(rule.name)
+            if not fired or not rule.reversed_over_run(settings, self.history, self.context):
+                continue
+            self.recoveries += [Recovery(rule.name, step, self.history.step) for step in fired]
+            self._fired_at.pop(rule.name)
+            self._in_episode.discard(rule.name)
+            self._opened.pop(rule.name, None)
 
     def coverage(self) -> list[RuleCoverage]:
         """Per rule, in RULES order: whether it judged, whether it fired, and when it did not judge, why."""
@@ -251,6 +277,7 @@ class HealthMonitor:
             "in_episode": sorted(self._in_episode),
             "opened": dict(sorted(self._opened.items())),
             "recoveries": [[item.rule, item.fired, item.recovered] for item in self.recoveries],
+            "fired_at": {name: list(steps) for name, steps in sorted(self._fired_at.items())},
             "series": {name: series.state_dict() for name, series in self.history.items()},
             "train_eval": self.history.train_eval.state_dict(),
             "grad_norm_zeros": self.history.grad_norm_zeros.state_dict(),
@@ -269,6 +296,7 @@ class HealthMonitor:
         self._in_episode = set(state["in_episode"])
         self._opened = {name: int(step) for name, step in state.get("opened", {}).items()}  # older states lack it
         self.recoveries = [Recovery(*item) for item in state.get("recoveries", ())]
+        self._fired_at = {name: [int(step) for step in steps] for name, steps in state.get("fired_at", {}).items()}
         for name, saved in state["series"].items():
             head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
             self.history[name] = Series(head, tail, best_spans)
@@ -287,6 +315,15 @@ class HealthMonitor:
             "series": {name: [head, tail, sorted(spans)] for name, (head, tail, spans) in sorted(self._memory.items())},
             "train_eval_window": self.history.train_eval.pairs.maxlen,
         }
+
+
+# How `update` decides whether a rule is evaluated on a call: a finite trigger logged, once (a setup rule), or any
+# trigger logged, finite or not (a rule that reads non-finite values).
+_METRICS, _SETUP, _NON_FINITE = "metrics", "setup", "non_finite"
+
+
+def _kind(rule: Rule) -> str:
+    return _SETUP if rule.setup else _NON_FINITE if rule.reads_non_finite else _METRICS
 
 
 def _memory_per_metric(

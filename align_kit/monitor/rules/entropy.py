@@ -5,7 +5,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from operator import itemgetter
-from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     ACCURACY,
@@ -16,6 +15,7 @@ from align_kit.monitor.rules.base import (
     History,
     Memory,
     Progress,
+    fmean,
     halves_shortened,
     progress,
     rule,
@@ -48,7 +48,7 @@ def _entropy_fall(converging: bool) -> Check:
         series = history["entropy"]
         if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
             return None
-        early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+        early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
         threshold = (1 - s.fall) * early
         values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
         if recent >= threshold:  # no fall: what the accuracy did does not matter (and is not read)
@@ -130,7 +130,7 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
     series = history["entropy"]
     if series.count < s.span:
         return None
-    initial, latest = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    initial, latest = fmean(series.first[: s.span]), series.mean_last(s.span)
     threshold = (1 - s.fall) * initial
     values = {"initial": initial, "latest": latest, "threshold": threshold}
     points = min(series.count, 2 * s.span)  # the first and the last span overlap on a short history
@@ -159,11 +159,11 @@ def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> 
     series = history["entropy"]
     if series.count < 2 * s.span:  # the start and the recent span must not overlap
         return None
-    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
     threshold = s.factor * early
     values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
     # Figure 18-8's cause is truncated samples; without truncation, the updates themselves are too large.
     clipped = history[CLIPPED]
-    truncated = "unknown" if not clipped.count else "yes" if fmean(clipped.last(s.span)) >= s.truncated else "no"
+    truncated = "unknown" if not clipped.count else "yes" if clipped.mean_last(s.span) >= s.truncated else "no"
     words = {"truncated": truncated}
     return Finding(recent > threshold, values, "entropy", words, points=2 * s.span, first_step=series.start)

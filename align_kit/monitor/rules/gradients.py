@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from align_kit.monitor.rules.base import (
     Finding,
@@ -40,6 +41,18 @@ def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None
     return Finding(True, {}, name, words, points=1, first_step=history.step)
 
 
+# On 1 or 2 logged points only a norm of exactly 0 (as logged) is read as vanished: too few points to read a small
+# norm as a trend, but a step whose gradient is exactly 0 moved nothing, and such an excerpt is all the log has.
+EXACTLY_ZERO = 1e-12
+_FEWEST_FOR_FLOOR = 3  # the points from which the rule reads its `floor` at the end of a short run
+
+
+def _vanishing_shortened(s: GradNormVanishing, points: int) -> GradNormVanishing | None:
+    if points >= _FEWEST_FOR_FLOOR:
+        return window_shortened(_FEWEST_FOR_FLOOR)(s, points)
+    return replace(s, window=points, floor=min(s.floor, EXACTLY_ZERO)) if points >= 1 else None
+
+
 @rule(
     "grad_norm_vanishing",
     ("grad_norm",),
@@ -47,7 +60,7 @@ def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None
     memory=last_window,
     fixes=("ngrpo", "dynamic_sampling", "fix_reward"),
     points=window_points,
-    shorten=window_shortened(3),
+    shorten=lambda s, points: _vanishing_shortened(s, points),
     unjudged=lambda _s, history: (
         "grad_norm is a logging artefact (exactly 0.0 while the loss and reward_std are not)"
         if history.grad_norm_zeros.artefact()

@@ -4,7 +4,6 @@ or stopping (18.3.4, 18.3.5, 18.3.7)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     TRAIN_REWARD,
@@ -14,6 +13,7 @@ from align_kit.monitor.rules.base import (
     Memory,
     Rule,
     above_threshold,
+    fmean,
     half_change,
     halves_growth,
     last_span,
@@ -86,9 +86,11 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
         if len(window) < 4:
             return None
     first, second, growth = halves_growth(window)
-    trend = trend_t(window) if len(window) > 2 else 0.0
     reward_change = half_change(reward.last(s.window))
     flat = s.tolerance * (context.reward_max - context.reward_min)
+    # The trend is read only where the halves and the reward already say a drift (its cost is the window's).
+    candidate = growth > s.rise and abs(reward_change) <= flat
+    trend = trend_t(window) if candidate and len(window) > 2 else 0.0
     values = {
         "kl_first_half": first,
         "kl_second_half": second,
@@ -115,7 +117,7 @@ def _policy_ratio_drift(s: PolicyRatioDrift, history: History, _: RunContext) ->
     series = history["policy_ratio/mean"]
     if series.count < s.span:
         return None
-    recent = fmean(series.last(s.span))
+    recent = series.mean_last(s.span)
     return Finding(
         abs(recent - 1.0) > s.deviation, {"recent_mean": recent, "deviation": s.deviation}, "policy_ratio/mean"
     )

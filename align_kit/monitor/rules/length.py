@@ -4,7 +4,6 @@ table 16-6)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import fmean
 
 from align_kit.monitor.rules.base import (
     CLIPPED,
@@ -13,6 +12,7 @@ from align_kit.monitor.rules.base import (
     Finding,
     History,
     Memory,
+    fmean,
     halves_shortened,
     last_span,
     rule,
@@ -41,7 +41,7 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
     series = history["completions/mean_length"]
     if series.count < 2 * s.span:
         return None
-    early, recent = fmean(series.first[: s.span]), fmean(series.last(s.span))
+    early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
     threshold = s.factor * early
     return Finding(
         recent > threshold,
@@ -60,35 +60,44 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
 
 @rule(
     "length_near_max",
-    ("completions/mean_length",),
-    "mean length {recent_mean:.1f} >= {threshold:.1f} of max_completion_length {max_completion_length:.0f}: "
-    "completions are cut at the budget",
+    (MEAN_LENGTH, CLIPPED),
+    "{what}: completions are cut at the budget",
     reads=(MAX_LENGTH,),
-    inputs=lambda _s: ((MEAN_LENGTH,),),
+    inputs=lambda _s: ((MEAN_LENGTH, CLIPPED),),
     memory=lambda s: Memory(head=1, tail=max(s.span, 2)),
     fixes=_length_near_max_fixes,
     points=span_points,
-    context=("max_completion_length",),
+    context=("max_completion_length",),  # what coverage names when neither a budget nor the truncated share is known
     level=True,
 )
 def _length_near_max(s: LengthNearMax, history: History, context: RunContext) -> Finding | None:
-    series = history["completions/mean_length"]
+    """The mean length within `margin` of the budget (stated, or a hard cap in the longest completion); or, whatever
+    the budget, the truncated share averaging at least `clipped`: most completions end at the budget."""
+    series = history[MEAN_LENGTH]
     limit = budget(history, context, s.span)
-    if limit is None or series.count < s.span:
-        return None
-    recent = fmean(series.last(s.span))
-    threshold = (1 - s.margin) * limit
-    return Finding(
-        recent >= threshold,
-        {
+    near = None
+    if limit is not None and series.count >= s.span:
+        recent = series.mean_last(s.span)
+        threshold = (1 - s.margin) * limit
+        values = {
             "recent_mean": recent,
             "first": series.first[0],
             "max_completion_length": limit,
             "threshold": threshold,
-        },
-        "completions/mean_length",
-        {"from_start": "yes" if series.first[0] >= threshold else "no"},
-    )
+        }
+        what = f"mean length {recent:.1f} >= {threshold:.1f} of max_completion_length {limit:.0f}"
+        words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
+        near = Finding(recent >= threshold, values, MEAN_LENGTH, words)
+        if near.holds:
+            return near
+    clipped = history[CLIPPED]
+    if clipped.count < s.span:
+        return near
+    share = clipped.mean_last(s.span)
+    values = {"clipped_mean": share, "clipped": s.clipped}
+    what = f"truncated share ({CLIPPED}) mean {share:.3f} >= {s.clipped:g}"
+    words = {"from_start": "yes" if clipped.first[0] >= s.clipped else "no", "what": what}
+    return Finding(share >= s.clipped, values, CLIPPED, words)
 
 
 @rule(
@@ -108,12 +117,12 @@ def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Fi
     clipped = history[CLIPPED]
     if clipped.count < s.span:
         return None
-    share = fmean(clipped.last(s.span))
+    share = clipped.mean_last(s.span)
     values = {"clipped_mean": share, "clipped": s.clipped}
     holds = share >= s.clipped
     lengths, budget = history[MEAN_LENGTH], context.max_completion_length
     if budget is not None and lengths.count:
-        length, threshold = fmean(lengths.last(s.span)), (1 - s.margin) * budget
+        length, threshold = lengths.mean_last(s.span), (1 - s.margin) * budget
         values.update(recent_length=length, length_threshold=threshold, max_completion_length=budget)
         holds = holds and length >= threshold
         also = f"; mean length {length:.1f} >= {threshold:.1f} of max_completion_length {budget}"
@@ -186,11 +195,11 @@ def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Find
     lengths, entropy = history[MEAN_LENGTH], history["entropy"]
     if min(lengths.count, entropy.count) < 2 * s.span:
         return None
-    recent_length = fmean(lengths.last(s.span))
+    recent_length = lengths.mean_last(s.span)
     if recent_length > s.few:  # answers longer than a few tokens: nothing else needs reading
         return Finding(False, {"recent_length": recent_length}, MEAN_LENGTH, points=s.span)
     early_length = fmean(lengths.first[: s.span])
-    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), fmean(entropy.last(s.span))
+    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), entropy.mean_last(s.span)
     values = {
         "early_length": early_length,
         "recent_length": recent_length,

@@ -3,8 +3,6 @@ judged from the run's composition: an IS correction over a filtered sampler, a r
 
 from __future__ import annotations
 
-from statistics import fmean
-
 from align_kit.monitor.rules.base import (
     IS_RATIO,
     LOGP_MISMATCH,
@@ -57,7 +55,7 @@ def _sampler_gap_drift(s: SamplerGapDrift, history: History, _: RunContext) -> F
     gap = history[gap_metric]
     judged = None
     if ratio.count >= s.span:
-        recent = fmean(ratio.last(s.span))
+        recent = ratio.mean_last(s.span)
         values = {"recent_mean": recent, "ratio_deviation": s.ratio_deviation}
         if abs(recent - 1.0) > s.ratio_deviation:
             words = {

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import fmean
+from dataclasses import asdict, dataclass, replace
 
 from align_kit.monitor.rules.base import (
     ACCURACY,
@@ -18,6 +18,7 @@ from align_kit.monitor.rules.base import (
     Memory,
     Rule,
     first_logged,
+    fmean,
     half_change,
     last_span,
     last_window,
@@ -47,7 +48,7 @@ def _difficulty(history: History, context: RunContext, flat: float, span: int) -
     rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
     if not rewards.count or scale <= 0:
         return ""
-    level = (fmean(rewards.last(span)) - context.reward_min) / scale
+    level = (rewards.mean_last(span) - context.reward_min) / scale
     easy, hard = level >= flat, level <= 1 - flat
     return "too easy" if easy and not hard else "too hard" if hard and not easy else ""
 
@@ -93,7 +94,7 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
     series = history[metric]
     if series.count < s.span:
         return None
-    recent = fmean(series.last(s.span))
+    recent = series.mean_last(s.span)
     values = {"recent_mean": recent, "threshold": s.threshold}
     return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
 
@@ -103,7 +104,7 @@ def _rising_share(metric: str) -> Check:
         series = history[metric]
         if series.count < max(s.span, s.window):
             return None
-        recent, change = fmean(series.last(s.span)), half_change(series.last(s.window))
+        recent, change = series.mean_last(s.span), half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
         words = _difficulty_words(history, context, recent, s.span)
         return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
@@ -137,13 +138,14 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     lambda s: tuple(name for group in _components(s) for name in group),
     "{format} rose {format_gain:+.3f} while {correctness} moved {correctness_gain:+.3f}: "
     "the policy may be learning the format without the content",
-    memory=last_window,
+    memory=lambda s: Memory(head=s.window // 2, tail=s.window),
     severity="failing",
     fixes=("gdpo", "lower_format_weight"),
     points=window_points,
     inputs=_components,
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
+    reversed_over_run=lambda s, history, _context: _accuracy_rose_over_run(s, history),
 )
 def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
@@ -163,6 +165,17 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
         format_metric,
         {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
+
+
+def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
+    """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
+    format gain the rule watches for (`min_format_gain`): the content was learned over the run, so a window where the
+    format outpaced it is an episode the rest of the run reversed, not format hacking (18.3.2)."""
+    accuracy = history[first_logged(history, _components(s)[1])]
+    half = max(s.window // 2, 1)
+    if accuracy.count < 2 * half:
+        return False
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.min_format_gain
 
 
 def _named(metric: str) -> str:
@@ -185,7 +198,7 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     series = history["reward"]
     if series.count < s.span:
         return None
-    latest, best = fmean(series.last(s.span)), series.best[s.span]
+    latest, best = series.mean_last(s.span), series.best[s.span]
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
     return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
 
@@ -194,35 +207,66 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     "reward_plateau",
     ("reward",),
     "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    reads=(ACCURACY,),
+    inputs=lambda _s: (("reward",),),
     memory=last_window,
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
+    shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
+    unjudged=lambda s, history: (
+        f"needs {s.fewest} logged points of reward, every one within the tolerance of the others, at the end of a "
+        f"run shorter than {s.window}; the run has {history['reward'].count}"
+        if 0 < history["reward"].count < s.fewest
+        else ""
+    ),
 )
 def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> Finding | None:
+    """Over a window (during a run), the halves' means; over the whole of a history shorter than it (at its end,
+    `_ShortPlateau`), every point: flat when they all lie within the tolerance of each other."""
     series = history["reward"]
     if series.count < s.window:
         return None
     window = series.last(s.window)
-    change, mean = half_change(window), fmean(window)
+    change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
-    ceiling, tolerance = context.reward_max - s.gap * scale, s.tolerance * scale
-    return Finding(
-        abs(change) < tolerance and mean <= ceiling,
-        {
-            "window_mean": mean,
-            "change": change,
-            "tolerance": tolerance,
-            "reward_max": context.reward_max,
-            "ceiling": ceiling,
-        },
-        "reward",
+    # Stuck: at most `gap` below the maximum, and below the `highest` share of the range (the middle is no lower half).
+    gap_ceiling, half = context.reward_max - s.gap * scale, context.reward_min + s.highest * scale
+    ceiling = min(gap_ceiling, half)
+    tolerance = s.tolerance * scale
+    values = {
+        "window_mean": mean,
+        "change": change,
+        "tolerance": tolerance,
+        "reward_max": context.reward_max,
+        "ceiling": ceiling,
+    }
+    accuracy = history[ACCURACY].last(s.window)
+    # A run that learned: its reward in the upper part of its range, or its accuracy high or rising.
+    learned = (
+        mean > gap_ceiling
+        or (mean >= half and s.highest < 1)
+        or (len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance))
     )
+    if learned:
+        return Finding(False, values, "reward")
+    if isinstance(s, _ShortPlateau):  # a short history's halves are noise: every point within the tolerance
+        spread = max(window) - min(window)
+        values["spread"] = spread
+        if spread >= tolerance:
+            return Finding(False, values, "reward")
+        return Finding(True, values, "reward") if s.window >= s.fewest else None
+    return Finding(abs(change) < tolerance, values, "reward")
+
+
+@dataclass
+class _ShortPlateau(RewardPlateau):
+    """reward_plateau's settings at the end of a run shorter than its window (`window` = the points logged)."""
 
 
 @rule(
     "no_signal",
     (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
-    "{what}: no completion earns anything, nothing is learnt",
+    "{what}: {why}, nothing is learnt",
     reads=("loss", "grad_norm"),
     memory=lambda s: Memory(tail=max(s.span, s.rows)),
     severity="failing",
@@ -230,31 +274,45 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     points=span_points,
     inputs=lambda _s: ((TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),),
     level=True,
+    shorten=lambda s, points: _no_signal_shortened(s, points),
 )
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
     """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
-    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis)."""
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis). A row
+    whose reward_std is above zero has signal: the scale basis does not hold over a span holding one."""
     spread = _no_spread(s, history)
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
     if min(rewards.count, flats.count) >= s.span:
-        highest, flat = max(rewards.last(s.span)), fmean(flats.last(s.span))
+        highest, flat = max(rewards.last(s.span)), flats.mean_last(s.span)
+        spreads = history["reward_std"].last(s.span)
+        signal = bool(spreads) and max(spreads) > NO_SPREAD  # some group's rewards differ: an advantage to learn from
         floor = context.reward_min + s.floor * (context.reward_max - context.reward_min)
         values = {"reward_max_seen": highest, "floor": floor, "flat_mean": flat, "flat": s.flat}
         what = (
             f"every reward of the last {s.span} logged points <= {floor:.3g} (at most {highest:.3g}) and "
             f"{flat_metric} mean {flat:.3f} >= {s.flat:g}"
         )
-        if highest <= floor and flat >= s.flat:
-            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+        if highest <= floor and flat >= s.flat and not signal:
+            return Finding(True, values, TRAIN_REWARD, {"what": what, "basis": "scale", "why": _NO_EARNING})
         if spread is None or not spread.holds:
-            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale"})
+            return Finding(False, values, TRAIN_REWARD, {"what": what, "basis": "scale", "why": _NO_EARNING})
     return spread
 
 
+_NO_EARNING = "no completion earns anything"
+_ALIKE = "every completion of a group scores alike (no advantage, no policy gradient)"
+
 # A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
 NO_SPREAD = 1e-8
+
+
+def _no_signal_shortened(s: NoSignal, points: int) -> NoSignal | None:
+    """At the end of a run shorter than `span` (or than `rows`), every row it logged: a history flat from its first
+    row to its last is no signal sustained over all of it, even one row (every group of that batch flat, reward_std 0,
+    no gradient: nothing more the run could show)."""
+    return replace(s, span=points, rows=min(s.rows, points)) if points >= 1 else None
 
 
 def _no_spread(s: NoSignal, history: History) -> Finding | None:
@@ -265,7 +323,8 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     if len(spreads) >= s.rows:
         values = {"reward_std_max": max(spreads)}
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", {"what": what, "basis": "spread"}, s.rows)
+        words = {"what": what, "basis": "spread", "why": _ALIKE}
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows)
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:
@@ -277,7 +336,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     holds = min(flats) >= s.flat and all(stills)
     what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
     values = {"flat_min": min(flats)}
-    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread"}, s.rows)
+    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
 
 
 @rule(

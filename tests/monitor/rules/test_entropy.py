@@ -58,5 +58,5 @@ def test_an_entropy_dip_that_recovered_is_a_recovery():
 def test_a_non_finite_entropy_is_a_failure():
     _, alerts = replay([{"entropy": float("nan"), "loss": 0.1, "grad_norm": 0.2}])
     assert [(a.rule, a.severity, a.message) for a in alerts] == [
-        ("non_finite", "failing", "entropy is nan: the first non-finite value among loss, grad_norm, entropy")
+        ("non_finite", "failing", "entropy is nan: the first non-finite value among loss, grad_norm, entropy, kl")
     ]

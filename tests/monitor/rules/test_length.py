@@ -10,7 +10,8 @@ from tests.monitor.rules.helpers import fired, replay
 def test_every_completion_truncated_on_two_rows_fails():
     _, alerts = replay([{"completions/clipped_ratio": 1.0}, {"completions/clipped_ratio": 1.0}])
     assert fired(alerts, "all_truncated") == [(2, "all_truncated")]
-    assert alerts[0].severity == "failing" and alerts[0].fixes[0] == "raise_max_length"
+    (alert,) = [a for a in alerts if a.rule == "all_truncated"]
+    assert alert.severity == "failing" and alert.fixes[0] == "raise_max_length"
     # 0.98 < 0.99 on the second row: not every completion.
     _, alerts = replay([{"completions/clipped_ratio": 1.0}, {"completions/clipped_ratio": 0.98}])
     assert fired(alerts, "all_truncated") == []
@@ -25,7 +26,8 @@ def test_a_three_row_truncation_collapse_fails():
     ]
     _, alerts = replay(rows)
     assert fired(alerts, "all_truncated") == [(3, "all_truncated")]
-    assert "reached 0.995 while entropy fell from 1.03 to 0.008" in alerts[0].message
+    (alert,) = [a for a in alerts if a.rule == "all_truncated"]
+    assert "reached 0.995 while entropy fell from 1.03 to 0.008" in alert.message
 
 
 def test_the_mean_length_at_a_stated_budget_is_every_completion_truncated():
@@ -48,3 +50,14 @@ def test_a_hard_cap_in_the_longest_completion_is_the_budget():
     rows = [{"completions/max_length": 512.0, "completions/mean_length": 500.0},
             {"completions/max_length": 498.0, "completions/mean_length": 480.0}]  # fmt: skip
     assert fired(replay(rows)[1], "length_near_max") == []
+
+
+def test_most_completions_truncated_is_length_near_max_whatever_the_budget():
+    # No budget stated and no cap: one row with 75% of completions cut (>= 0.5), judged at the end on that row.
+    _, alerts = replay([{"completions/clipped_ratio": 0.75, "completions/mean_length": 2362.0}])
+    (alert,) = [a for a in alerts if a.rule == "length_near_max"]
+    assert alert.severity == "warning" and alert.values == {"clipped_mean": 0.75, "clipped": 0.5}
+    assert alert.message.startswith("truncated share (completions/clipped_ratio) mean 0.750 >= 0.5")
+    # 40% cut (< 0.5), the mean length far below the stated budget 4096: no alert.
+    rows = [{"completions/clipped_ratio": 0.4, "completions/mean_length": 2000.0}]
+    assert fired(replay(rows, RunContext(max_completion_length=4096))[1], "length_near_max") == []

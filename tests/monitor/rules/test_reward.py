@@ -11,8 +11,13 @@ def test_no_reward_spread_on_two_rows_is_no_signal_whatever_the_scale():
     _, alerts = replay(rows)
     signal = [alert for alert in alerts if alert.rule == "no_signal"]
     assert [(a.step, a.words["basis"], a.severity) for a in signal] == [(2, "spread", "failing")]
-    # One row is not sustained: no no_signal from the spread (and 3.0 is above the [0, 1] floor).
-    assert fired(replay(rows[:1])[1], "no_signal") == []
+    # A history of one row: flat from its first row to its last, judged at the end on all of it (the spread basis;
+    # 3.0 is above the [0, 1] floor, so not the scale's).
+    (alert,) = [alert for alert in replay(rows[:1])[1] if alert.rule == "no_signal"]
+    assert (alert.step, alert.words["basis"], alert.points) == (1, "spread", 1)
+    # Two rows, the first with a spread: not every row of the history is flat.
+    mixed = [{"reward": 3.0, "reward_std": 0.5}, {"reward": 3.0, "reward_std": 0.0}]
+    assert fired(replay(mixed)[1], "no_signal") == []
 
 
 def test_every_group_flat_with_the_loss_at_zero_is_no_signal():
@@ -33,3 +38,50 @@ def test_format_rising_while_accuracy_falls_on_the_concept_columns():
     # 6 rows (fewer than the window of 20): judged at the end on the 6, halves of 3, the same gains.
     short = [{"format": 0.2 if i < 3 else 0.5, "accuracy": 0.4 if i < 3 else 0.3} for i in range(6)]
     assert fired(replay(short)[1], "reward_collapse") == [(6, "reward_collapse")]
+
+
+def test_a_short_history_is_a_plateau_only_when_every_point_is_flat_in_the_lower_half():
+    # 6 rows at 0.2055-0.2065 (spread 0.001 < tolerance 0.02 x range 1): judged at the end, a plateau below 0.5.
+    rows = [{"reward": 0.2055 + 0.0002 * i} for i in range(6)]
+    monitor, alerts = replay(rows)
+    assert fired(alerts, "reward_plateau") == [(6, "reward_plateau")]
+    assert alerts[-1].values["ceiling"] == 0.5  # min(1 - 0.05, 0 + 0.5 x 1)
+    # 4 such rows: fewer than `fewest` (5), no decision either way.
+    monitor, alerts = replay(rows[:4])
+    assert fired(alerts, "reward_plateau") == []
+    assert not {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+    # 4 rows spread 0.37-0.41 (0.04 >= 0.02): not flat, judged so (no plateau shown).
+    monitor, alerts = replay([{"reward": r} for r in (0.39, 0.40, 0.37, 0.41)])
+    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+    # 2 rows at 0.99: above the ceiling, a run at its top is no plateau, judged from any number of points.
+    monitor, alerts = replay([{"reward": 0.99}] * 2)
+    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+
+
+def test_no_plateau_in_the_upper_half_or_while_the_accuracy_is_high_or_rising():
+    # 100 rows flat at 0.6: in the upper half of [0, 1] (ceiling 0.5), a run that learned.
+    assert fired(replay([{"reward": 0.6}] * 100)[1], "reward_plateau") == []
+    # Flat at 0.3 for 100 rows: a plateau at step 100 ...
+    assert fired(replay([{"reward": 0.3}] * 100)[1], "reward_plateau") == [(100, "reward_plateau")]
+    # ... unless the accuracy rises between the halves (0.2 -> 0.3, +0.1 > 0.02) or averages above 0.5.
+    rising = [{"reward": 0.3, "accuracy": 0.2 if i < 50 else 0.3} for i in range(100)]
+    assert fired(replay(rising)[1], "reward_plateau") == []
+    high = [{"reward": 0.3, "accuracy": 0.6}] * 100
+    assert fired(replay(high)[1], "reward_plateau") == []
+
+
+def _stall_then_learn(accuracy_after: float) -> list[dict[str, float]]:
+    # 60 rows. Rows 1-20: format 0.2 -> 0.5 at row 11 while the accuracy stays 0.2 (reward_collapse fires at row 20:
+    # format +0.3 > 0.1, accuracy +0.0 < 0.02). Rows 21-60: format 0.5, accuracy `accuracy_after`.
+    return [{"format": 0.2 if i < 10 else 0.5, "accuracy": 0.2 if i < 20 else accuracy_after} for i in range(60)]
+
+
+def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
+    # The accuracy rises to 0.6 after the window: first 10 rows' mean 0.2, last 10's 0.6, +0.4 > 0.1 over the run.
+    monitor, alerts = replay(_stall_then_learn(0.6))
+    assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
+    assert [(r.rule, r.fired, r.recovered) for r in monitor.recoveries] == [("reward_collapse", 20, 60)]
+    # The accuracy stays at 0.25 (+0.05 over the run, not above 0.1): the alert stands.
+    monitor, alerts = replay(_stall_then_learn(0.25))
+    assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
+    assert monitor.recoveries == []
