@@ -112,11 +112,12 @@ class Replay:
                     "(pass --reward-max/--reward-min if it differs)"
                 )
             else:
-                notes.append(
-                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g}); "
-                    f"{', '.join(REWARD_SCALE_RULES)} could not judge"
-                )
                 alerts, coverage = _without_scale(alerts, coverage)
+                unjudged = [item.rule for item in coverage if item.reason == SCALE_UNKNOWN]
+                notes.append(
+                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g})"
+                    + (f"; {', '.join(unjudged)} could not judge" if unjudged else "")
+                )
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
@@ -144,7 +145,7 @@ def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[l
     """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
     kept = []
     for alert in alerts:
-        # no_signal's zero-spread reading needs no scale.
+        # no_signal's zero-spread reading and reward_decline's fall over a short run's own spread need no scale.
         if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
             continue
         if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):

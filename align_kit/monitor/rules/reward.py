@@ -188,19 +188,50 @@ def _named(metric: str) -> str:
 @rule(
     "reward_decline",
     ("reward",),
-    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
+    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f}{how})",
     memory=lambda s: Memory(tail=s.span, best_span=s.span),
     severity="failing",
     fixes=("lower_lr", "fewer_updates", "routing_replay"),
     points=span_points,
+    # A run shorter than `span`: judged at its end over all of its points, means of half of them (6 points at least).
+    shorten=lambda s, points: _ShortDecline(**{**asdict(s), "span": points // 2}) if points >= 6 else None,
 )
 def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
     series = history["reward"]
+    if isinstance(s, _ShortDecline):
+        return _short_decline(s, series.last(series.count), context)
     if series.count < s.span:
         return None
     latest, best = series.mean_last(s.span), series.best[s.span]
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
-    return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
+    values = {"latest": latest, "best": best, "threshold": threshold}
+    return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
+
+
+@dataclass
+class _ShortDecline(RewardDecline):
+    """reward_decline's settings at the end of a run shorter than its span (`span` = half the points logged)."""
+
+
+# Without a reward scale, a short run's own spread measures the fall: its smoothed reward must lose more than this
+# share of the range its rewards covered (a noisy flat run's half-window means move far less than its points do).
+SPREAD_DROP = 0.5
+
+
+def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -> Finding:
+    """Over every point of a short run: the latest `span`-point mean against the best such mean, below it by `drop`
+    of the reward's range (the `scale` basis), or, whatever the scale, by SPREAD_DROP of the range the run's own
+    rewards covered (the `spread` basis, which the doctor keeps when no scale is known)."""
+    means = [fmean(values[end - s.span : end]) for end in range(s.span, len(values) + 1)]
+    latest, best = means[-1], max(means)
+    by_scale = best - s.drop * (context.reward_max - context.reward_min)
+    by_spread = best - SPREAD_DROP * (max(values) - min(values))
+    if latest < by_spread:
+        how = f"; it lost more than {SPREAD_DROP:g} of the {min(values):.3g}..{max(values):.3g} its rewards covered"
+        values_out = {"latest": latest, "best": best, "threshold": by_spread}
+        return Finding(True, values_out, "reward", {"basis": "spread", "how": how}, len(values))
+    values_out = {"latest": latest, "best": best, "threshold": by_scale}
+    return Finding(latest < by_scale, values_out, "reward", {"basis": "scale", "how": ""}, len(values))
 
 
 @rule(

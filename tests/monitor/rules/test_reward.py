@@ -85,3 +85,18 @@ def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
     monitor, alerts = replay(_stall_then_learn(0.25))
     assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
     assert monitor.recoveries == []
+
+
+def test_a_short_run_declining_over_half_its_own_spread_is_reward_decline_whatever_the_scale():
+    # 8 rows, 22.6 down to 14.1 (a scale nobody stated): 4-point means, best (22.6+20.3+17+14.9)/4 = 18.7, latest
+    # (14.1+14.1+13.8+14.1)/4 = 14.025 < 18.7 - 0.5 x (22.6 - 13.8) = 14.3: the spread basis.
+    rows = [{"reward": r} for r in (22.6, 20.3, 17.0, 14.9, 14.1, 14.1, 13.8, 14.1)]
+    _, alerts = replay(rows)
+    (alert,) = [a for a in alerts if a.rule == "reward_decline"]
+    assert (alert.step, alert.words["basis"], alert.severity) == (8, "spread", "failing")
+    assert alert.values["threshold"] == 18.7 - 0.5 * (22.6 - 13.8)
+    # A noisy flat short run: 4-point means move far less than half of the points' range, no alert.
+    noisy = [{"reward": r} for r in (1.72, 1.97, 1.80, 1.75, 1.95, 1.74, 1.90, 1.78)]
+    assert fired(replay(noisy)[1], "reward_decline") == []
+    # 5 rows: fewer than the 6 a short run needs.
+    assert fired(replay(rows[:5])[1], "reward_decline") == []
