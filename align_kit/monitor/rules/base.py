@@ -252,6 +252,8 @@ class Finding:
     # What the decision read of `metric`, when not its last `Rule.needs` points (e.g. the first and the last span).
     points: int | None = None
     first_step: int | None = None
+    # A milder severity than the rule's, where what it read is too little to call the run broken (one row).
+    severity: str | None = None
 
 
 @dataclass(frozen=True)

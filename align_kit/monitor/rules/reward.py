@@ -355,7 +355,8 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
         values = {"reward_std_max": max(spreads)}
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
         words = {"what": what, "basis": "spread", "why": _ALIKE}
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows)
+        # One row is one batch: flat, but not yet sustained (a batch of one easy prompt can be); a warning.
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows, severity=_once(s.rows))
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:
@@ -367,7 +368,13 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     holds = min(flats) >= s.flat and all(stills)
     what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
     values = {"flat_min": min(flats)}
-    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
+    words = {"what": what, "basis": "spread", "why": _ALIKE}
+    return Finding(holds, values, flat_metric, words, s.rows, severity=_once(s.rows))
+
+
+def _once(rows: int) -> str | None:
+    """A zero spread read on a single row is a warning; sustained over 2 rows or more, the rule's failing."""
+    return "warning" if rows < 2 else None
 
 
 @rule(

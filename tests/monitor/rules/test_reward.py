@@ -13,8 +13,9 @@ def test_no_reward_spread_on_two_rows_is_no_signal_whatever_the_scale():
     assert [(a.step, a.words["basis"], a.severity) for a in signal] == [(2, "spread", "failing")]
     # A history of one row: flat from its first row to its last, judged at the end on all of it (the spread basis;
     # 3.0 is above the [0, 1] floor, so not the scale's).
+    # One row is one batch, not yet sustained: a warning (two rows above: failing).
     (alert,) = [alert for alert in replay(rows[:1])[1] if alert.rule == "no_signal"]
-    assert (alert.step, alert.words["basis"], alert.points) == (1, "spread", 1)
+    assert (alert.step, alert.words["basis"], alert.points, alert.severity) == (1, "spread", 1, "warning")
     # Two rows, the first with a spread: not every row of the history is flat.
     mixed = [{"reward": 3.0, "reward_std": 0.5}, {"reward": 3.0, "reward_std": 0.0}]
     assert fired(replay(mixed)[1], "no_signal") == []
