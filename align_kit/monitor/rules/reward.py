@@ -204,8 +204,23 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
         return None
     latest, best = series.mean_last(s.span), series.best[s.span]
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
+    if _no_scale(context, series.low, series.high):  # the run's own spread is its only scale
+        by_spread = best - SPREAD_DROP * (series.high - series.low)
+        how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
+        values = {"latest": latest, "best": best, "threshold": by_spread}
+        return Finding(latest < by_spread, values, "reward", _spread(how))
     values = {"latest": latest, "best": best, "threshold": threshold}
     return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
+
+
+def _no_scale(context: RunContext, low: float, high: float) -> bool:
+    """No reward range is stated and the rewards left [0, 1], the range otherwise assumed: the run's own spread is
+    the only scale (a stated or assumed range is read by the `scale` basis, never by the looser spread)."""
+    return not context.reward_scale_stated and (low < 0.0 or high > 1.0)
+
+
+def _spread(how: str) -> dict[str, str]:
+    return {"basis": "spread", "how": how}
 
 
 @dataclass
@@ -213,23 +228,23 @@ class _ShortDecline(RewardDecline):
     """reward_decline's settings at the end of a run shorter than its span (`span` = half the points logged)."""
 
 
-# Without a reward scale, a short run's own spread measures the fall: its smoothed reward must lose more than this
-# share of the range its rewards covered (a noisy flat run's half-window means move far less than its points do).
+# Without a reward scale, the run's own spread measures the fall: its smoothed reward must lose more than this share
+# of the range its rewards covered (a noisy flat run's window means move far less than its single points do).
 SPREAD_DROP = 0.5
 
 
 def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -> Finding:
     """Over every point of a short run: the latest `span`-point mean against the best such mean, below it by `drop`
-    of the reward's range (the `scale` basis), or, whatever the scale, by SPREAD_DROP of the range the run's own
-    rewards covered (the `spread` basis, which the doctor keeps when no scale is known)."""
+    of the reward's range (the `scale` basis), or, when the run has no scale (`_no_scale`), by SPREAD_DROP of the
+    range its own rewards covered (the `spread` basis, which the doctor keeps when no scale is known)."""
     means = [fmean(values[end - s.span : end]) for end in range(s.span, len(values) + 1)]
     latest, best = means[-1], max(means)
     by_scale = best - s.drop * (context.reward_max - context.reward_min)
-    by_spread = best - SPREAD_DROP * (max(values) - min(values))
-    if latest < by_spread:
+    if _no_scale(context, min(values), max(values)):
+        by_spread = best - SPREAD_DROP * (max(values) - min(values))
         how = f"; it lost more than {SPREAD_DROP:g} of the {min(values):.3g}..{max(values):.3g} its rewards covered"
         values_out = {"latest": latest, "best": best, "threshold": by_spread}
-        return Finding(True, values_out, "reward", {"basis": "spread", "how": how}, len(values))
+        return Finding(latest < by_spread, values_out, "reward", _spread(how), len(values))
     values_out = {"latest": latest, "best": best, "threshold": by_scale}
     return Finding(latest < by_scale, values_out, "reward", {"basis": "scale", "how": ""}, len(values))
 
