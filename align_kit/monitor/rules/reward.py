@@ -169,13 +169,14 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
 
 def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
     """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
-    format gain the rule watches for (`min_format_gain`): the content was learned over the run, so a window where the
-    format outpaced it is an episode the rest of the run reversed, not format hacking (18.3.2)."""
+    stall the rule reads in a window (`max_correctness_gain`): over the whole run the content was learned, not
+    stalled, so a window where the format outpaced it (a format learned first, as tutorials' runs do) is an episode
+    the rest of the run reversed, not format hacking (18.3.2: format up while accuracy falls or stalls)."""
     accuracy = history[first_logged(history, _components(s)[1])]
     half = max(s.window // 2, 1)
     if accuracy.count < 2 * half:
         return False
-    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.min_format_gain
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain
 
 
 def _named(metric: str) -> str:

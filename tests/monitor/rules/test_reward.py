@@ -83,8 +83,8 @@ def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
     monitor, alerts = replay(_stall_then_learn(0.6))
     assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
     assert [(r.rule, r.fired, r.recovered) for r in monitor.recoveries] == [("reward_collapse", 20, 60)]
-    # The accuracy stays at 0.25 (+0.05 over the run, not above 0.1): the alert stands.
-    monitor, alerts = replay(_stall_then_learn(0.25))
+    # The accuracy ends at 0.21 (+0.01 over the run, within the stall bound 0.02): the alert stands.
+    monitor, alerts = replay(_stall_then_learn(0.21))
     assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
     assert monitor.recoveries == []
 
