@@ -90,8 +90,9 @@ def test_rewards_outside_0_1_without_a_scale_are_judged_only_against_their_own_s
     # spread: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step 31).
     diagnosis = diagnose(history(_falling(4.0, 1.0)))
     assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
-    plateau = next(item for item in diagnosis.coverage if item.rule == "reward_plateau")
-    assert not plateau.judged and plateau.reason == SCALE_UNKNOWN
+    coverage = {item.rule: item for item in diagnosis.coverage}
+    assert not coverage["reward_plateau"].judged and coverage["reward_plateau"].reason == SCALE_UNKNOWN
+    assert coverage["reward_decline"].judged  # on the spread
     assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
 
 
