@@ -25,6 +25,8 @@ from align_kit.monitor.settings import HealthMonitorConfig
 
 # The rules whose thresholds are shares of the reward range (reward_max - reward_min).
 REWARD_SCALE_RULES = ("reward_plateau", "reward_decline", "no_signal")
+# Reward-scale rules that judge a run with no scale on its own spread instead (RunContext.reward_scale_stated).
+SPREAD_READERS = ("reward_decline",)
 # Rules whose words name the reward level (too easy / too hard): without a scale, the difficulty is unknown.
 DIFFICULTY_RULES = ("zero_std_groups", "zero_advantage")
 SCALE_UNKNOWN = "reward scale unknown: pass --reward-max/--reward-min"
@@ -112,11 +114,12 @@ class Replay:
                     "(pass --reward-max/--reward-min if it differs)"
                 )
             else:
-                notes.append(
-                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g}); "
-                    f"{', '.join(REWARD_SCALE_RULES)} could not judge"
-                )
                 alerts, coverage = _without_scale(alerts, coverage)
+                unjudged = [item.rule for item in coverage if item.reason == SCALE_UNKNOWN]
+                notes.append(
+                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g})"
+                    + (f"; {', '.join(unjudged)} could not judge" if unjudged else "")
+                )
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
@@ -144,14 +147,16 @@ def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[l
     """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
     kept = []
     for alert in alerts:
-        # no_signal's zero-spread reading needs no scale.
+        # no_signal's zero-spread reading and reward_decline's fall against the run's own spread need no scale.
         if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
             continue
         if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
             words = {**alert.words, "difficulty": ""}
             alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
         kept.append(alert)
-    spread = {alert.rule for alert in kept}
+    # Rules that judged on a reading needing no scale: those with alerts kept, and reward_decline, which reads the
+    # run's own spread whenever its rewards left [0, 1] with no range stated (the only case with no scale).
+    spread = {alert.rule for alert in kept} | set(SPREAD_READERS)
     covered = [
         replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN)
         if item.rule in REWARD_SCALE_RULES and item.rule not in spread

@@ -132,8 +132,8 @@ class LengthGrowth:
 class LengthNearMax:
     """Mean of the last `span` points at or above (1 - margin) x max_completion_length (the
     training-stability chapter, table 16-6); or, whether the budget is known or not, the truncated
-    share (`completions/clipped_ratio`) averaging at least `clipped` over them: most completions
-    end at the budget."""
+    share (`completions/clipped_ratio`) averaging at least `clipped` over the last `clipped_span`
+    points: most completions end at the budget."""
 
     action: Action = _action("warn")
     span: int = _span(1)
@@ -151,6 +151,13 @@ class LengthNearMax:
         le=1,
         help="The mean truncated share at or above which completions run into the budget (most of them cut), in "
         "(0, 1]; `length_pinned` is its failing level (0.9).",
+    )
+    clipped_span: int = knob(
+        10,
+        ge=1,
+        help="Logged points the truncated share is averaged over (a step of a few completions cuts 0 or 1/2 of "
+        "them by chance); a shorter run is judged at its end on all of its points.",
+        source="18.3.1",
     )
 
 
@@ -471,10 +478,11 @@ class NoSignal:
         lt=1,
     )
     rows: int = knob(
-        2,
+        10,
         ge=2,
         help="Consecutive rows with zero reward spread (reward_std 0, or every group flat with loss and grad_norm "
-        "0) that are no signal whatever the reward scale, >= 2.",
+        "0) that are no signal whatever the reward scale, >= 2; 10 as the span: with a few completions per step "
+        "(a notebook's 1 prompt x 2-8), 2 or more flat rows in a row come and go in runs that learn.",
     )
 
 

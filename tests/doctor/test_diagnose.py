@@ -85,11 +85,14 @@ def test_rewards_in_0_1_assume_that_scale_and_say_so():
     assert any("[0, 1] is assumed" in note for note in diagnosis.notes)
 
 
-def test_rewards_outside_0_1_without_a_scale_cannot_be_judged():
+def test_rewards_outside_0_1_without_a_scale_are_judged_only_against_their_own_spread():
+    # No scale: the scale-based readings cannot judge (reward_plateau), but reward_decline reads the run's own
+    # spread: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step 31).
     diagnosis = diagnose(history(_falling(4.0, 1.0)))
-    assert [a.rule for a in diagnosis.alerts] == []
-    decline = next(item for item in diagnosis.coverage if item.rule == "reward_decline")
-    assert not decline.judged and decline.reason == SCALE_UNKNOWN
+    assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
+    coverage = {item.rule: item for item in diagnosis.coverage}
+    assert not coverage["reward_plateau"].judged and coverage["reward_plateau"].reason == SCALE_UNKNOWN
+    assert coverage["reward_decline"].judged  # on the spread
     assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
 
 

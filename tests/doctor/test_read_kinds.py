@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
+from align_kit.doctor.history import DoctorInputError
 from align_kit.doctor.readers import read_runs
 
 DATA = Path(__file__).parent / "data"
@@ -113,3 +116,13 @@ def test_an_episode_counter_with_one_averaged_reward_and_comma_separated_average
     (history,) = read_runs(str(averages))
     assert [(values["reward"], values["accuracy"]) for _, values in history.rows] == [(0.064, 0.22), (-0.056, 0.12)]
     assert "best_reward" in history.unmapped
+
+
+def test_pair_lines_in_names_no_map_knows_error_with_map_advice_and_read_with_it(tmp_path):
+    path = tmp_path / "custom.log"
+    path.write_text("score: 1.5, kl_div: 0.1\nscore: 1.7, kl_div: 0.2\n")
+    with pytest.raises(DoctorInputError, match=r"names no map knows \(score, kl_div\): .* e\.g\. --map reward=score"):
+        read_runs(str(path))
+    # With the advice taken, the same lines are rows.
+    (history,) = read_runs(str(path), key_map={"reward": "score", "kl": "kl_div"})
+    assert [(values["reward"], values["kl"]) for _, values in history.rows] == [(1.5, 0.1), (1.7, 0.2)]

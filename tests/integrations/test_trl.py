@@ -15,7 +15,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.integrations.trl import HealthCallback, reward_names, run_context, without_halts
 from align_kit.monitor import HealthMonitorConfig
 from align_kit.monitor.callback import MONITOR_STATE_FILE
-from align_kit.monitor.settings import AboveThreshold
+from align_kit.monitor.settings import AboveThreshold, NoSignal
 from tests.conftest import ROOT
 from tests.read_only import unwritable_folder
 
@@ -73,7 +73,10 @@ def test_without_halts_turns_halts_into_warnings():
 
 
 # Two flat batches in a row: with span 2 the rule can judge only at the second one.
-FLAT_TWICE = HealthMonitorConfig(zero_std_groups=AboveThreshold(action="warn", span=2, threshold=0.5))
+# Two flat rows are enough for both rules (the shipped no_signal reads 10): the resume tests count on step 2.
+FLAT_TWICE = HealthMonitorConfig(
+    zero_std_groups=AboveThreshold(action="warn", span=2, threshold=0.5), no_signal=NoSignal(rows=2)
+)
 
 
 def _begin(callback: HealthCallback, args: GRPOConfig, step: int, log_history: list[dict]) -> TrainerControl:
@@ -205,18 +208,19 @@ def test_plain_grpo_trainer_prints_the_dashboard(tmp_path, monkeypatch, capsys, 
     assert re.search(r"\[Step 1/4\] loss=\S+ reward_avg=0\.000", printed)
     assert "[Step 4/4]" in printed
     # The random-weight model rarely ends a completion within 16 tokens: length_near_max judges against the
-    # GRPOConfig's max_completion_length (16 x (1 - 0.05) = 15.2). Every group is flat too, with reward_std 0: from
-    # step 2 that is no_signal whatever the reward scale (two rows); zero_std_groups judges over 10 points and the
-    # run logs 4: no alert from it during training.
+    # GRPOConfig's max_completion_length (16 x (1 - 0.05) = 15.2). Every group is flat too, with reward_std 0;
+    # zero_std_groups and no_signal judge over 10 points and the run logs 4: no alert from them during training.
     rows = _alerts(tmp_path / "grpo-run")
     during = [a for a in rows if "fewer than the" not in a["message"]]
     # (a batch that ends early re-arms the rule, so a later step may fire again)
-    assert {a["rule"] for a in during} == {"length_near_max", "no_signal"}
+    assert {a["rule"] for a in during} == {"length_near_max"}
     assert (rows[0]["step"], rows[0]["action"]) == (1, "warn")
     # At the end of training the rules that never judged judge the 4 points there are: every group flat (share 1.0
-    # > 0.5), and with no advantage every grad norm 0 < 1e-4 (grad_norm_vanishing reads 3 points at least).
+    # > 0.5), reward_std 0 on all 4 rows (no_signal), and with no advantage every grad norm 0 < 1e-4
+    # (grad_norm_vanishing reads 3 points at least).
     at_end = {a["rule"]: a for a in rows if "fewer than the" in a["message"]}
-    assert {"zero_std_groups"} <= set(at_end) <= {"zero_std_groups", "grad_norm_vanishing", "length_pinned"}
+    assert {"zero_std_groups", "no_signal"} <= set(at_end)
+    assert set(at_end) <= {"zero_std_groups", "no_signal", "grad_norm_vanishing", "length_pinned"}
     assert at_end["zero_std_groups"]["step"] == 4 and at_end["zero_std_groups"]["points"] == 4
     assert at_end["zero_std_groups"]["values"]["recent_mean"] == 1.0
     assert rows[0]["values"]["max_completion_length"] == 16

@@ -728,14 +728,17 @@ def test_length_pinned_from_the_truncated_share_alone_and_with_the_budget(config
 def test_a_short_history_is_judged_at_its_end(configs):
     # Three rows: fewer than length_pinned's span of 10, so update() never judges; finish() does, on the 3 there
     # are: mean (1 + 1 + 0.875) / 3 = 0.958 >= 0.9. all_truncated needs 2 rows at >= 0.99: 1.0 and 1.0 at step 20.
-    # length_near_max (span 1) reads the truncated share live: 1.0 >= 0.5 at step 10, most completions cut.
+    # length_near_max reads the truncated share over 10 points too: at the end, 0.958 >= 0.5 on the 3.
     monitor = monitor_for(configs["default"], max_completion_length=None)
     live = [fired(monitor, [(step, {"completions/clipped_ratio": value})]) for step, value in ((10, 1.0), (20, 1.0))]
-    assert live == [[(10, "length_near_max")], [(20, "all_truncated")]]
+    assert live == [[], [(20, "all_truncated")]]
     assert monitor.update(30, {"completions/clipped_ratio": 0.875}) == []  # 0.875 < 0.99: its episode ends
     alerts = monitor.finish()
-    assert [(a.step, a.rule, a.first_step, a.points) for a in alerts] == [(30, "length_pinned", 10, 3)]
-    assert alerts[0].message.endswith("(over 3 logged points, fewer than the span 10)")
+    assert [(a.step, a.rule, a.first_step, a.points) for a in alerts] == [
+        (30, "length_near_max", 10, 3),
+        (30, "length_pinned", 10, 3),
+    ]
+    assert alerts[1].message.endswith("(over 3 logged points, fewer than the span 10)")
     assert monitor.finish() == []  # it judged: the end does not repeat it
 
 

@@ -194,7 +194,7 @@ def read_text(
             line, reason = first_bad
             notes.append(f"skipped {skipped} line(s) that are not JSON (first: line {line}, {reason})")
         candidates.append(_json_objects(objects, key_map, notes))
-    lines = text_logs.LogLines().scan(text)
+    lines = text_logs.LogLines(columns).scan(text)
     shared = []
     if lines.summaries:
         shared.append(f"left out {lines.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
@@ -238,6 +238,12 @@ def read_text(
         if missing_ok and not any(found.configs for found in candidates):
             return []
         tried = "; ".join(found.describe() for found in candidates)
+        unnamed = list(lines.pairs.unnamed)[:6]
+        if unnamed:  # lines of pairs were there, in names no built-in map knows: say how to name them
+            tried += (
+                f"; `key: value` lines in names no map knows ({', '.join(unnamed)}): give each its concept with "
+                f"--map, e.g. --map reward={unnamed[0]}"
+            )
         raise input_error(path, UNKNOWN_FORMAT.replace("; expected", f" ({tried}); expected", 1))
     # Each rendered progress table is one training's (a saved notebook keeps a table's last redraw only): when one
     # wins, every one with metric rows is a run, e.g. an SFT warm-up's table and then GRPO's.

@@ -56,8 +56,9 @@ def pairs(text: str) -> dict[str, Any]:
     return row
 
 
-def _names(row: dict[str, Any]) -> int:
-    return sum(1 for key in row if is_known_metric(key) or is_printed_metric(key))
+def _names(row: dict[str, Any], columns: frozenset[str] = frozenset()) -> int:
+    """How many of a row's keys are metric names: built-in, or a column the user's --map names."""
+    return sum(1 for key in row if is_known_metric(key) or is_printed_metric(key) or key in columns)
 
 
 class StepPairs:
@@ -65,9 +66,11 @@ class StepPairs:
     except that a line right after one whose names it does not repeat continues it (a summary printed over two
     lines)."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: frozenset[str] = frozenset()) -> None:
+        self.columns = columns  # the columns a --map names: metric names too
         self.rows: RawRows = []
         self.records: list[dict[str, Any]] = []
+        self.unnamed: dict[str, None] = {}  # keys of pair lines that name no known metric, in order (for --map advice)
         self._since = FOLLOW_LINES + 1  # lines since the last row
         self._since_record = 2  # lines since the last record line
 
@@ -81,7 +84,7 @@ class StepPairs:
         if match is None:
             if self.rows and self._since <= FOLLOW_LINES and ("=" in line or ":" in line):
                 extra = pairs(line)
-                if extra and _names(extra):
+                if extra and _names(extra, self.columns):
                     self.rows[-1][1].update({key: value for key, value in extra.items() if key not in self.rows[-1][1]})
                     self._since = 0
                     return True
@@ -93,7 +96,9 @@ class StepPairs:
         right after a record, naming none of its keys, joins it with at least one)."""
         row = pairs(line)
         joins = self.records and self._since_record == 1 and not (row.keys() & self.records[-1].keys())
-        if _names(row) < (1 if joins else MIN_NAMES):
+        if _names(row, self.columns) < (1 if joins else MIN_NAMES):
+            if len(row) >= MIN_NAMES and not _names(row, self.columns):  # a metric line, perhaps, in names no map knows
+                self.unnamed.update(dict.fromkeys(row))
             return False
         if joins:
             self.records[-1].update(row)
@@ -106,7 +111,7 @@ class StepPairs:
         rest = line[: match.start()] + " | " + line[match.end() :]
         row = pairs(rest)
         # A progress counter (`Episode 50/400`) marks a training line: one recognised name beside it is a row.
-        if _names(row) < (1 if match.group(2) else MIN_NAMES):
+        if _names(row, self.columns) < (1 if match.group(2) else MIN_NAMES):
             return False
         self.rows.append((int(match.group(1)), row))
         self._since = 0

@@ -117,14 +117,14 @@ class LogLines:
     """Rows found in a text: TRL dicts (with the step each line states, if any) and verl step lines; printed
     config dicts (`evidence.is_config`) are counted and left out."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: frozenset[str] = frozenset()) -> None:
         self.trl: list[tuple[int | None, dict[str, Any]]] = []
         self.verl: RawRows = []
         self.summaries = 0
         self.unparsed = 0
         self.configs = 0
         self.joined = 0  # dicts a paste or a terminal wrapped over several lines, joined
-        self.pairs = StepPairs()  # step-tagged `key: value` lines
+        self.pairs = StepPairs(columns)  # `key: value` lines, step-tagged or not (`columns`: names a --map gives)
 
     def _take(self, text: str) -> bool:
         """Parse one printed dict (or a list of them on one line); whether it held a metric row."""

@@ -93,6 +93,7 @@ class Series:
         # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
         self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
         self._means: dict[int, float] = {}  # n -> the mean of the last n values, for the latest value only
+        self.low, self.high = math.inf, -math.inf  # the range of every value logged
 
     def append(self, step: int, value: float) -> None:
         self.count += 1
@@ -102,6 +103,10 @@ class Series:
             self.first.append(value)
         self.steps.append(step)
         self.values.append(value)
+        if value < self.low:
+            self.low = value
+        if value > self.high:
+            self.high = value
         if self._means:
             self._means = {}
         for span in self._best_spans:
@@ -154,6 +159,7 @@ class Series:
             "steps": list(self.steps),
             "values": list(self.values),
             "best": {str(span): value for span, value in self.best.items()},
+            "range": [self.low, self.high] if self.count else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -162,6 +168,8 @@ class Series:
         self.steps.extend(state["steps"])
         self.values.extend(state["values"])
         self._means = {}
+        kept = state["values"] or [math.inf]  # saved before the range was kept: what the kept values say
+        self.low, self.high = state.get("range") or (min(kept), max(state["values"] or [-math.inf]))
         self.best = {int(span): value for span, value in state["best"].items()}
 
 
@@ -252,6 +260,8 @@ class Finding:
     # What the decision read of `metric`, when not its last `Rule.needs` points (e.g. the first and the last span).
     points: int | None = None
     first_step: int | None = None
+    # A milder severity than the rule's, where what it read is too little to call the run broken (one row).
+    severity: str | None = None
 
 
 @dataclass(frozen=True)

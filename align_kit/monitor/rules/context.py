@@ -38,6 +38,9 @@ class RunContext:
     max_completion_length: int | None = None
     reward_max: float = 1.0
     reward_min: float = 0.0  # the lowest total reward attainable: reward rules judge shares of max - min
+    # Whether the range above is stated (the plan's, the log's, the caller's) or only the [0, 1] default: without a
+    # stated range, a reward that leaves [0, 1] has no scale, and reward_decline reads the run's own spread instead.
+    reward_scale_stated: bool = True
     advantage: str = "grpo"
     clip_higher: bool = False  # token-level clip with eps_high > eps_low
     sequence_clip: bool = False  # GSPO
@@ -117,6 +120,7 @@ class RunContext:
             "router_aux_loss_coef": number(stated.get("router_aux_loss_coef")),
             "output_router_logits": flag(stated.get("output_router_logits")),
         }
+        values["reward_scale_stated"] = values["reward_max"] is not None or values["reward_min"] is not None
         known = {item.name for item in fields(cls)}
         values.update({name: value for name, value in facts.items() if name in known})
         return cls(**{key: value for key, value in values.items() if value is not None})  # None: the default

@@ -261,7 +261,7 @@ class HealthMonitor:
             message=rule.message.format(metric=finding.metric, **words, **finding.values) + note,
             advice=in_terms(fixes, self.framework, self.context) if fixes else "",
             metric=finding.metric,
-            severity=rule.severity,
+            severity=finding.severity or rule.severity,
             first_step=first_step,
             points=read,
             fixes=fixes,

@@ -4,6 +4,7 @@ table 16-6)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from align_kit.monitor.rules.base import (
     CLIPPED,
@@ -64,11 +65,12 @@ def _length_near_max_fixes(words: Mapping[str, str]) -> tuple[str, ...]:
     "{what}: completions are cut at the budget",
     reads=(MAX_LENGTH,),
     inputs=lambda _s: ((MEAN_LENGTH, CLIPPED),),
-    memory=lambda s: Memory(head=1, tail=max(s.span, 2)),
+    memory=lambda s: Memory(head=1, tail=max(s.span, s.clipped_span, 2)),
     fixes=_length_near_max_fixes,
-    points=span_points,
+    points=lambda s: max(s.span, s.clipped_span),
     context=("max_completion_length",),  # what coverage names when neither a budget nor the truncated share is known
-    level=True,
+    # A run shorter than its spans: judged at its end on every point there is.
+    shorten=lambda s, points: replace(s, span=min(s.span, points), clipped_span=points) if points >= 1 else None,
 )
 def _length_near_max(s: LengthNearMax, history: History, context: RunContext) -> Finding | None:
     """The mean length within `margin` of the budget (stated, or a hard cap in the longest completion); or, whatever
@@ -91,9 +93,9 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
         if near.holds:
             return near
     clipped = history[CLIPPED]
-    if clipped.count < s.span:
+    if clipped.count < s.clipped_span:
         return near
-    share = clipped.mean_last(s.span)
+    share = clipped.mean_last(s.clipped_span)
     values = {"clipped_mean": share, "clipped": s.clipped}
     what = f"truncated share ({CLIPPED}) mean {share:.3f} >= {s.clipped:g}"
     words = {"from_start": "yes" if clipped.first[0] >= s.clipped else "no", "what": what}

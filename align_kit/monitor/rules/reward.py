@@ -169,13 +169,14 @@ def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Find
 
 def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
     """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
-    format gain the rule watches for (`min_format_gain`): the content was learned over the run, so a window where the
-    format outpaced it is an episode the rest of the run reversed, not format hacking (18.3.2)."""
+    stall the rule reads in a window (`max_correctness_gain`): over the whole run the content was learned, not
+    stalled, so a window where the format outpaced it (a format learned first, as tutorials' runs do) is an episode
+    the rest of the run reversed, not format hacking (18.3.2: format up while accuracy falls or stalls)."""
     accuracy = history[first_logged(history, _components(s)[1])]
     half = max(s.window // 2, 1)
     if accuracy.count < 2 * half:
         return False
-    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.min_format_gain
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain
 
 
 def _named(metric: str) -> str:
@@ -188,19 +189,65 @@ def _named(metric: str) -> str:
 @rule(
     "reward_decline",
     ("reward",),
-    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f})",
+    "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f}{how})",
     memory=lambda s: Memory(tail=s.span, best_span=s.span),
     severity="failing",
     fixes=("lower_lr", "fewer_updates", "routing_replay"),
     points=span_points,
+    # A run shorter than `span`: judged at its end over all of its points, means of half of them (6 points at least).
+    shorten=lambda s, points: _ShortDecline(**{**asdict(s), "span": points // 2}) if points >= 6 else None,
 )
 def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
     series = history["reward"]
+    if isinstance(s, _ShortDecline):
+        return _short_decline(s, series.last(series.count), context)
     if series.count < s.span:
         return None
     latest, best = series.mean_last(s.span), series.best[s.span]
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
-    return Finding(latest < threshold, {"latest": latest, "best": best, "threshold": threshold}, "reward")
+    if _no_scale(context, series.low, series.high):  # the run's own spread is its only scale
+        by_spread = best - SPREAD_DROP * (series.high - series.low)
+        how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
+        values = {"latest": latest, "best": best, "threshold": by_spread}
+        return Finding(latest < by_spread, values, "reward", _spread(how))
+    values = {"latest": latest, "best": best, "threshold": threshold}
+    return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
+
+
+def _no_scale(context: RunContext, low: float, high: float) -> bool:
+    """No reward range is stated and the rewards left [0, 1], the range otherwise assumed: the run's own spread is
+    the only scale (a stated or assumed range is read by the `scale` basis, never by the looser spread)."""
+    return not context.reward_scale_stated and (low < 0.0 or high > 1.0)
+
+
+def _spread(how: str) -> dict[str, str]:
+    return {"basis": "spread", "how": how}
+
+
+@dataclass
+class _ShortDecline(RewardDecline):
+    """reward_decline's settings at the end of a run shorter than its span (`span` = half the points logged)."""
+
+
+# Without a reward scale, the run's own spread measures the fall: its smoothed reward must lose more than this share
+# of the range its rewards covered (a noisy flat run's window means move far less than its single points do).
+SPREAD_DROP = 0.5
+
+
+def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -> Finding:
+    """Over every point of a short run: the latest `span`-point mean against the best such mean, below it by `drop`
+    of the reward's range (the `scale` basis), or, when the run has no scale (`_no_scale`), by SPREAD_DROP of the
+    range its own rewards covered (the `spread` basis, which the doctor keeps when no scale is known)."""
+    means = [fmean(values[end - s.span : end]) for end in range(s.span, len(values) + 1)]
+    latest, best = means[-1], max(means)
+    by_scale = best - s.drop * (context.reward_max - context.reward_min)
+    if _no_scale(context, min(values), max(values)):
+        by_spread = best - SPREAD_DROP * (max(values) - min(values))
+        how = f"; it lost more than {SPREAD_DROP:g} of the {min(values):.3g}..{max(values):.3g} its rewards covered"
+        values_out = {"latest": latest, "best": best, "threshold": by_spread}
+        return Finding(latest < by_spread, values_out, "reward", _spread(how), len(values))
+    values_out = {"latest": latest, "best": best, "threshold": by_scale}
+    return Finding(latest < by_scale, values_out, "reward", {"basis": "scale", "how": ""}, len(values))
 
 
 @rule(
@@ -324,7 +371,8 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
         values = {"reward_std_max": max(spreads)}
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
         words = {"what": what, "basis": "spread", "why": _ALIKE}
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows)
+        # One row is one batch: flat, but not yet sustained (a batch of one easy prompt can be); a warning.
+        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows, severity=_once(s.rows))
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:
@@ -336,7 +384,13 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     holds = min(flats) >= s.flat and all(stills)
     what = f"{flat_metric} >= {s.flat:g} with the loss or grad_norm exactly 0 on each of the last {s.rows} rows"
     values = {"flat_min": min(flats)}
-    return Finding(holds, values, flat_metric, {"what": what, "basis": "spread", "why": _ALIKE}, s.rows)
+    words = {"what": what, "basis": "spread", "why": _ALIKE}
+    return Finding(holds, values, flat_metric, words, s.rows, severity=_once(s.rows))
+
+
+def _once(rows: int) -> str | None:
+    """A zero spread read on a single row is a warning; sustained over 2 rows or more, the rule's failing."""
+    return "warning" if rows < 2 else None
 
 
 @rule(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from align_kit.monitor.rules import RunContext
 from tests.monitor.rules.helpers import fired, replay
 
 
@@ -13,8 +14,9 @@ def test_no_reward_spread_on_two_rows_is_no_signal_whatever_the_scale():
     assert [(a.step, a.words["basis"], a.severity) for a in signal] == [(2, "spread", "failing")]
     # A history of one row: flat from its first row to its last, judged at the end on all of it (the spread basis;
     # 3.0 is above the [0, 1] floor, so not the scale's).
+    # One row is one batch, not yet sustained: a warning (two rows above: failing).
     (alert,) = [alert for alert in replay(rows[:1])[1] if alert.rule == "no_signal"]
-    assert (alert.step, alert.words["basis"], alert.points) == (1, "spread", 1)
+    assert (alert.step, alert.words["basis"], alert.points, alert.severity) == (1, "spread", 1, "warning")
     # Two rows, the first with a spread: not every row of the history is flat.
     mixed = [{"reward": 3.0, "reward_std": 0.5}, {"reward": 3.0, "reward_std": 0.0}]
     assert fired(replay(mixed)[1], "no_signal") == []
@@ -81,7 +83,38 @@ def test_reward_collapse_that_the_whole_run_reversed_is_a_recovered_episode():
     monitor, alerts = replay(_stall_then_learn(0.6))
     assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
     assert [(r.rule, r.fired, r.recovered) for r in monitor.recoveries] == [("reward_collapse", 20, 60)]
-    # The accuracy stays at 0.25 (+0.05 over the run, not above 0.1): the alert stands.
-    monitor, alerts = replay(_stall_then_learn(0.25))
+    # The accuracy ends at 0.21 (+0.01 over the run, within the stall bound 0.02): the alert stands.
+    monitor, alerts = replay(_stall_then_learn(0.21))
     assert fired(alerts, "reward_collapse") == [(20, "reward_collapse")]
     assert monitor.recoveries == []
+
+
+def test_a_short_run_declining_over_half_its_own_spread_is_reward_decline_whatever_the_scale():
+    # 8 rows, 22.6 down to 14.1 (a scale nobody stated): 4-point means, best (22.6+20.3+17+14.9)/4 = 18.7, latest
+    # (14.1+14.1+13.8+14.1)/4 = 14.025 < 18.7 - 0.5 x (22.6 - 13.8) = 14.3: the spread basis.
+    rows = [{"reward": r} for r in (22.6, 20.3, 17.0, 14.9, 14.1, 14.1, 13.8, 14.1)]
+    unstated = RunContext(reward_scale_stated=False)  # no range stated, and the rewards leave [0, 1]
+    _, alerts = replay(rows, unstated)
+    (alert,) = [a for a in alerts if a.rule == "reward_decline"]
+    assert (alert.step, alert.words["basis"], alert.severity) == (8, "spread", "failing")
+    assert alert.values["threshold"] == 18.7 - 0.5 * (22.6 - 13.8)
+    # A stated range of 0..100: the scale decides, 14.025 >= 18.7 - 0.1 x 100; the looser spread is not read.
+    assert fired(replay(rows, RunContext(reward_max=100.0))[1], "reward_decline") == []
+    # A noisy flat short run: 4-point means move far less than half of the points' range, no alert.
+    noisy = [{"reward": r} for r in (1.72, 1.97, 1.80, 1.75, 1.95, 1.74, 1.90, 1.78)]
+    assert fired(replay(noisy, unstated)[1], "reward_decline") == []
+    # 5 rows: fewer than the 6 a short run needs.
+    assert fired(replay(rows[:5], unstated)[1], "reward_decline") == []
+
+
+def test_a_long_run_without_a_scale_declines_against_its_own_spread():
+    # 60 rows, no range stated: 3.0 for 30 rows, then 1.0 (rewards leave [0, 1]). The 20-point mean first falls
+    # below best 3.0 - 0.5 x (3.0 - 1.0) = 2.0 at row 41 (10 x 3.0 + 10 x 1.0 averages exactly 2.0 at row 40).
+    rows = [{"reward": 3.0 if i < 30 else 1.0} for i in range(60)]
+    _, alerts = replay(rows, RunContext(reward_scale_stated=False))
+    (alert,) = [a for a in alerts if a.rule == "reward_decline"]
+    assert (alert.step, alert.words["basis"]) == (41, "spread")
+    # Rewards within [0, 1] keep the [0, 1] reading (the scale basis), never the spread's.
+    inside = [{"reward": 0.9 if i < 30 else 0.7} for i in range(60)]
+    (alert,) = [a for a in replay(inside, RunContext(reward_scale_stated=False))[1] if a.rule == "reward_decline"]
+    assert alert.words["basis"] == "scale"
