@@ -75,6 +75,23 @@ def test_a_markdown_summary_table_with_centred_rules_markup_and_worded_steps(tmp
     assert any("steps read from the column 'stage'" in note for note in history.notes)
 
 
+def test_a_phase_table_reads_each_phase_at_its_last_step_and_a_qualified_name_as_the_metric(tmp_path):
+    # A summary by phases of steps: `Steps 1–20 (early)` is the phase ending at step 20; the header `Typical
+    # `gen_kl_error`` names NeMo-RL's gen_kl_error (the sampler-trainer KL); the range column holds no single value.
+    path = tmp_path / "phases.md"
+    path.write_text(
+        "| Phase | Typical `gen_kl_error` | Range |\n"
+        "|-------|------|-------|\n"
+        "| Steps 1–20 (early) | ~0.45 | 0.32 – 0.64 |\n"
+        "| Steps 21-40 (mid) | ~0.30 | 0.16 – 1.75 |\n"
+        "| Steps 41 to 62 (late) | ~0.20 | 0.14 – 0.60 |\n"
+    )
+    (history,) = read_runs(str(path))
+    assert [step for step, _ in history.rows] == [20, 40, 62]
+    assert history.mapping["gen_kl_error"] == "mismatch/kl"
+    assert [values["mismatch/kl"] for _, values in history.rows] == [0.45, 0.3, 0.2]
+
+
 def test_stepless_key_value_lines_are_rows_in_order_and_a_second_line_of_new_names_continues_one(tmp_path):
     # A summary printed over two lines (pairs apart by runs of spaces), then a blank line and a second summary:
     # the two lines with different names are one row, the repeated names start the next; steps are their order.

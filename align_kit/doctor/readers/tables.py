@@ -43,7 +43,12 @@ _APPROXIMATE = re.compile(
     r"^(?:~|≈|about\s+|approx\.?\s*)?(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\+?$"
 )
 # A cell naming a step in words: `step 20`, `Step 4340 (51%)`, `step 8550 (end)`.
-_STEP_CELL = re.compile(r"^(?:global[_ ]step|step|iter(?:ation)?)\s*[:=#]?\s*(\d+)\b", re.IGNORECASE)
+# `step 20`, `Step: 20`, or a phase of steps (`Steps 1–20 (early)`: a summary row, read at the phase's last step).
+_STEP_CELL = re.compile(
+    r"^(?:global[_ ]step|steps?|iter(?:ation)?s?)\s*[:=#]?\s*(\d+)(?:\s*(?:-|–|—|to)\s*(\d+))?\b", re.IGNORECASE
+)
+# A summary column's qualifier before a metric's name (`Typical gen_kl_error`, `Mean reward`): the metric's value.
+_SUMMARY_QUALIFIER = re.compile(r"^(?:typical|mean|avg|average|median)\s+", re.IGNORECASE)
 _MULTIWORD = re.compile(r"Training Loss|Validation Loss")
 _ELISION = frozenset(".…⋮|, \t")
 
@@ -54,6 +59,9 @@ def column_key(name: str, key_map_columns: frozenset[str]) -> str:
     name = name.strip().strip('"')
     if name in key_map_columns:
         return name
+    name = name.replace("`", "")  # a name set as code in a markdown header
+    if (bare := _SUMMARY_QUALIFIER.sub("", name)) != name and is_known_metric(bare):
+        return bare
     key = _SLASH.sub("/", name)
     key = HF_TITLES.get(key, key)
     if key in STEP_COLUMNS:
@@ -263,7 +271,7 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
     if step_index is None:
         worded = step_index = _step_column(table.rows, len(table.keys))
         if worded is not None:
-            notes.append(f"steps read from the column {table.titles[worded]!r}, whose cells name them (`step N`)")
+            notes.append(f"steps read from the column {table.titles[worded]!r}, whose cells name them (`step N`, or `Steps A-B` read at B)")
     by_run = run_columns(table.keys) if not table.is_wandb_export else []
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
@@ -278,7 +286,8 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
             if step_index is None:
                 step = None
             elif step_index == worded:
-                step = int(_STEP_CELL.match(cell_text(cells[step_index])).group(1))
+                first, last = _STEP_CELL.match(cell_text(cells[step_index])).groups()
+                step = int(last or first)
             else:
                 step = as_step(cells[step_index])
             if step is None and step_index is not None:
