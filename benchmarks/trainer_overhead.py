@@ -282,7 +282,8 @@ def main() -> None:
     phases.install()
     Completions.current = Completions()
     base = [*base_overrides(args.cache_dir, args.steps), f"trainer.learning_rate={args.learning_rate}", *args.override]
-    compare("the default composition (model=tiny)", base, args.steps, args.repeats, args.cache_dir, phases)
+    title = f"with {' '.join(args.override)}" if args.override else "the default composition (model=tiny)"
+    compare(title, base, args.steps, args.repeats, args.cache_dir, phases)
     if args.moe_repeats:
         moe = [*base, "model=tiny_moe"]
         compare("model=tiny_moe (routing drift measured)", moe, args.steps, args.moe_repeats, args.cache_dir, phases)

@@ -271,7 +271,8 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
     if step_index is None:
         worded = step_index = _step_column(table.rows, len(table.keys))
         if worded is not None:
-            notes.append(f"steps read from the column {table.titles[worded]!r}, whose cells name them (`step N`, or `Steps A-B` read at B)")
+            title = table.titles[worded]
+            notes.append(f"steps read from the column {title!r}, whose cells name them (`step N`; `Steps A-B` at B)")
     by_run = run_columns(table.keys) if not table.is_wandb_export else []
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
