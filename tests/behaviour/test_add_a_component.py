@@ -76,6 +76,7 @@ def align_kit_train(tmp_path: Path, cache_dir: str, code: Path, conf: Path, *ove
     return subprocess.run(command + list(overrides), cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow  # a new node trained end to end in a subprocess: over a minute
 def test_a_new_node_composes_is_validated_trains_and_logs_its_metric(tmp_path, cache_dir):
     before = package_digest()
     code, conf = write_component(tmp_path)

@@ -219,6 +219,7 @@ if os.environ.get("STUB_LOG"):
 """
 
 
+@pytest.mark.slow  # a sweep, its --status relaunch, refused and replanned resumes: over a minute
 def test_a_resume_whose_jobs_compose_differently_is_refused_naming_the_keys_unless_replanned(cache_dir, tmp_path):
     conf = tmp_path / "conf"
     (conf / "sweep").mkdir(parents=True)
