@@ -14,6 +14,16 @@ GROUPS = sorted(
 NODES = [(group, path.stem) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
 
 
+def on_the_real_model(sweep_file) -> bool:
+    # A sweep of SmolLM2 trains only where `make install-real-model` ran (the real-model tier).
+    return "override /model: smollm2" in sweep_file.read_text()
+
+
+def real_model_stand_in(saved_model_dir: str) -> list[str]:
+    # model=smollm2 validates a folder holding the GGUF: a stand-in's file names are enough (nothing loads).
+    return [f"model.name_or_path={saved_model_dir}", "model.gguf_file=model.gguf"]
+
+
 def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
     task = ["task=tool_calls"] if name.startswith("tool_") else []  # the step rewards read its `calls` column
     if name == "gym_correctness":  # it reads the rows' gym_config / gym_index
@@ -27,7 +37,7 @@ def node_override(group: str, name: str, saved_model_dir: str) -> list[str]:
         return [*task, f"reward=[{name}]", f"reward.{key}.weight=1.0"]
     extra = {
         ("model", "hf"): [f"model.name_or_path={saved_model_dir}"],
-        ("model", "smollm2"): [f"model.name_or_path={saved_model_dir}", "model.gguf_file=model.gguf"],
+        ("model", "smollm2"): real_model_stand_in(saved_model_dir),
         ("task", "reasoning_gym"): ["reward=[gym_correctness,gym_format]"],
         ("task", "hf_dataset"): ["task.path=some/dataset"],
         ("task", "tool_calls"): ["reward=[tool_steps]"],  # correctness reads an `answer` column it does not give

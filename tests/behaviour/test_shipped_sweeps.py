@@ -12,14 +12,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from align_kit import PROJECT_ROOT
+from tests.behaviour.config_nodes import on_the_real_model
 from tests.conftest import cli_env
 
 SWEEPS = sorted((PROJECT_ROOT / "sweeps").glob("*.yaml"))
-
-
-def on_the_real_model(sweep_file) -> bool:
-    # A sweep of SmolLM2 needs `make install-real-model`: it runs in the real-model tier, not the slow one.
-    return "override /model: smollm2" in sweep_file.read_text()
 
 
 TINY_SWEEPS = [p for p in SWEEPS if not on_the_real_model(p)]
