@@ -1,12 +1,16 @@
-"""Ctrl-C (SIGINT) and SIGTERM during training: finish the current step, save a checkpoint, stop cleanly.
+"""Ctrl-C (SIGINT) and SIGTERM during training: finish the current generation's steps, save a checkpoint, stop.
 
-The signal only sets a flag; at the next optimizer-step boundary the callback asks HF's loop to save (when
-`trainer.save_strategy` is not `no`) and to stop, so the checkpoint is as complete as a scheduled one. The first
-signal restores the previous handlers, so a second Ctrl-C stops at once without saving.
+The signal only sets a flag; at the next optimizer step that ends a generation (TRL generates once per
+steps_per_generation x num_iterations micro-batches and trains on the buffered completions in between) the callback
+asks HF's loop to save (when `trainer.save_strategy` is not `no`) and to stop. A checkpoint in the middle of a
+generation's steps would not hold the buffered completions: the resumed run would generate afresh there and its
+metrics would part from an uninterrupted run's. The wait is at most steps_per_generation x num_iterations /
+gradient_accumulation_steps - 1 optimizer steps. The first signal restores the previous handlers, so a second
+Ctrl-C stops at once without saving.
 
 Inside a SLURM job started by submitit (`hydra/launcher=slurm`) the signal submitit asks SLURM to send before the time
-limit (SIGUSR2, or SUBMITIT_PREEMPT_SIGNAL) is caught the same way: the job saves at the step boundary, and only
-then `requeue` hands the signal to submitit's own handler, which pickles the job again and requeues it with
+limit (SIGUSR2, or SUBMITIT_PREEMPT_SIGNAL) is caught the same way: the job saves when the generation's steps end,
+and only then `requeue` hands the signal to submitit's own handler, which pickles the job again and requeues it with
 `scontrol requeue`; the requeued job resumes from that checkpoint. Left to submitit alone, the signal would requeue
 the job in the middle of a step, losing the steps since the last scheduled checkpoint.
 """
@@ -21,6 +25,14 @@ import threading
 from transformers import TrainerCallback
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def ends_a_generation(args, global_step: int) -> bool:
+    """Whether the optimizer step `global_step` consumed the last micro-batch of a generation's buffer, so the next
+    step generates: a checkpoint here resumes exactly as the run would have gone on."""
+    accumulation = args.gradient_accumulation_steps
+    per_generation = (getattr(args, "steps_per_generation", None) or accumulation) * getattr(args, "num_iterations", 1)
+    return global_step * accumulation % per_generation == 0
 
 
 def requeue_signal() -> signal.Signals | None:
@@ -65,12 +77,13 @@ class StopOnSignal(TrainerCallback):
         self.received = signal.Signals(number)
         self._restore()
         print(
-            f"\nalign-kit: {self.received.name} received; stopping after this step (again to stop at once)",
+            f"\nalign-kit: {self.received.name} received; stopping when the current generation's steps end "
+            "(again to stop at once)",
             file=sys.stderr,
         )
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.received is not None:
+        if self.received is not None and ends_a_generation(args, state.global_step):
             control.should_save = args.save_strategy != "no"
             control.should_training_stop = True
 

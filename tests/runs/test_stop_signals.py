@@ -10,12 +10,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
+from transformers import TrainerControl, TrainerState
 
 from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import check_resume
+from align_kit.runs.stop_signals import StopOnSignal, ends_a_generation
 from tests.conftest import ROOT, cli_env
 
 TRAINING = ["logger=none", "trainer.max_steps=500", "trainer.disable_tqdm=true"]
@@ -39,6 +42,43 @@ def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number:
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+def trainer_args(accumulation: int, per_generation: int | None, iterations: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=per_generation,
+        num_iterations=iterations,
+        save_strategy="steps",
+    )
+
+
+@pytest.mark.parametrize(
+    ("accumulation", "per_generation", "iterations", "ending"),
+    [
+        (1, 2, 1, {2, 4, 6, 8}),  # the default: a generation feeds two optimizer steps
+        (4, 16, 1, {4, 8}),  # 16 micro-batches, 4 per optimizer step
+        (1, 2, 2, {4, 8}),  # each buffered micro-batch trained on twice
+        (2, None, 1, {1, 2, 3, 4, 5, 6, 7, 8}),  # TRL's default: one generation per optimizer step
+        (2, 3, 1, {3, 6}),  # 3 micro-batches per generation, 2 per step: steps 3 and 6 end on a generation
+    ],
+)
+def test_the_steps_that_end_a_generation(accumulation, per_generation, iterations, ending):
+    args = trainer_args(accumulation, per_generation, iterations)
+    assert {step for step in range(1, 9) if ends_a_generation(args, step)} == ending
+
+
+def test_a_signal_stops_and_saves_at_the_end_of_the_generation_in_progress():
+    stop, args, state = StopOnSignal(), trainer_args(1, 4), TrainerState()
+    stop.received = signal.SIGUSR2  # as its handler records it, during step 5
+    stopped_at = []
+    for state.global_step in range(5, 13):
+        control = TrainerControl()
+        stop.on_step_end(args, state, control)
+        if control.should_training_stop:
+            assert control.should_save
+            stopped_at.append(state.global_step)
+    assert stopped_at[0] == 8  # steps 5-8 train on the generation made at step 5; step 9 would generate again
+
+
 @pytest.mark.slow  # 10-45 s of real processes: in the slow tier, which CI runs too
 def test_sigint_saves_a_checkpoint_and_prints_the_resume_command(overrides_for, cache_dir, tmp_path):
     run = tmp_path / "run"
@@ -50,6 +90,7 @@ def test_sigint_saves_a_checkpoint_and_prints_the_resume_command(overrides_for, 
     (checkpoint,) = run.glob("checkpoint-*")  # save_steps=1000: only the save the signal asked for
     step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
     assert checkpoint.name == f"checkpoint-{step}" and step >= 2
+    assert step % 2 == 0  # trainer.steps_per_generation=2: the save waits for the generation's second step
     assert max(json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()) == step
     command = shlex.join(["align-kit", "train", *args, f"hydra.run.dir={run}", "train.resume=true"])
     assert result.stderr.strip().splitlines()[-1] == (
