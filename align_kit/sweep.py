@@ -115,6 +115,8 @@ def main(rest: list[str]) -> None:
 
     flags, words = split_flags(rest)  # Hydra's flags may stand anywhere: the sweep's name is the first other word
     rest = [*words[:1], *flags, *words[1:]]
+    if rest and is_sweep_path(rest[0]):
+        rest = from_sweep_file(rest)
     names = sweep_names(rest)
     if not rest or rest[0].startswith("-") or "=" in rest[0]:
         print(f"usage: align-kit sweep <name> [hydra overrides]; names: {', '.join(names)}", file=sys.stderr)
@@ -145,6 +147,51 @@ def main(rest: list[str]) -> None:
     added = launch_plan(rest)
     sys.argv = ["align-kit train", *flags_first(["-m", f"sweep={rest[0]}", *added, *rest[1:]])]
     train.main()
+
+
+def is_sweep_path(word: str) -> bool:
+    """A sweep file named by its path (`align-kit doctor RUN --sweep x.yaml` writes one), not by a name in sweeps/."""
+    return word.endswith((".yaml", ".yml")) and "=" not in word
+
+
+def from_sweep_file(rest: list[str]) -> list[str]:
+    """`PATH.yaml [args]` as `NAME --config-dir DIR [args]`: the file is copied, as it is now, to DIR/sweep/NAME.yaml
+    in the cache (a folder named by the file's content, so a `--resume` finds the very file the sweep started from),
+    and goes through the same pre-flight as any sweep file a user adds with --config-dir."""
+    import hashlib
+    import os
+
+    path = Path(rest[0])
+    if not path.is_file():
+        print(f"align-kit sweep: {path}: no such sweep file (a path ending in .yaml names a file)", file=sys.stderr)
+        sys.exit(2)
+    name = path.stem
+    if name in sweep_names([]):
+        print(
+            f"align-kit sweep: {path}: its name {name!r} is a shipped sweep's (sweeps/{name}.yaml), which would be "
+            "run instead; rename the file",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    if not name.replace("_", "").replace("-", "").isalnum():
+        print(f"align-kit sweep: {path}: name it with letters, digits, _ and - only (it becomes sweep={name})",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    if any(arg in ("--config-dir", "-cd") or arg.startswith("--config-dir=") for arg in rest[1:]):
+        print(f"align-kit sweep: {path} is run from a folder of its own; --config-dir is not accepted beside a sweep "
+              "file's path (put the file in DIR/sweep/ and run `align-kit sweep NAME --config-dir DIR`)",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    content = path.read_bytes()
+    cache = Path(os.environ.get("ALIGN_KIT_CACHE") or Path.home() / ".cache" / "align_kit")
+    folder = cache / "sweep_files" / hashlib.sha256(content).hexdigest()[:16]
+    copy = folder / "sweep" / f"{name}.yaml"
+    if not copy.is_file() or copy.read_bytes() != content:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        temporary = copy.with_suffix(".tmp")
+        temporary.write_bytes(content)
+        temporary.replace(copy)
+    return [name, "--config-dir", str(folder), *rest[1:]]
 
 
 def task_overrides(args: list[str]) -> list[str]:

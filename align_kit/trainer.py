@@ -142,6 +142,7 @@ class AlignTrainer(GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         state = self._round
         state.rewards_per_func = rewards_per_func
+        state.completion_ids = completion_ids_list
         self._each("on_rewards", state, mode=state.mode)
         state.reward_weights = self.reward_weights.clone()  # TRL uses the weights in force from here on
         return rewards_per_func
@@ -249,6 +250,28 @@ class KLCoefficient:
         return True if other == 0 else NotImplemented
 
     __hash__ = None
+
+
+def logged_generations(trainer: GRPOTrainer, rows: int) -> dict:
+    """The newest `rows` entries of the completion log any GRPOTrainer keeps for `log_completions` (`_logs`, filled
+    whether or not that is on: prompts, completions, rewards per function, advantages; every process's rows), as
+    Python lists. Reading it costs no device transfer: TRL already made the lists."""
+    log = trainer._logs
+
+    def tail(values) -> list:
+        return list(values)[-rows:] if rows else []
+
+    return {
+        "prompt": tail(log["prompt"]),
+        "completion": tail(log["completion"]),
+        "rewards": {name: tail(values) for name, values in log["rewards"].items()},
+        "advantages": tail(log["advantages"]),
+    }
+
+
+def stop_token_ids(trainer: GRPOTrainer) -> list[int]:
+    """The ids that end a completion as TRL counts it finished (`completions/clipped_ratio`): EOS ids and pad."""
+    return [*trainer.eos_token_ids, trainer._tokenizer.pad_token_id]
 
 
 def _sum_and_weight(value) -> tuple[float, float]:

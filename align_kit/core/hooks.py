@@ -74,6 +74,8 @@ class BatchState:
     # One [B, new tokens] tensor per generate call: the sampler's log-probs of the tokens it drew, recorded by a
     # generation context; the trainer hands them to TRL as `sampling_per_token_logps` (as vLLM's are).
     sampling_logprobs: list | None = None
+    # This process's completion token ids as TRL hands them to the reward functions (unpadded Python lists).
+    completion_ids: list | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # per-batch data a hook keeps between its calls
 
     def completion_logprobs(self, completion_ids: list[list[int]]) -> list[list[float]]:

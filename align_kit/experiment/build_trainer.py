@@ -35,6 +35,7 @@ def build_trainer(plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), tr
 
     from align_kit.monitor.callback import HealthMonitorCallback, QuietProgressCallback
     from align_kit.monitor.rules import HealthMonitor
+    from align_kit.monitor.samples import SampleBook, SampleRecorder
     from align_kit.tracking.metrics_file import MetricsFileCallback
     from align_kit.trainer import AlignTrainer
 
@@ -43,7 +44,13 @@ def build_trainer(plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), tr
         validate_dataset(plan, train_dataset)
     run_dir = Path(plan.grpo_kwargs["output_dir"])
     eval_dataset = plan.task.dataset("eval") if plan.task.num_eval else None
-    health = HealthMonitorCallback(HealthMonitor.from_plan(plan), run_dir, run_dir / METRICS_FILE)
+    monitor = HealthMonitor.from_plan(plan)
+    hooks = trainer_hooks(plan)
+    samples = None
+    if monitor.config.enabled:  # the completions behind each alert (align_kit/monitor/samples.py)
+        samples = SampleBook(monitor.config.samples, run_dir)
+        hooks.append(SampleRecorder(samples.ring))
+    health = HealthMonitorCallback(monitor, run_dir, run_dir / METRICS_FILE, samples)
     trainer = AlignTrainer(
         model=model,
         reward_funcs=[spec.func for spec in plan.rewards],
@@ -53,7 +60,7 @@ def build_trainer(plan: ExperimentPlan, model, tokenizer, extra_callbacks=(), tr
         processing_class=tokenizer,
         # The health callback last: its veto of a save with non-finite weights must have the final word.
         callbacks=[MetricsFileCallback(run_dir / METRICS_FILE), *extra_callbacks, health],
-        hooks=trainer_hooks(plan),
+        hooks=hooks,
         rollout_func=plan.task.rollout_func(),  # a multi-turn task's episode loop (task=tool_calls), or None
     )
     # The dashboard line replaces HF's raw log dicts on the console.

@@ -31,6 +31,7 @@ from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.rules.context import STATED_GRPO_FIELDS
+from align_kit.monitor.samples import SampleBook, generation_from_log
 from align_kit.monitor.settings import HealthMonitorConfig
 
 REWARD_PREFIX, REWARD_SUFFIX = "rewards/", "/mean"
@@ -103,6 +104,39 @@ def check_run_dir(run_dir: str | Path) -> None:
         raise ConfigError(f"HealthCallback: {error} (alerts.jsonl and halt.json are written there)") from None
 
 
+def calling_trainer() -> Any:
+    """The `trl.GRPOTrainer` whose callback handler is calling: a callback is handed the model and the optimizer,
+    not the trainer, and the completions live on the trainer."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, GRPOTrainer):
+                return candidate
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+def measure_by_tokenizer(processing_class: Any, budget: int | None):
+    """Lengths in tokens of the completions' text, and `truncated` where a length reaches `budget`."""
+    tokenizer = getattr(processing_class, "tokenizer", processing_class)
+
+    def measure(generation) -> None:
+        generation.lengths = [
+            len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in generation.completions
+        ]
+        generation.truncated = [budget is not None and length >= budget for length in generation.lengths]
+        generation.lengths_source = "re-tokenised text"
+
+    return measure
+
+
 class HealthCallback(HealthMonitorCallback):
     """The monitor for `trl.GRPOTrainer(..., callbacks=[HealthCallback()])`.
 
@@ -158,6 +192,10 @@ class HealthCallback(HealthMonitorCallback):
         logged = [row for row in state.log_history if row.get("step", 0) <= state.global_step]
         for row in logged:
             self._learn_rewards(row)
+        self._trainer = calling_trainer()
+        if self.config.enabled and self._trainer is not None and state.is_world_process_zero:
+            self.samples = SampleBook(self.config.samples, self.run_dir)
+        self._seen_generation = None
         super().on_train_begin(args, state, control, **kwargs)  # the checkpoint's monitor state, or metrics_file
         if state.global_step and not self.monitor.history:
             # Plain TRL: the history is trainer_state.json's log history; alerts raised again here are not repeated.
@@ -168,6 +206,29 @@ class HealthCallback(HealthMonitorCallback):
         if logs:
             self._learn_rewards(logs)
         return super().on_log(args, state, control, logs=logs, **kwargs)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.samples is not None:
+            self._record_generation(args, state)
+        return super().on_step_end(args, state, control, **kwargs)
+
+    def _record_generation(self, args, state) -> None:
+        """The trainer's newest generation batch into the samples' ring, once per batch (TRL's completion log
+        holds the last one; a new batch is new string objects). Lengths are measured by re-tokenising the text
+        when a file is written: plain TRL keeps no completion ids."""
+        from align_kit.trainer import logged_generations
+
+        completions = self._trainer._logs["completion"]
+        if not completions or self._seen_generation == (len(completions), id(completions[-1])):
+            return
+        self._seen_generation = (len(completions), id(completions[-1]))
+        generation = generation_from_log(
+            logged_generations(self._trainer, len(completions)), state.global_step - 1, args.num_generations
+        )
+        weights = self._trainer.reward_weights.tolist()
+        generation.weights = dict(zip(generation.rewards, weights, strict=False))
+        generation.measure = measure_by_tokenizer(self._trainer.processing_class, args.max_completion_length)
+        self.samples.ring.add(generation)
 
     def _learn_rewards(self, logs: Mapping[str, Any]) -> None:
         """The reward weights (and the default reward_max) once a row names the reward functions."""

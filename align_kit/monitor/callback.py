@@ -23,6 +23,7 @@ from align_kit.core.disk_space import writing
 from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.dashboard import Dashboard, alert_line
 from align_kit.monitor.rules import Alert, HealthMonitor
+from align_kit.monitor.samples import SampleBook
 from align_kit.tracking.metrics_file import read_metrics
 
 ALERTS_FILE = "alerts.jsonl"
@@ -51,18 +52,26 @@ def weights_are_finite(model) -> bool:
 
 
 class HealthMonitorCallback(TrainerCallback):
-    def __init__(self, monitor: HealthMonitor, run_dir: str | Path, metrics_file: str | Path):
+    def __init__(
+        self, monitor: HealthMonitor, run_dir: str | Path, metrics_file: str | Path, samples: SampleBook | None = None
+    ):
+        """`samples`: the completions kept for the alerts (align_kit/monitor/samples.py), filled by the trainer's
+        SampleRecorder hook; None writes none."""
         self.monitor = monitor
         self.run_dir = Path(run_dir)
         self.metrics_file = Path(metrics_file)
         self.dashboard = Dashboard()
         self.halted: Alert | None = None
+        self.samples = samples
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             repaired = end_cut_line(self.run_dir / ALERTS_FILE)
             if repaired:
                 _echo(f"align-kit monitor: {repaired}")
+            if self.samples is not None:
+                self.samples.run_dir = self.run_dir
+                self.samples.refresh()  # the files an earlier part of this run wrote count against the caps
         if state.global_step == 0:
             return
         saved = Path(args.output_dir, f"checkpoint-{state.global_step}", MONITOR_STATE_FILE)
@@ -136,6 +145,8 @@ class HealthMonitorCallback(TrainerCallback):
         if text and state.is_world_process_zero:
             _echo(text)
         self._act(alerts, state, control)
+        if "loss" in logs and self.samples is not None and state.is_world_process_zero:
+            self.samples.on_step(state.global_step)
 
     def on_train_end(self, args, state, control, **kwargs):
         # The end of the run: level rules that never had `span` points judge on the points there are (their alerts
@@ -148,6 +159,8 @@ class HealthMonitorCallback(TrainerCallback):
         for alert in alerts:
             with (self.run_dir / ALERTS_FILE).open("a") as handle:
                 handle.write(alert.to_json() + "\n")
+            if self.samples is not None:
+                self.samples.on_alert(alert)
         lines = [alert_line(alert) for alert in alerts]
         unjudged = [entry.rule for entry in self.monitor.coverage() if not entry.judged]
         if unjudged:
@@ -167,6 +180,8 @@ class HealthMonitorCallback(TrainerCallback):
             if writes:
                 with (self.run_dir / ALERTS_FILE).open("a") as handle:
                     handle.write(alert.to_json() + "\n")
+                if self.samples is not None:
+                    self.samples.on_alert(alert)
             if alert.action == "warn" and writes:
                 _wandb_alert(alert)
             if alert.action == "halt" and self.halted is None:

@@ -15,6 +15,7 @@ from typing import Any, Literal, get_type_hints
 from align_kit.core.component import buildable
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import field_facts, knob
+from align_kit.monitor.samples import SampleSettings
 
 Action = Literal["log", "warn", "halt"]
 
@@ -627,7 +628,19 @@ class HealthMonitorConfig:
         "18.3.7",
     )
 
+    samples: SampleSettings = knob(
+        default_factory=SampleSettings,
+        help="The completions kept for the alerts: each alert's groups in samples/ beside alerts.jsonl, and an "
+        "optional periodic sample (align_kit/monitor/samples.py).",
+    )
+
     def __post_init__(self) -> None:
+        if isinstance(self.samples, Mapping):
+            try:
+                self.samples = SampleSettings(**self.samples)
+            except TypeError as error:
+                raise ConfigError(f"monitor.samples: {error}; check its keys") from None
+        _check("samples", self.samples)
         # Hydra hands nested YAML blocks over as mappings: build each rule's settings from its block.
         for rule in self.rule_names():
             block = getattr(self, rule)
@@ -642,7 +655,7 @@ class HealthMonitorConfig:
 
     @staticmethod
     def rule_names() -> list[str]:
-        return [f.name for f in fields(HealthMonitorConfig) if f.name != "enabled"]
+        return [f.name for f in fields(HealthMonitorConfig) if f.name not in ("enabled", "samples")]
 
 
 def _check(rule: str, settings: Any) -> None:

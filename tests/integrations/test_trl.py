@@ -235,6 +235,24 @@ def test_plain_grpo_trainer_prints_the_dashboard(tmp_path, monkeypatch, capsys, 
     assert "overlong=" not in advice and "trainer.max_completion_length" not in advice
 
 
+def test_plain_grpo_trainer_writes_the_completions_behind_an_alert(tmp_path, monkeypatch, tiny_model):
+    namespace = run_snippet(snippets()[0], tmp_path, monkeypatch, tiny_model)
+    trainer, run = namespace["trainer"], tmp_path / "grpo-run"
+    first = _alerts(run)[0]
+    assert (first["rule"], first["step"]) == ("length_near_max", 1)
+    document = json.loads((run / "samples" / "alert-00000001-length_near_max.json").read_text())
+    assert document["lengths_from"] == ["re-tokenised text"]
+    entries = [entry for group in document["groups"] for entry in group["completions"]]
+    # The completions are the ones the trainer generated (its completion log holds the last batch), the reward
+    # always_zero's 0, and a length counted by the tokenizer; cut where it reaches the budget of 16.
+    tokenizer = trainer.processing_class
+    for entry in entries:
+        assert entry["rewards"] == {"always_zero": 0.0} and entry["reward"] == 0.0
+        assert entry["length"] == len(tokenizer(entry["completion"], add_special_tokens=False)["input_ids"])
+        assert entry["truncated"] == (entry["length"] >= 16)
+    assert any(entry["truncated"] for entry in entries)
+
+
 def test_plain_grpo_trainer_halts_on_a_rule(tmp_path, monkeypatch, capsys, tiny_model):
     namespace = run_snippet(snippets()[1], tmp_path, monkeypatch, tiny_model)
     trainer, run = namespace["trainer"], tmp_path / "grpo-run"
