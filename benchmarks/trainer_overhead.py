@@ -52,13 +52,14 @@ from align_kit.components.training_metrics import TrainingMetrics
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.dashboard import Dashboard
 from align_kit.monitor.rules import HealthMonitor
+from align_kit.monitor.samples import SampleBook, SampleRecorder
 from align_kit.tracking.metrics_file import MetricsFileCallback
 from align_kit.trainer import AlignTrainer
 
 HOOK_METHODS = ("on_rewards", "on_scored_batch", "on_train_batch", "on_loss", "on_step_end", "loss_terms")
 HOOK_CONTEXTS = ("generation", "forward")  # context managers: their entry and exit are timed
 MEASUREMENTS = {TrainingMetrics: "training metrics", RetokenizeCheck: "re-tokenization check",
-                RouteReplay: "routing drift"}  # fmt: skip
+                RouteReplay: "routing drift", SampleRecorder: "alert samples"}  # fmt: skip
 
 
 CALLBACK = "the monitor's callback"
@@ -136,6 +137,8 @@ class Phases:
         self.wrap(Dashboard, "update", "dashboard")
         self.wrap(HealthMonitorCallback, "on_log", CALLBACK)
         self.wrap(HealthMonitorCallback, "on_step_end", CALLBACK)
+        self.wrap(SampleBook, "on_alert", "alert samples: files")
+        self.wrap(SampleBook, "on_step", "alert samples: files")
 
 
 class _TimedContext(contextlib.AbstractContextManager):
@@ -236,9 +239,11 @@ def compare(label: str, overrides: list[str], steps: int, repeats: int, cache_di
     total_steps = steps * repeats
     print(f"align_kit's own work per step (CPU), as a share of TRL's step ({1e3 * trl_step:.1f} ms CPU):")
     spent = dict(phases.seconds)
-    # The callback's time holds the rules' and the dashboard's: what remains is its printing and alert writing.
+    # The callback's time holds the rules', the dashboard's and the sample files': what remains is its printing and
+    # alert writing.
     callback = spent.pop(CALLBACK, 0.0)
-    spent["monitor: printing, alerts"] = callback - spent.get("monitor rules", 0.0) - spent.get("dashboard", 0.0)
+    inside = ("monitor rules", "dashboard", "alert samples: files")
+    spent["monitor: printing, alerts"] = callback - sum(spent.get(name, 0.0) for name in inside)
     for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
         per_step = seconds / total_steps
         print(f"  {name:52s} {1e3 * per_step:8.3f} ms  {100 * per_step / trl_step:6.2f} %")
