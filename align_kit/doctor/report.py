@@ -22,6 +22,7 @@ from typing import Any
 
 from align_kit.doctor.advice import PRIORITY_NAMES
 from align_kit.doctor.diagnose import EXIT_CODES, Diagnosis, worst
+from align_kit.doctor.samples import RunSamples, shown_lines
 from align_kit.monitor.rules import Alert
 
 SCHEMA = 1
@@ -91,8 +92,8 @@ def notes_of(diagnosis: Diagnosis) -> list[str]:
     return [*diagnosis.history.notes, *non_finite_notes(diagnosis), *diagnosis.notes]
 
 
-def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
-    """The text report of one run."""
+def render(diagnosis: Diagnosis, figure: str | None = None, samples: RunSamples | None = None) -> str:
+    """The text report of one run; `samples`: the completions behind its alerts (align_kit.doctor.samples)."""
     history = diagnosis.history
     span = _span(diagnosis)
     lines = [f"== {history.name or history.source}", f"verdict: {diagnosis.summary}"]
@@ -111,7 +112,7 @@ def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
     if history.unmapped:
         lines.append(f"  not mapped (no rule reads them): {', '.join(history.unmapped)}")
     lines.append("timeline:" if diagnosis.alerts else "timeline: nothing fired")
-    for alert in diagnosis.alerts:
+    for index, alert in enumerate(diagnosis.alerts):
         kind = "note" if alert.action == "log" else alert.severity
         lines.append(f"  step {alert.step:>6}  {kind:<7}  {alert.rule}: {alert.message}")
         detail = [_read_points(alert)]
@@ -120,6 +121,10 @@ def render(diagnosis: Diagnosis, figure: str | None = None) -> str:
         detail = [part for part in detail if part]
         if detail:
             lines.append(f"  {'':>11}  {'':<7}  ({'; '.join(detail)})")
+        if samples is not None and index in samples.by_alert:
+            lines += [f"  {'':>11}  {line}" for line in shown_lines(samples.by_alert[index])]
+    if samples is not None and samples.folder is None:
+        lines.append(samples.missing_line())
     if diagnosis.artefacts:
         lines.append("artefacts (not counted as failures):")
         lines += [f"  - {artefact}" for artefact in diagnosis.artefacts]
@@ -222,16 +227,30 @@ def run_dict(diagnosis: Diagnosis, figure: str | None = None) -> dict[str, Any]:
     )
 
 
-def to_json(diagnoses: Sequence[Diagnosis], figures: Mapping[int, str] | None = None) -> str:
-    figures = figures or {}
+def to_json(
+    diagnoses: Sequence[Diagnosis],
+    figures: Mapping[int, str] | None = None,
+    samples: Mapping[int, RunSamples | None] | None = None,
+) -> str:
+    figures, samples = figures or {}, samples or {}
     verdict = worst(d.verdict for d in diagnoses)
     document = {
         "schema": SCHEMA,
         "verdict": verdict,
         "exit_code": EXIT_CODES[verdict],
-        "runs": [run_dict(d, figures.get(i)) for i, d in enumerate(diagnoses)],
+        "runs": [_with_samples(run_dict(d, figures.get(i)), samples.get(i)) for i, d in enumerate(diagnoses)],
     }
     return json.dumps(document, indent=2, allow_nan=False)
+
+
+def _with_samples(run: dict, samples: RunSamples | None) -> dict:
+    """`run` (one run's --json object) with the completions behind each alert: `samples` is null when the run was
+    not read from a run folder, else {"folder": its samples/ or null, "alerts": [{alert index, rule, step, file,
+    shown}]}."""
+    if samples is None:
+        return {**run, "samples": None}
+    alerts = [{"alert": index, **found.to_dict()} for index, found in sorted(samples.by_alert.items())]
+    return {**run, "samples": {"folder": str(samples.folder) if samples.folder else None, "alerts": alerts}}
 
 
 def error_json(message: str) -> str:

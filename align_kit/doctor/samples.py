@@ -133,3 +133,52 @@ def shown_lines(samples: AlertSamples) -> list[str]:
             facts.append(f"{shown.length} tokens" + (", cut" if shown.truncated else ""))
         lines.append(f"  {shown.why} ({', '.join(facts)}): {one_line(shown.completion)}")
     return lines
+
+
+@dataclass
+class RunSamples:
+    """What a run folder holds for the doctor's alerts: `folder` its samples/ (None: it has none), `by_alert` the
+    samples of each alert of the timeline (by its index), matched by rule at the nearest step."""
+
+    run_folder: Path
+    folder: Path | None
+    by_alert: dict[int, AlertSamples] = field(default_factory=dict)
+
+    def missing_line(self) -> str:
+        return (
+            f"samples: none in {self.run_folder} (no samples/: a run from before align_kit wrote them, its monitor "
+            "off, or a plain TRL run without align_kit's HealthCallback)"
+        )
+
+
+RUN_MARKERS = ("config.yaml", "metrics.jsonl", "trainer_state.json", "alerts.jsonl")
+
+
+def run_folder_of(source: Path) -> Path | None:
+    """The run folder (align_kit's, or a TRL output folder) that `source` is or lies in, if any."""
+    for folder in (source, *source.parents[:2]) if source.is_dir() else source.parents[:2]:
+        if any((folder / marker).is_file() for marker in RUN_MARKERS):
+            return folder
+    return None
+
+
+def samples_for(source: str, alerts: list[Any]) -> RunSamples | None:
+    """The samples behind `alerts` (a diagnosis's timeline) for the run read from `source`; None when `source` is no
+    run folder (a pasted log, a notebook, a W&B address): there is nowhere samples could be."""
+    path = Path(source)
+    if source.startswith("wandb:") or not path.exists():
+        return None
+    run = run_folder_of(path)
+    if run is None:
+        return None
+    folder = run / SAMPLES_DIR if (run / SAMPLES_DIR).is_dir() else None
+    found = RunSamples(run, folder)
+    if folder is None:
+        return found
+    files = alert_samples(folder)
+    for index, alert in enumerate(alerts):
+        steps = [step for rule, step in files if rule == alert.rule]
+        if steps:
+            nearest = min(steps, key=lambda step: (abs(step - alert.step), step > alert.step))
+            found.by_alert[index] = files[(alert.rule, nearest)]
+    return found
