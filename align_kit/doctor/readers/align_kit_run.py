@@ -12,7 +12,7 @@ import yaml
 
 from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE, find_folders
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary
+from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary, read_bytes_bounded
 from align_kit.doctor.readers.context import from_align_kit_config
 
 MANIFEST_FILE = "sweep_manifest.json"  # align_kit.runs.sweep_manifest's file: the sweep's jobs and their outcomes
@@ -69,7 +69,8 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
         raise input_error(
             path, f"none of its {skipped} line(s) is a JSON row with a step; expected one JSON object per logged step"
         )
-    raw = [(as_step(step), row) for step, row in pairs if not is_summary(row)]
+    # The row's own step, not the reader's float of it: a float keeps whole numbers exact only to 2**53.
+    raw = [(as_step(row["step"]), row) for _, row in pairs if not is_summary(row)]
     config_path = next(
         (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if candidate.is_file()),
         None,
@@ -105,13 +106,20 @@ def find_run_folders(root: Path) -> list[Path]:
     return find_folders(root, is_run_folder)
 
 
-def _jobs(sweep: Path) -> dict[str, dict]:
-    """Job folder name -> its manifest entry (job number, overrides, status), when the sweep has a readable
-    manifest. Only sweep_manifest.json is read: a launch still running has later updates in its job log."""
+def _jobs(sweep: Path, notes: list[str]) -> dict[str, dict]:
+    """Job folder name -> its manifest entry (job number, overrides, status), when the sweep has a manifest. Only
+    sweep_manifest.json is read: a launch still running has later updates in its job log. A manifest that is not a
+    regular file or cannot be read is refused (a pipe would block the read for ever); one that is not valid JSON is
+    noted and the jobs are named by their folders."""
     path = sweep / MANIFEST_FILE
+    if not path.exists() and not path.is_symlink():
+        return {}
+    expected = "the sweep's manifest as align_kit writes it (or no file of that name)"
+    text = read_bytes_bounded(path, expected).decode("utf-8", errors="replace")
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+        manifest = json.loads(text)
+    except ValueError as error:
+        notes.append(f"{path} is not valid JSON ({error}): jobs named by their folders, their status unknown")
         return {}
     jobs = manifest.get("jobs") if isinstance(manifest, dict) else None
     return {
@@ -124,11 +132,17 @@ def _jobs(sweep: Path) -> dict[str, dict]:
 def read_sweep(root: Path, folders: list[Path], key_map: Mapping[str, str] | None = None) -> list[RunHistory]:
     """One history per job folder of a sweep."""
     histories = []
+    manifests: dict[Path, tuple[dict[str, dict], list[str]]] = {}
     for folder in folders:
-        job = _jobs(folder.parent).get(folder.name, {})
+        if folder.parent not in manifests:
+            notes: list[str] = []
+            manifests[folder.parent] = _jobs(folder.parent, notes), notes
+        jobs, manifest_notes = manifests[folder.parent]
+        job = jobs.get(folder.name, {})
         overrides = " ".join(map(str, job.get("overrides") or []))
         name = f"job {job['job']} ({overrides})" if "job" in job else str(folder.relative_to(root))
         history = read_run_folder(folder, key_map, name=name)
+        history.notes += manifest_notes
         if job.get("status") not in (None, "done"):
             history.notes.append(f"the sweep's manifest says this job is {job['status']}")
         histories.append(history)
