@@ -244,9 +244,18 @@ def run(argv: Sequence[str], api=None) -> int:
             if len(args.paths) != 1:
                 raise DoctorArgumentError(f"--follow watches one PATH; got {len(args.paths)}")
             from align_kit.doctor.follow import follow
+            from align_kit.doctor.readers.common import check_followable
+
+            check_followable(Path(args.paths[0]))
+
+            from align_kit.doctor.report import printable
 
             # With --json, stdout holds the one document: the follow's lines go to stderr.
-            out = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
+            stream = sys.stderr if args.json else sys.stdout
+
+            def out(line: str) -> None:
+                print(printable(line), file=stream, flush=True)
+
             diagnoses = follow(args.paths[0], read, args.idle, args.interval, options, out=out, check=check)
         else:
             from align_kit.doctor.diagnose import diagnose
@@ -262,7 +271,9 @@ def run(argv: Sequence[str], api=None) -> int:
             written = write_figures(diagnoses, args.figures, args.force)
             figures = {index: str(path) for index, path in enumerate(written)}
     except (DoctorInputError, DoctorArgumentError) as error:
-        print(f"align-kit: doctor error: {error}", file=sys.stderr)
+        from align_kit.doctor.report import printable
+
+        print(f"align-kit: doctor error: {printable(str(error))}", file=sys.stderr)
         if _wants_json(argv):
             from align_kit.doctor.report import error_json
 

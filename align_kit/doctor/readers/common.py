@@ -111,6 +111,23 @@ def open_regular(path: Path, expected: str = "a run's log file or folder") -> Bi
     return os.fdopen(descriptor, "rb")
 
 
+def check_followable(path: Path) -> None:
+    """Refuse at once a --follow path that exists and could never be read (a pipe, a device, no permission); one
+    not written yet is waited for."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise unreadable(path, error) from None
+    kind = not_regular(info)
+    if kind == "a folder":
+        return
+    if kind is not None:
+        raise UnreadInput(f"{path}: is {kind}, not a regular file; expected a run's log file or folder to follow")
+    open_regular(path).close()
+
+
 def read_bytes_bounded(path: Path, expected: str = "a run's log file or folder") -> bytes:
     """A file's bytes, read only when it is a regular file within the read cap: a device, a pipe or an oversized
     file is refused before a byte is read, never read without end."""

@@ -30,6 +30,7 @@ from align_kit.doctor.readers.common import (
     read_bounded,
 )
 from align_kit.doctor.readers.evidence import Found, best, count, is_config
+from align_kit.doctor.readers.repeated_keys import RepeatedKeys
 from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
@@ -131,11 +132,16 @@ def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[Ru
     text = read_bounded(path)
     head = text.lstrip()[:1]
     if head in ("{", "["):
+        repeats = RepeatedKeys()
         try:
-            document = json.loads(text)
+            document = repeats.loads(text)
         except ValueError as error:
             return _not_one_document(path, text, error, key_map, logging_steps)
-        return _document(path, document, key_map, logging_steps)
+        histories = _document(path, document, key_map, logging_steps)
+        if note := repeats.note():
+            for history in histories:
+                history.notes.append(note)
+        return histories
     if path.suffix == ".ipynb":
         raise input_error(path, "not JSON; expected a Jupyter notebook (.ipynb) as Jupyter saves it")
     return read_text(path, text, key_map, logging_steps)
@@ -208,8 +214,9 @@ def read_text(
     columns = frozenset((key_map or {}).values())
     candidates: list[Found] = []
     if json_lines:
-        objects, skipped, first_bad = jsonl.parse_lines(text)
-        notes = []
+        repeats = RepeatedKeys()
+        objects, skipped, first_bad = jsonl.parse_lines(text, repeats)
+        notes = [note] if (note := repeats.note()) else []
         if skipped and objects:
             line, reason = first_bad
             notes.append(f"skipped {skipped} line(s) that are not JSON (first: line {line}, {reason})")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from align_kit.doctor.keymaps import abbreviated_name, is_known_metric
+from align_kit.doctor.keymaps import abbreviated_name, is_known_metric, to_float
 from align_kit.doctor.readers.common import RawRows, as_step
 from align_kit.doctor.readers.step_columns import (
     STEP_LIST,
@@ -156,10 +156,20 @@ def cell_text(cell: str) -> str:
 
 
 class Table:
-    """The first table found in a text: its header keys and rows of cells."""
+    """A table found in a text: its header keys and rows of cells; `lines` the text's line number of each row (None
+    for an HTML table), `ragged` the (line, cells) of rows skipped for holding another number of cells."""
 
-    def __init__(self, keys: list[str], titles: list[str], rows: list[list[str]], delimiter: str):
+    def __init__(
+        self,
+        keys: list[str],
+        titles: list[str],
+        rows: list[list[str]],
+        delimiter: str,
+        lines: list[int] | None = None,
+        ragged: list[tuple[int, int]] | None = None,
+    ):
         self.keys, self.titles, self.rows, self.delimiter = keys, titles, rows, delimiter
+        self.lines, self.ragged = lines, ragged or []
 
     @property
     def is_progress_table(self) -> bool:
@@ -193,13 +203,15 @@ def find_tables(text: str, key_map: Mapping[str, str] | None = None) -> Iterator
         if not _is_header(titles, columns):
             continue
         body = islice(lines, number, None)  # no copy: a text may hold many header-like lines
+        rows = _Rows(number + 1, len(titles))
         if delimiter == ",":
-            rows, used = _csv_rows(body, len(titles))
+            used = _csv_rows(body, rows)
         else:
-            rows, used = _text_rows(body, delimiter, len(titles))
-        if rows:
+            used = _text_rows(lines, number, delimiter, rows)
+        if rows.cells:
             number += used
-            yield Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
+            keys = [column_key(title, columns) for title in titles]
+            yield Table(keys, titles, rows.cells, delimiter, rows.lines, rows.ragged)
 
 
 def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str] | None = None) -> Table | None:
@@ -213,31 +225,60 @@ def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str
     return Table([column_key(title, columns) for title in titles], titles, rows, "html")
 
 
-def _text_rows(body: Iterable[str], delimiter: str, width: int) -> tuple[list[list[str]], int]:
-    rows: list[list[str]] = []
+class _Rows:
+    """The rows read under a header: cells, the line number of each, the ragged rows skipped."""
+
+    def __init__(self, first_line: int, width: int) -> None:
+        self.first_line, self.width = first_line, width
+        self.cells: list[list[str]] = []
+        self.lines: list[int] = []
+        self.ragged: list[tuple[int, int]] = []
+
+    def add(self, cells: list[str], used: int) -> None:
+        self.cells.append(cells)
+        self.lines.append(self.first_line + used - 1)
+
+
+def _text_rows(lines: list[str], start: int, delimiter: str, rows: _Rows) -> int:
+    """Rows of a `|` or tab table, or of whitespace-aligned text, into `rows`; the lines used. A row of numbers in
+    another number of cells is skipped (`rows.ragged`) when a delimiter marks the cells, or, in aligned text where
+    any line of numbers may follow a table, when the next line fits the table again; otherwise it ends the table."""
     used = 0
-    for row_line in body:
+    for row_line in islice(lines, start, None):
         used += 1
         stripped = row_line.strip()
         if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
-            if rows and not stripped:
+            if rows.cells and not stripped:
                 break
             continue
         cells = _cells(row_line, delimiter)
-        if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
+        if delimiter == " " and len(cells) == rows.width + 1 and cells[0].isdigit():
             cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
-        if len(cells) != width or not any(map(_looks_numeric, cells)):
+        numeric = any(map(_looks_numeric, cells))
+        if len(cells) != rows.width and numeric and rows.cells and _ragged(lines, start + used, delimiter, rows.width):
+            rows.ragged.append((rows.first_line + used - 1, len(cells)))
+            continue
+        if len(cells) != rows.width or not numeric:
             used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
             break
-        rows.append(cells)
-    return rows, used
+        rows.add(cells, used)
+    return used
 
 
-def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
-    rows = []
+def _ragged(lines: list[str], after: int, delimiter: str, width: int) -> bool:
+    """Whether a row of another width is a ragged row of the table rather than its end (see `_text_rows`); `after`
+    is the index of the line after it."""
+    if delimiter != " ":
+        return True
+    following = next((line for line in islice(lines, after, after + 3) if line.strip()), None)
+    return following is not None and len(following.split()) == width
+
+
+def _csv_rows(body: Iterable[str], rows: _Rows) -> int:
+    """CSV rows into `rows`; the lines used. A row of another number of cells holding a number is skipped and
+    counted (`rows.ragged`); a line with no number ends the table."""
     used = 0
-    lines = iter(body)
-    for line in lines:
+    for line in body:
         used += 1
         if _elided(line):
             continue
@@ -246,14 +287,68 @@ def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
         except (csv.Error, StopIteration):
             cells = []
         if not cells:
-            if rows:
+            if rows.cells:
                 break
             continue
-        if len(cells) != width or not any(map(_looks_numeric, cells)):
+        numeric = any(map(_looks_numeric, cells))
+        if len(cells) != rows.width and numeric and rows.cells:
+            rows.ragged.append((rows.first_line + used - 1, len(cells)))
+            continue
+        if len(cells) != rows.width or not numeric:
             used -= 1
             break
-        rows.append([cell.strip() for cell in cells])
-    return rows, used
+        rows.add([cell.strip() for cell in cells], used)
+    return used
+
+
+def _ragged_note(table: Table) -> list[str]:
+    if not table.ragged:
+        return []
+    (line, cells), count = table.ragged[0], len(table.ragged)
+    return [
+        f"skipped {count} row(s) whose number of cells differs from the header's {len(table.titles)} (first: line "
+        f"{line}, {cells} cells); the rows around them are read"
+    ]
+
+
+def _repeated_columns(table: Table) -> tuple[set[int], list[str]]:
+    """The columns that repeat an earlier column's key (`reward` twice, or `loss` beside `Training Loss`), left out:
+    the first of a key is read, and a note says which and whether the two ever differ."""
+    first: dict[str, int] = {}
+    dropped: set[int] = set()
+    notes: list[str] = []
+    for index, key in enumerate(table.keys):
+        if key == "":
+            continue
+        if key not in first:
+            first[key] = index
+            continue
+        kept = first[key]
+        dropped.add(index)
+        differ = [
+            number
+            for number, cells in enumerate(table.rows)
+            if cells[kept] != "" and cells[index] != "" and _cell_value(cells[kept]) != _cell_value(cells[index])
+        ]
+        if differ:
+            where = table.lines[differ[0]] if table.lines else differ[0] + 1
+            unit = "line" if table.lines else "row"
+            agree = f"they differ on {len(differ)} row(s), the first on {unit} {where}"
+        else:
+            agree = "they agree on every row"
+        notes.append(
+            f"column {index + 1} ({table.titles[index]!r}) repeats column {kept + 1} ({table.titles[kept]!r}), both "
+            f"read as {key!r}: column {kept + 1} is read, column {index + 1} left out; {agree}"
+        )
+    return dropped, notes
+
+
+def _cell_value(cell: str) -> str:
+    number = cell_number(cell)
+    if number is None:
+        return cell.strip()
+    value = to_float(number)
+    return repr(value) if value is not None else number
 
 
 def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
@@ -274,9 +369,12 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
             title = table.titles[worded]
             notes.append(f"steps read from the column {title!r}, whose cells name them (`step N`; `Steps A-B` at B)")
     by_run = run_columns(table.keys) if not table.is_wandb_export else []
+    dropped, repeat_notes = _repeated_columns(table)
+    notes += _ragged_note(table) + repeat_notes
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
-        if index == step_index or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")) or key == "":
+        skip = index == step_index or index in dropped or key == ""
+        if skip or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")):
             continue
         run, sep, metric = key.rpartition(" - ") if table.is_wandb_export else ("", "", key)
         runs.setdefault(run.strip(), []).append((index, metric.strip() if sep else key))
