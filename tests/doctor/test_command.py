@@ -225,7 +225,7 @@ def test_a_file_that_fails_to_read_is_one_line(capsys):
         status == 2
         and err
         == "align-kit: doctor error: /proc/self/mem: cannot be read (Input/output error); expected a readable run log "
-        "(check the disk, or leave it out)\n"
+        "(check the disk it is on, or leave it out)\n"
     )
 
 

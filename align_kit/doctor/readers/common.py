@@ -91,7 +91,12 @@ def not_regular(info: os.stat_result) -> str | None:
 def unreadable(path: str | Path, error: OSError) -> DoctorInputError:
     """The one line for a file the doctor may not or cannot read, with the fix."""
     reason = error.strerror or type(error).__name__
-    fix = f"check its permissions (chmod u+r {path})" if isinstance(error, PermissionError) else "check the disk"
+    if isinstance(error, PermissionError):
+        fix = f"check its permissions (chmod u+r {path})"
+    elif isinstance(error, FileNotFoundError):
+        fix = "it is a broken link, or was removed while read: restore it"
+    else:
+        fix = "check the disk it is on"
     return UnreadInput(f"{path}: cannot be read ({reason}); expected a readable run log ({fix}, or leave it out)")
 
 
@@ -99,9 +104,13 @@ def open_regular(path: Path, expected: str = "a run's log file or folder") -> Bi
     """The file opened for reading, only when it is a regular file. Opened without blocking and checked on the open
     descriptor, so a named pipe never blocks the doctor and a file swapped after a check is still caught."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        kind = not_regular(os.stat(path))  # a socket cannot even be opened: named before it is tried
+        if kind is None:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
         raise unreadable(path, error) from None
+    if kind is not None:
+        raise UnreadInput(f"{path}: is {kind}, not a regular file; expected {expected}")
     kind = not_regular(os.fstat(descriptor))
     if kind is not None:
         os.close(descriptor)
@@ -135,7 +144,10 @@ def read_bytes_bounded(path: Path, expected: str = "a run's log file or folder")
     cap = cap_mb * 1024 * 1024
     with open_regular(path, expected) as handle:
         size = os.fstat(handle.fileno()).st_size
-        data = handle.read(cap + 1) if size <= cap else b""  # +1: past the cap, whatever size is reported (/proc)
+        try:
+            data = handle.read(cap + 1) if size <= cap else b""  # +1: past the cap, whatever size is reported (/proc)
+        except OSError as error:
+            raise unreadable(path, error) from None
     if size > cap or len(data) > cap:
         raise UnreadInput(
             f"{path}: larger than the doctor's read cap of {cap_mb} MiB; expected {expected} (set {READ_CAP_ENV}="
