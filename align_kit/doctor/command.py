@@ -31,7 +31,8 @@ export, or any CSV/JSONL with --map."""
 
 EPILOG = """exit codes: 0 healthy, 1 warning, 3 failing, 4 unjudged (read, but no rule could judge), 2 bad input
 (with --json, also {"error": ...} on stdout); with several runs the worst verdict decides.
-files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap).
+files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap); a
+folder of more than 200 logs or TensorBoard runs is refused (ALIGN_KIT_DOCTOR_MAX_RUNS raises it), never read in part.
 figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
 follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without
 growth or on Ctrl-C, then reports."""

@@ -36,7 +36,7 @@ from align_kit.doctor.readers.stated import stated_context
 KeyMap = Mapping[str, str] | None
 # The files a folder of logs may hold, read when the folder is none of the known layouts.
 LOG_SUFFIXES = (".jsonl", ".json", ".log", ".out", ".txt", ".csv", ".tsv", ".md", ".ipynb")
-MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a tokenizer or a dataset dump beside the logs: not read
+MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a dataset dump beside the logs: refused, named (see _log_files)
 
 
 def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
