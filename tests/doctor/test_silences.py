@@ -398,3 +398,35 @@ def test_the_error_line_escapes_the_names_it_carries(tmp_path, capsys):
         err == f"align-kit: doctor error: {tmp_path}/cut\\x1b[31m.log: is empty (0 bytes); expected a run's log "
         "with at least one logged step\n"
     )
+
+
+def test_a_line_of_words_or_a_blank_line_inside_a_csv_does_not_end_it(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("step,reward,loss\n1,0.25,0.1\n# resumed here\n2,0.5,0.1\n\n3,0.75,0.1\n")
+    history = only(path)
+    # The old reader ended the table at line 3 and read step 1 alone; the blank line 5 is passed over unnoted.
+    assert series(history, "reward") == [(1, 0.25), (2, 0.5), (3, 0.75)]
+    assert history.notes[0].startswith(
+        "skipped 1 row(s) whose number of cells differs from the header's 3 (first: line 3, 1 cells)"
+    )
+
+
+def test_a_second_header_starts_a_second_table_not_a_ragged_row(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("step,reward,loss\n1,0.25,0.1\nstep,loss,reward\n2,0.1,0.5\n3,0.1,0.75\n")
+    history = only(path)
+    # The second table (two rows) wins over the first (one row); its columns are read by its own header.
+    assert series(history, "reward") == [(2, 0.5), (3, 0.75)]
+    assert not any(note.startswith("skipped") for note in history.notes)
+
+
+def test_a_cut_printed_log_dict_is_counted(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text(
+        "{'step': 1, 'reward': 0.25, 'loss': 0.1}\n"
+        "{'step': 2, 'reward': 0.5, 'lo\n"
+        "{'step': 3, 'reward': 0.75, 'loss': 0.1}\n"
+    )
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.25), (3, 0.75)]
+    assert history.notes[0] == "left out 1 printed dict(s) that do not parse (cut or damaged lines)"

@@ -213,6 +213,7 @@ def read_text(
     """Every text reader's rows offered as evidence; the winner's history (or histories)."""
     columns = frozenset((key_map or {}).values())
     candidates: list[Found] = []
+    objects: list[Any] = []
     if json_lines:
         repeats = RepeatedKeys()
         objects, skipped, first_bad = jsonl.parse_lines(text, repeats)
@@ -227,7 +228,7 @@ def read_text(
         shared.append(f"left out {lines.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
     if lines.joined:
         shared.append(f"joined {lines.joined} log dict(s) wrapped over several lines")
-    if lines.unparsed and not json_lines:  # JSON lines count their own cut lines
+    if lines.unparsed and not objects:  # JSON lines, when some parse, count their own cut lines
         shared.append(f"left out {lines.unparsed} printed dict(s) that do not parse (cut or damaged lines)")
     verl = Found("verl_console", {"": lines.verl}, absent="no `step:N - key:value` lines", framework="verl")
     trl = Found("trl_log_lines", {"": lines.trl}, configs=lines.configs, absent="no printed log dicts")

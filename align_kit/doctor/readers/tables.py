@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
@@ -202,12 +202,8 @@ def find_tables(text: str, key_map: Mapping[str, str] | None = None) -> Iterator
             continue
         if not _is_header(titles, columns):
             continue
-        body = islice(lines, number, None)  # no copy: a text may hold many header-like lines
         rows = _Rows(number + 1, len(titles))
-        if delimiter == ",":
-            used = _csv_rows(body, rows)
-        else:
-            used = _text_rows(lines, number, delimiter, rows)
+        used = _table_rows(lines, number, delimiter, rows, columns)
         if rows.cells:
             number += used
             keys = [column_key(title, columns) for title in titles]
@@ -239,65 +235,59 @@ class _Rows:
         self.lines.append(self.first_line + used - 1)
 
 
-def _text_rows(lines: list[str], start: int, delimiter: str, rows: _Rows) -> int:
-    """Rows of a `|` or tab table, or of whitespace-aligned text, into `rows`; the lines used. A row of numbers in
-    another number of cells is skipped (`rows.ragged`) when a delimiter marks the cells, or, in aligned text where
-    any line of numbers may follow a table, when the next line fits the table again; otherwise it ends the table."""
-    used = 0
-    for row_line in islice(lines, start, None):
-        used += 1
-        stripped = row_line.strip()
-        if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
-            if rows.cells and not stripped:
-                break
-            continue
-        cells = _cells(row_line, delimiter)
-        if delimiter == " " and len(cells) == rows.width + 1 and cells[0].isdigit():
-            cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
-        numeric = any(map(_looks_numeric, cells))
-        if len(cells) != rows.width and numeric and rows.cells and _ragged(lines, start + used, delimiter, rows.width):
-            rows.ragged.append((rows.first_line + used - 1, len(cells)))
-            continue
-        if len(cells) != rows.width or not numeric:
-            used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
-            break
-        rows.add(cells, used)
-    return used
-
-
-def _ragged(lines: list[str], after: int, delimiter: str, width: int) -> bool:
-    """Whether a row of another width is a ragged row of the table rather than its end (see `_text_rows`); `after`
-    is the index of the line after it."""
-    if delimiter != " ":
-        return True
-    following = next((line for line in islice(lines, after, after + 3) if line.strip()), None)
-    return following is not None and len(following.split()) == width
-
-
-def _csv_rows(body: Iterable[str], rows: _Rows) -> int:
-    """CSV rows into `rows`; the lines used. A row of another number of cells holding a number is skipped and
-    counted (`rows.ragged`); a line with no number ends the table."""
-    used = 0
-    for line in body:
-        used += 1
-        if _elided(line):
-            continue
+def _row_cells(line: str, delimiter: str, width: int) -> list[str]:
+    """A line's cells under a table of `width` columns."""
+    if delimiter == ",":
         try:
-            cells = next(csv.reader([line]))
+            return [cell.strip() for cell in next(csv.reader([line]))]
         except (csv.Error, StopIteration):
-            cells = []
-        if not cells:
-            if rows.cells:
+            return []
+    cells = _cells(line, delimiter)
+    if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
+        cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
+    return cells
+
+
+def _fits(cells: list[str], width: int) -> bool:
+    return len(cells) == width and any(map(_looks_numeric, cells))
+
+
+def _resumes(lines: list[str], after: int, delimiter: str, width: int) -> bool:
+    """Whether the table goes on after a line that does not fit it: the next line that is not blank (within three)
+    fits it again. `after` is the index of the line after the one that did not fit."""
+    following = next((line for line in islice(lines, after, after + 3) if line.strip()), None)
+    return following is not None and _fits(_row_cells(following, delimiter, width), width)
+
+
+def _table_rows(lines: list[str], start: int, delimiter: str, rows: _Rows, columns: frozenset[str]) -> int:
+    """The rows under a header from `lines[start]` on, into `rows`; the lines used. A line that does not fit (another
+    number of cells, or no number) is a ragged row, skipped and counted in `rows.ragged`, when the table goes on after
+    it, or, with a delimiter marking the cells, when it holds a number; a blank line inside a table is passed over
+    when the table goes on after it. Otherwise the line ends the table, and a header line always does (it may start
+    the next)."""
+    used = 0
+    for line in islice(lines, start, None):
+        used += 1
+        stripped = line.strip()
+        if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
+            if rows.cells and not stripped and not _resumes(lines, start + used, delimiter, rows.width):
                 break
             continue
+        cells = _row_cells(line, delimiter, rows.width)
+        if _fits(cells, rows.width):
+            rows.add(cells, used)
+            continue
         numeric = any(map(_looks_numeric, cells))
-        if len(cells) != rows.width and numeric and rows.cells:
+        header = not numeric and _is_header(cells, columns)
+        if (
+            rows.cells
+            and not header
+            and ((numeric and delimiter != " ") or _resumes(lines, start + used, delimiter, rows.width))
+        ):
             rows.ragged.append((rows.first_line + used - 1, len(cells)))
             continue
-        if len(cells) != rows.width or not numeric:
-            used -= 1
-            break
-        rows.add([cell.strip() for cell in cells], used)
+        used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
+        break
     return used
 
 
