@@ -430,3 +430,47 @@ def test_a_cut_printed_log_dict_is_counted(tmp_path):
     history = only(path)
     assert series(history, "reward") == [(1, 0.25), (3, 0.75)]
     assert history.notes[0] == "left out 1 printed dict(s) that do not parse (cut or damaged lines)"
+
+
+@pytest.mark.parametrize("layout", ["sweep", "tensorboard"])
+def test_a_subfolder_that_cannot_be_listed_is_refused_not_passed_over(tmp_path, monkeypatch, layout):
+    # Permission bits do not stop root: the listing of one folder fails as it would for a user without access.
+    for name in ("a", "b"):
+        if layout == "sweep":
+            (tmp_path / name).mkdir()
+            jsonl(tmp_path / name / "metrics.jsonl", HEALTHY)
+        else:
+            _events(tmp_path / name, [0.25, 0.5])
+    locked = tmp_path / "c"
+    locked.mkdir()
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(locked))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(DoctorInputError) as error:
+        read_runs(str(tmp_path))
+    assert str(error.value) == (
+        f"{locked}: cannot be read (Permission denied); expected a readable run log (check its permissions (chmod "
+        f"u+rx {locked}), or leave it out)"
+    )
+
+
+def test_a_ragged_row_of_a_notebooks_progress_table_is_counted(tmp_path):
+    html = (
+        "<table><tr><th>Step</th><th>Training Loss</th><th>reward</th></tr>"
+        "<tr><td>1</td><td>0.1</td><td>0.25</td></tr><tr><td>2</td><td>0.1</td></tr>"
+        "<tr><td>3</td><td>0.1</td><td>0.75</td></tr></table>"
+    )
+    cell = {"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {"text/html": html}}]}
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "nbformat": 4}))
+    history = only(path)
+    assert series(history, "reward") == [(1, 0.25), (3, 0.75)]
+    assert any(
+        note.startswith("skipped 1 row(s) whose number of cells differs from the header's 3 (first: row 3 of the HTML")
+        for note in history.notes
+    )

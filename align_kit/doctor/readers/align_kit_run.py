@@ -12,7 +12,14 @@ import yaml
 
 from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE, find_folders
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary, read_bytes_bounded
+from align_kit.doctor.readers.common import (
+    as_step,
+    history_from_rows,
+    input_error,
+    is_summary,
+    raise_unreadable,
+    read_bytes_bounded,
+)
 from align_kit.doctor.readers.context import from_align_kit_config
 
 MANIFEST_FILE = "sweep_manifest.json"  # align_kit.runs.sweep_manifest's file: the sweep's jobs and their outcomes
@@ -103,7 +110,7 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
 
 def find_run_folders(root: Path) -> list[Path]:
     """The run folders below `root` (not inside one another), job 2 before job 10."""
-    return find_folders(root, is_run_folder)
+    return find_folders(root, is_run_folder, onerror=raise_unreadable)
 
 
 def _jobs(sweep: Path, notes: list[str]) -> dict[str, dict]:

@@ -92,12 +92,17 @@ def unreadable(path: str | Path, error: OSError) -> DoctorInputError:
     """The one line for a file the doctor may not or cannot read, with the fix."""
     reason = error.strerror or type(error).__name__
     if isinstance(error, PermissionError):
-        fix = f"check its permissions (chmod u+r {path})"
+        fix = f"check its permissions (chmod u+r{'x' * Path(path).is_dir()} {path})"
     elif isinstance(error, FileNotFoundError):
         fix = "it is a broken link, or was removed while read: restore it"
     else:
         fix = "check the disk it is on"
     return UnreadInput(f"{path}: cannot be read ({reason}); expected a readable run log ({fix}, or leave it out)")
+
+
+def raise_unreadable(error: OSError) -> None:
+    """An `onerror` for os.walk: a folder that cannot be listed is refused, never passed over (it may hold runs)."""
+    raise unreadable(error.filename, error)
 
 
 def open_regular(path: Path, expected: str = "a run's log file or folder") -> BinaryIO:

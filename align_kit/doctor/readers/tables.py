@@ -215,10 +215,16 @@ def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str
     columns = frozenset((key_map or {}).values())
     if not _is_header(titles, columns):
         return None
-    rows = [row for row in rows if len(row) == len(titles) and any(map(_looks_numeric, row))]
-    if not rows:
+    kept = [row for row in rows if len(row) == len(titles) and any(map(_looks_numeric, row))]
+    if not kept:
         return None
-    return Table([column_key(title, columns) for title in titles], titles, rows, "html")
+    # A row of numbers in another number of cells: skipped and counted, by its row in the table (the header is row 1).
+    ragged = [
+        (number, len(row))
+        for number, row in enumerate(rows, start=2)
+        if len(row) != len(titles) and any(map(_looks_numeric, row))
+    ]
+    return Table([column_key(title, columns) for title in titles], titles, kept, "html", ragged=ragged)
 
 
 class _Rows:
@@ -295,9 +301,10 @@ def _ragged_note(table: Table) -> list[str]:
     if not table.ragged:
         return []
     (line, cells), count = table.ragged[0], len(table.ragged)
+    where = f"line {line}" if table.lines is not None else f"row {line} of the HTML table"
     return [
-        f"skipped {count} row(s) whose number of cells differs from the header's {len(table.titles)} (first: line "
-        f"{line}, {cells} cells); the rows around them are read"
+        f"skipped {count} row(s) whose number of cells differs from the header's {len(table.titles)} (first: "
+        f"{where}, {cells} cells); the rows around them are read"
     ]
 
 

@@ -11,11 +11,18 @@ history per run folder.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import RawRows, check_folder_cap, history_from_rows, input_error
+from align_kit.doctor.readers.common import (
+    RawRows,
+    check_folder_cap,
+    history_from_rows,
+    input_error,
+    raise_unreadable,
+)
 from align_kit.doctor.readers.tfrecords import Damage, records
 
 EVENT_MARK = "tfevents"
@@ -28,12 +35,13 @@ def is_event_file(path: Path) -> bool:
 def event_folders(folder: Path) -> list[Path]:
     """The folders at or below `folder` that hold event files, in path order; more than the doctor reads from one
     folder is refused (see `check_folder_cap`), never cut short."""
-    found: dict[Path, None] = {}
-    for path in sorted(folder.rglob(f"*{EVENT_MARK}*")):
-        if not path.is_dir():  # a pipe or a socket named like an event file is refused when its run is read
-            found[path.parent] = None
+    found = [
+        Path(current)
+        for current, _, files in os.walk(folder, onerror=raise_unreadable)  # a folder it cannot list is refused
+        if any(EVENT_MARK in name for name in files)  # a pipe named like an event file is refused when read
+    ]
     check_folder_cap(folder, len(found), "TensorBoard run folders")
-    return list(found)
+    return sorted(found)
 
 
 def _event_files(path: Path) -> list[Path]:
