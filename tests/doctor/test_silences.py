@@ -474,3 +474,13 @@ def test_a_ragged_row_of_a_notebooks_progress_table_is_counted(tmp_path):
         note.startswith("skipped 1 row(s) whose number of cells differs from the header's 3 (first: row 3 of the HTML")
         for note in history.notes
     )
+
+
+def test_a_surrogate_in_a_run_name_draws_its_figure(tmp_path, capsys):
+    # matplotlib refuses a lone surrogate in a title: the sheet's title is the escaped name.
+    path = tmp_path / os.fsdecode(b"run\xff.jsonl")
+    jsonl(path, HEALTHY)
+    status, out, _ = doctor(capsys, str(path), "--figures", str(tmp_path / "figures"))
+    assert status == 0
+    assert f"figure: {tmp_path}/figures/run.png" in out
+    assert (tmp_path / "figures" / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
