@@ -484,3 +484,24 @@ def test_a_surrogate_in_a_run_name_draws_its_figure(tmp_path, capsys):
     assert status == 0
     assert f"figure: {tmp_path}/figures/run.png" in out
     assert (tmp_path / "figures" / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_follow_ends_at_once_on_a_folder_holding_a_pipe(tmp_path, capsys):
+    # Read again every 2 s for 600 s before: no later read of a pipe can do better.
+    jsonl(tmp_path / "a.jsonl", HEALTHY)
+    os.mkfifo(tmp_path / "b.log")
+    status, _, err = doctor(capsys, str(tmp_path), "--follow", "--idle", "600")
+    assert status == 2
+    assert f"{tmp_path / 'b.log'}: is a named pipe (FIFO), not a regular file" in err
+
+
+def test_a_log_in_a_folder_over_256_mib_is_refused_by_name(tmp_path):
+    jsonl(tmp_path / "a.jsonl", HEALTHY)
+    with (tmp_path / "dump.jsonl").open("wb") as handle:
+        handle.truncate(256 * 2**20 + 1)  # sparse: one byte past 256 MiB, nothing written
+    with pytest.raises(DoctorInputError) as error:
+        read_runs(str(tmp_path))
+    assert str(error.value) == (
+        f"{tmp_path / 'dump.jsonl'}: over 256 MiB, the most the doctor reads of a file in a folder; expected the "
+        f"folder's run logs (name the file to read it alone, or move it out of {tmp_path})"
+    )

@@ -97,7 +97,8 @@ def unreadable(path: str | Path, error: OSError) -> DoctorInputError:
         fix = "it is a broken link, or was removed while read: restore it"
     else:
         fix = "check the disk it is on"
-    return UnreadInput(f"{path}: cannot be read ({reason}); expected a readable run log ({fix}, or leave it out)")
+    message = f"{path}: cannot be read ({reason}); expected a readable run log ({fix}, or leave it out)"
+    return UnreadInput(message, lasting=not isinstance(error, FileNotFoundError))
 
 
 def raise_unreadable(error: OSError) -> None:
