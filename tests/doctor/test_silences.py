@@ -84,11 +84,14 @@ def test_a_folder_past_the_log_file_cap_is_refused_not_cut_short(tmp_path, capsy
     assert [run["verdict"] for run in json.loads(out)["runs"]] == ["healthy", "healthy", "failing"]
 
 
-def test_the_default_cap_reads_a_folder_of_60_logs_whole(tmp_path):
-    # The old cap of 50 dropped ten of these without a word.
-    for number in range(60):
+def test_the_default_cap_reads_a_folder_of_60_logs_whole(tmp_path, capsys):
+    # The old cap of 50 dropped the last ten without a word, the failing run59 among them: healthy, exit 0.
+    for number in range(59):
         jsonl(tmp_path / f"run{number:02d}.jsonl", HEALTHY)
-    assert len(read_runs(str(tmp_path))) == 60
+    jsonl(tmp_path / "run59.jsonl", FAILING)
+    status, out, _ = doctor(capsys, str(tmp_path), "--json")
+    runs = json.loads(out)["runs"]
+    assert (status, len(runs), runs[-1]["name"], runs[-1]["verdict"]) == (3, 60, "run59", "failing")
 
 
 def _events(folder: Path, values: list[float]) -> Path:
