@@ -508,3 +508,15 @@ def test_a_log_in_a_folder_over_256_mib_is_refused_by_name(tmp_path):
         f"{tmp_path / 'dump.jsonl'}: over 256 MiB, the most the doctor reads of a file in a folder; expected the "
         f"folder's run logs (name the file to read it alone, or move it out of {tmp_path})"
     )
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "summary.json", ".hydra/config.yaml", ".hydra/hydra.yaml"])
+def test_a_pipe_among_a_run_folders_files_is_refused(tmp_path, name):
+    jsonl(tmp_path / "metrics.jsonl", HEALTHY)
+    (tmp_path / name).parent.mkdir(exist_ok=True)
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(DoctorInputError) as error:
+        read_runs(str(tmp_path))
+    assert str(error.value) == (
+        f"{tmp_path / name}: is a named pipe (FIFO), not a regular file; expected a file of align_kit's run folder"
+    )

@@ -29,9 +29,19 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / METRICS_FILE).is_file()
 
 
+def _present(path: Path) -> bool:
+    """Whether a file the run folder may hold is there: anything of that name, a pipe or a folder included (the
+    read then refuses it in one line, rather than passing over it as absent)."""
+    return path.exists() or path.is_symlink()
+
+
+def _text(path: Path) -> str:
+    return read_bytes_bounded(path, "a file of align_kit's run folder").decode("utf-8", errors="replace")
+
+
 def _yaml(path: Path, notes: list[str]) -> dict:
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+        loaded = yaml.safe_load(_text(path))
     except yaml.YAMLError:
         notes.append(f"{path} is not valid YAML; the run's setup is unknown")
         return {}
@@ -40,10 +50,10 @@ def _yaml(path: Path, notes: list[str]) -> dict:
 
 def _summary(folder: Path, notes: list[str]) -> dict:
     path = folder / SUMMARY_FILE
-    if not path.is_file():
+    if not _present(path):
         return {}
     try:
-        summary = json.loads(path.read_text(errors="replace"))
+        summary = json.loads(_text(path))
     except json.JSONDecodeError:
         notes.append(f"{path} is not valid JSON; node choices taken from .hydra/ instead")
         return {}
@@ -53,7 +63,7 @@ def _summary(folder: Path, notes: list[str]) -> dict:
 def _hydra_choices(folder: Path, notes: list[str]) -> dict[str, str]:
     """The node choices Hydra recorded (its own groups, the trainer's fields and the monitor's aside)."""
     path = folder / HYDRA_RECORD / "hydra.yaml"
-    if not path.is_file():
+    if not _present(path):
         return {}
     runtime = ((_yaml(path, notes).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     return {
@@ -79,7 +89,7 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
     # The row's own step, not the reader's float of it: a float keeps whole numbers exact only to 2**53.
     raw = [(as_step(row["step"]), row) for _, row in pairs if not is_summary(row)]
     config_path = next(
-        (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if candidate.is_file()),
+        (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if _present(candidate)),
         None,
     )
     config = _yaml(config_path, notes) if config_path else {}
@@ -119,10 +129,9 @@ def _jobs(sweep: Path, notes: list[str]) -> dict[str, dict]:
     regular file or cannot be read is refused (a pipe would block the read for ever); one that is not valid JSON is
     noted and the jobs are named by their folders."""
     path = sweep / MANIFEST_FILE
-    if not path.exists() and not path.is_symlink():
+    if not _present(path):
         return {}
-    expected = "the sweep's manifest as align_kit writes it (or no file of that name)"
-    text = read_bytes_bounded(path, expected).decode("utf-8", errors="replace")
+    text = _text(path)
     try:
         manifest = json.loads(text)
     except ValueError as error:
