@@ -88,7 +88,7 @@ def not_regular(info: os.stat_result) -> str | None:
     return next((name for test, name in _NOT_REGULAR if test(info.st_mode)), None)
 
 
-def unreadable(path: str | Path, error: OSError) -> DoctorInputError:
+def unreadable(path: str | Path, error: OSError) -> UnreadInput:
     """The one line for a file the doctor may not or cannot read, with the fix."""
     reason = error.strerror or type(error).__name__
     if isinstance(error, PermissionError):
@@ -113,13 +113,12 @@ def open_regular(path: Path, expected: str = "a run's log file or folder") -> Bi
         kind = not_regular(os.stat(path))  # a socket cannot even be opened: named before it is tried
         if kind is None:
             descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            kind = not_regular(os.fstat(descriptor))  # what was opened, should the path have changed since
+            if kind is not None:
+                os.close(descriptor)
     except OSError as error:
         raise unreadable(path, error) from None
     if kind is not None:
-        raise UnreadInput(f"{path}: is {kind}, not a regular file; expected {expected}")
-    kind = not_regular(os.fstat(descriptor))
-    if kind is not None:
-        os.close(descriptor)
         raise UnreadInput(f"{path}: is {kind}, not a regular file; expected {expected}")
     if hasattr(os, "set_blocking"):
         os.set_blocking(descriptor, True)
