@@ -5,7 +5,9 @@ a step column (`step`, `global_step`, `iteration`, `update`, ... see `step_colum
 run per value of a run column (`run_id`, `seed`, ...) when it has one.
 
 The header is the first line that names a step column, a mapped column or a known metric; its delimiter (`|`, tab,
-comma, else runs of spaces) splits the rows after it until the first line that does not fit.
+comma, else runs of spaces) splits the rows after it until a line that does not fit and after which the table does
+not go on. A row that does not fit inside the table (another number of cells, a comment) is skipped and noted, never
+an end of the reading without a word; a column whose name repeats an earlier one is left out and noted.
 """
 
 from __future__ import annotations
