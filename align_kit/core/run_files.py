@@ -55,11 +55,14 @@ def natural_order(path: Path) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
-def find_folders(root: Path, is_match: Callable[[Path], bool]) -> list[Path]:
+def find_folders(
+    root: Path, is_match: Callable[[Path], bool], onerror: Callable[[OSError], None] | None = None
+) -> list[Path]:
     """`root` when `is_match(root)`, else every matching folder below it, not inside one another (checkpoints and
-    W&B files inside a run folder hold no further runs), hidden folders skipped, in natural order."""
+    W&B files inside a run folder hold no further runs), hidden folders skipped, in natural order. `onerror` is
+    called with the error of a folder that cannot be listed (os.walk passes over it by default)."""
     found = []
-    for current, subfolders, _ in os.walk(root):
+    for current, subfolders, _ in os.walk(root, onerror=onerror):
         if is_match(Path(current)):
             found.append(Path(current))
             subfolders.clear()

@@ -31,7 +31,8 @@ export, or any CSV/JSONL with --map."""
 
 EPILOG = """exit codes: 0 healthy, 1 warning, 3 failing, 4 unjudged (read, but no rule could judge), 2 bad input
 (with --json, also {"error": ...} on stdout); with several runs the worst verdict decides.
-files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap).
+files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap); a
+folder of more than 200 logs or TensorBoard runs is refused (ALIGN_KIT_DOCTOR_MAX_RUNS raises it), never read in part.
 figures: only with --figures DIR (one PNG per run; an existing file is kept unless --force).
 follow: --follow PATH re-reads PATH every --interval s, prints alerts as they fire, stops after --idle s without
 growth or on Ctrl-C, then reports."""
@@ -244,9 +245,18 @@ def run(argv: Sequence[str], api=None) -> int:
             if len(args.paths) != 1:
                 raise DoctorArgumentError(f"--follow watches one PATH; got {len(args.paths)}")
             from align_kit.doctor.follow import follow
+            from align_kit.doctor.readers.common import check_followable
+
+            check_followable(Path(args.paths[0]))
+
+            from align_kit.doctor.report import printable
 
             # With --json, stdout holds the one document: the follow's lines go to stderr.
-            out = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
+            stream = sys.stderr if args.json else sys.stdout
+
+            def out(line: str) -> None:
+                print(printable(line), file=stream, flush=True)
+
             diagnoses = follow(args.paths[0], read, args.idle, args.interval, options, out=out, check=check)
         else:
             from align_kit.doctor.diagnose import diagnose
@@ -262,7 +272,9 @@ def run(argv: Sequence[str], api=None) -> int:
             written = write_figures(diagnoses, args.figures, args.force)
             figures = {index: str(path) for index, path in enumerate(written)}
     except (DoctorInputError, DoctorArgumentError) as error:
-        print(f"align-kit: doctor error: {error}", file=sys.stderr)
+        from align_kit.doctor.report import printable
+
+        print(f"align-kit: doctor error: {printable(str(error))}", file=sys.stderr)
         if _wants_json(argv):
             from align_kit.doctor.report import error_json
 

@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from align_kit.doctor.diagnose import Diagnosis
 from align_kit.doctor.history import DoctorInputError
+from align_kit.doctor.report import printable
 
 MAIN_METRICS = ("reward", "entropy", "completions/mean_length", "kl")
 
@@ -81,7 +82,7 @@ def write_sheet(diagnosis: Diagnosis, path: Path | BinaryIO) -> Path | BinaryIO:
     rows = diagnosis.history.rows
     count = max(len(metrics), 1)
     figure, axes = plt.subplots(count, 1, figsize=(8, 2.4 * count + 0.6), squeeze=False)
-    title = f"{diagnosis.history.name or diagnosis.history.source}: {diagnosis.verdict}"
+    title = printable(f"{diagnosis.history.name or diagnosis.history.source}: {diagnosis.verdict}")  # a surrogate fails
     figure.suptitle(title, fontsize=11)
     if not metrics:
         axes[0][0].text(0.5, 0.5, "no metric to plot", ha="center", va="center")

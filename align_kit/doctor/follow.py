@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.doctor.diagnose import Diagnosis, Replay
-from align_kit.doctor.history import DoctorInputError, RunHistory
+from align_kit.doctor.history import DoctorInputError, RunHistory, UnreadInput
 
 Row = tuple[int, dict[str, float]]
 
@@ -113,6 +113,10 @@ def follow(
             size = _file_size(target)
             try:
                 runs = read(path)
+            except UnreadInput as error:
+                if error.lasting:  # a pipe, a device, no permission: no later read can do better
+                    raise
+                runs, problem = [], str(error)
             except DoctorInputError as error:  # not written yet, or a line half written: read it again later
                 runs, problem = [], str(error)
             if len(runs) > 1 and not several_said:

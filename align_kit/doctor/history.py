@@ -11,6 +11,16 @@ class DoctorInputError(Exception):
     """A bad input, as one line naming the file and what was expected (the command prints it and exits 2)."""
 
 
+class UnreadInput(DoctorInputError):
+    """A file the doctor could not read at all (not a regular file, no permission, past a cap): in a folder of logs
+    it ends the reading, as what it holds is unknown, where a file read and found to hold no run is left out.
+    `lasting` is False for a file gone while read (a log rotated under --follow, read again next time)."""
+
+    def __init__(self, message: str, lasting: bool = True):
+        super().__init__(message)
+        self.lasting = lasting
+
+
 @dataclass
 class RunHistory:
     source: str  # the path or wandb: address as given, then the file actually read when that differs

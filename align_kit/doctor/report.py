@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,6 +27,17 @@ from align_kit.doctor.samples import RunSamples, shown_lines
 from align_kit.monitor.rules import Alert
 
 SCHEMA = 1
+
+
+# What a name from a file must not carry to a terminal: C0 and C1 controls (ESC starts a terminal's escape sequences),
+# DEL, lone surrogates (unencodable: printing one ends in a traceback) and the bidirectional overrides (they reorder
+# what is shown). Each is shown as its Python escape, `\x1b`, `\udc80`, `\u202e`.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print as one line: every control character, lone surrogate and direction override escaped."""
+    return _UNPRINTABLE.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _num(value: Any) -> str:
@@ -142,7 +154,7 @@ def render(diagnosis: Diagnosis, figure: str | None = None, samples: RunSamples 
             )
     if figure:
         lines.append(f"figure: {figure}")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))  # each line one line: a newline in a name is shown, not obeyed
 
 
 def summary_table(diagnoses: Sequence[Diagnosis]) -> str:
@@ -162,6 +174,7 @@ def summary_table(diagnoses: Sequence[Diagnosis]) -> str:
                 f"{judged}/{len(diagnosis.coverage)}",
             )
         )
+    rows = [tuple(map(printable, row)) for row in rows]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     out = ["  ".join(cell.ljust(width) for cell, width in zip(header, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * width for width in widths))

@@ -26,9 +26,10 @@ def find_offline_runs(folder: str | Path) -> list[Path]:
     return sorted(Path(folder).glob("wandb/offline-run-*"))
 
 
-def iter_records(run_folder: str | Path) -> Iterator[Any]:
+def iter_records(run_folder: str | Path, stop: dict | None = None) -> Iterator[Any]:
     """The run file's records in order. A chunk whose checksum fails ends the read (a torn tail); a record whose
-    checksum holds but which does not decode (damaged before it was framed, or not W&B's) is a ValueError naming it."""
+    checksum holds but which does not decode (damaged before it was framed, or not W&B's) is a ValueError naming it.
+    `stop`, when given, receives where a failing chunk ended the read (`at`) and the bytes left unread (`unread`)."""
     from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2
 
@@ -49,6 +50,8 @@ def iter_records(run_folder: str | Path) -> Iterator[Any]:
             continue
         payload = data[position + _HEADER.size : position + _HEADER.size + length]
         if len(payload) < length or zlib.crc32(bytes([kind]) + payload) != checksum:
+            if stop is not None:
+                stop.update(at=position, unread=len(data) - position)
             return
         position += _HEADER.size + length
         pending = payload if kind in (1, 2) else pending + payload
@@ -76,8 +79,9 @@ def _items_to_dict(items, into: dict | None = None) -> dict:
     return result
 
 
-def read_history(run_folder: str | Path) -> list[dict]:
-    return [_items_to_dict(r.history.item) for r in iter_records(run_folder) if r.HasField("history")]
+def read_history(run_folder: str | Path, stop: dict | None = None) -> list[dict]:
+    """The logged rows; `stop` as for `iter_records`."""
+    return [_items_to_dict(r.history.item) for r in iter_records(run_folder, stop) if r.HasField("history")]
 
 
 def read_config(run_folder: str | Path) -> dict:

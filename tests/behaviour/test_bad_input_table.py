@@ -980,6 +980,48 @@ DOCTOR = [
     (["doctor", "{data}/doctor/rising.json", "--figures", "/sys/kernel/figs"], _DOCTOR, "the kernel's own file system"),
 ]
 
+# The doctor's silences (issue 44): what it cannot read is one line, never a folder judged on what happened to read.
+_SILENT = "{data}/doctor_silences"
+DOCTOR_SILENCES = [
+    (["doctor", f"{_SILENT}/many"], _DOCTOR, "many: holds 201 log files, more than the 200 the doctor reads from one"),
+    (["doctor", f"{_SILENT}/with_fifo"], _DOCTOR, "with_fifo/b.log: is a named pipe (FIFO), not a regular file"),
+    (["doctor", f"{_SILENT}/with_socket"], _DOCTOR, "with_socket/b.log: is a socket, not a regular file"),
+    (["doctor", f"{_SILENT}/with_broken_link"], _DOCTOR, "with_broken_link/b.log: cannot be read (No such file"),
+    (["doctor", f"{_SILENT}/with_eio"], _DOCTOR, "with_eio/b.log: cannot be read (Input/output error)"),
+    (["doctor", f"{_SILENT}/sweep"], _DOCTOR, "sweep/sweep_manifest.json: is a named pipe (FIFO), not a regular file"),
+    (["doctor", f"{_SILENT}/events"], _DOCTOR, "events/events.out.tfevents.2: is a named pipe (FIFO)"),
+    (["doctor", f"{_SILENT}/offline-run-1"], _DOCTOR, "offline-run-1/run-1.wandb: is a named pipe (FIFO)"),
+    (["doctor", f"{_SILENT}/live.log", "--follow"], _DOCTOR, "live.log: is a named pipe (FIFO), not a regular file"),
+    (["doctor", f"{_SILENT}/cut\x1b[2J.log"], _DOCTOR, "cut\\x1b[2J.log: is empty (0 bytes)"),
+]
+
+
+def make_doctor_silence_files(folder: Path) -> None:
+    """The DOCTOR_SILENCES cases' files: folders of one good log beside what cannot be read."""
+    import os
+    import socket
+
+    good = "".join(json.dumps({"step": step, "reward": 0.5, "loss": 0.1}) + "\n" for step in (1, 2, 3))
+    (folder / "many").mkdir(parents=True)
+    for number in range(201):
+        (folder / "many" / f"run{number:03d}.jsonl").write_text(good)
+    for name in ("with_fifo", "with_socket", "with_broken_link", "with_eio", "sweep/0", "sweep/1", "events"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / ("metrics.jsonl" if name.startswith("sweep") else "a.jsonl")).write_text(good)
+    os.mkfifo(folder / "with_fifo" / "b.log")
+    with socket.socket(socket.AF_UNIX) as server:  # the socket's file stays when it is closed
+        server.bind(str(folder / "with_socket" / "b.log"))
+    (folder / "with_broken_link" / "b.log").symlink_to(folder / "gone.log")
+    (folder / "with_eio" / "b.log").symlink_to("/proc/self/mem")  # a read fails with EIO, for root too
+    os.mkfifo(folder / "sweep" / "sweep_manifest.json")
+    (folder / "events" / "a.jsonl").unlink()
+    (folder / "events" / "events.out.tfevents.1").write_bytes(b"")
+    os.mkfifo(folder / "events" / "events.out.tfevents.2")
+    (folder / "offline-run-1").mkdir()
+    os.mkfifo(folder / "offline-run-1" / "run-1.wandb")
+    os.mkfifo(folder / "live.log")
+    (folder / "cut\x1b[2J.log").write_text("")
+
 
 def make_victims(folder: Path) -> tuple[Path, Path]:
     """A file and a folder (holding one file) beside the working folder, for a hostile config to touch."""
@@ -1056,6 +1098,7 @@ def make_data_files(folder: Path) -> Path:
     DatasetDict({"train": Dataset.from_list(good), "test": Dataset.from_list(good)}).save_to_disk(str(folder / "saved"))
     make_lifecycle_files(folder)
     make_doctor_files(folder / "doctor")
+    make_doctor_silence_files(folder / "doctor_silences")
     for name, text in PRESETS.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1304,7 +1347,7 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
 
 
-OTHER = LIFECYCLE_OTHER + DOCTOR
+OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES
 
 # The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
 # that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.

@@ -12,6 +12,7 @@ from typing import Any
 
 from align_kit.doctor.history import DoctorInputError, RunHistory
 from align_kit.doctor.readers import detect, wandb_runs
+from align_kit.doctor.readers.common import input_error, not_regular, unreadable
 
 
 def read_runs(
@@ -29,13 +30,18 @@ def read_runs(
     if path.startswith(wandb_runs.WANDB_PREFIX):
         return [wandb_runs.read_api(path, api, key_map)]
     target = Path(path)
-    if not target.exists():
-        raise DoctorInputError(f"{path}: no such file or folder; expected a run's log file or folder")
     try:
-        if target.is_dir():
+        info = target.stat()
+    except FileNotFoundError:
+        raise DoctorInputError(f"{path}: no such file or folder; expected a run's log file or folder") from None
+    except OSError as error:
+        raise unreadable(path, error) from None
+    kind = not_regular(info)
+    if kind is not None and kind != "a folder":
+        raise input_error(path, f"is {kind}, not a regular file; expected a run's log file or folder")
+    try:
+        if kind == "a folder":
             return detect.read_folder(target, key_map)
         return detect.read_file(target, key_map, logging_steps)
-    except PermissionError:
-        raise DoctorInputError(f"{path}: cannot be read (permission denied)") from None
-    except IsADirectoryError:
-        raise DoctorInputError(f"{path}: cannot be read as a file") from None
+    except OSError as error:  # a file in the folder, or gone between listing and reading
+        raise unreadable(error.filename or path, error) from None

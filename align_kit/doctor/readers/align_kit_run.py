@@ -12,7 +12,14 @@ import yaml
 
 from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, METRICS_FILE, SUMMARY_FILE, find_folders
 from align_kit.doctor.history import RunHistory
-from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary
+from align_kit.doctor.readers.common import (
+    as_step,
+    history_from_rows,
+    input_error,
+    is_summary,
+    raise_unreadable,
+    read_bytes_bounded,
+)
 from align_kit.doctor.readers.context import from_align_kit_config
 
 MANIFEST_FILE = "sweep_manifest.json"  # align_kit.runs.sweep_manifest's file: the sweep's jobs and their outcomes
@@ -22,9 +29,19 @@ def is_run_folder(folder: Path) -> bool:
     return (folder / METRICS_FILE).is_file()
 
 
+def _present(path: Path) -> bool:
+    """Whether a file the run folder may hold is there: anything of that name, a pipe or a folder included (the
+    read then refuses it in one line, rather than passing over it as absent)."""
+    return path.exists() or path.is_symlink()
+
+
+def _text(path: Path) -> str:
+    return read_bytes_bounded(path, "a file of align_kit's run folder").decode("utf-8", errors="replace")
+
+
 def _yaml(path: Path, notes: list[str]) -> dict:
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+        loaded = yaml.safe_load(_text(path))
     except yaml.YAMLError:
         notes.append(f"{path} is not valid YAML; the run's setup is unknown")
         return {}
@@ -33,10 +50,10 @@ def _yaml(path: Path, notes: list[str]) -> dict:
 
 def _summary(folder: Path, notes: list[str]) -> dict:
     path = folder / SUMMARY_FILE
-    if not path.is_file():
+    if not _present(path):
         return {}
     try:
-        summary = json.loads(path.read_text(errors="replace"))
+        summary = json.loads(_text(path))
     except json.JSONDecodeError:
         notes.append(f"{path} is not valid JSON; node choices taken from .hydra/ instead")
         return {}
@@ -46,7 +63,7 @@ def _summary(folder: Path, notes: list[str]) -> dict:
 def _hydra_choices(folder: Path, notes: list[str]) -> dict[str, str]:
     """The node choices Hydra recorded (its own groups, the trainer's fields and the monitor's aside)."""
     path = folder / HYDRA_RECORD / "hydra.yaml"
-    if not path.is_file():
+    if not _present(path):
         return {}
     runtime = ((_yaml(path, notes).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
     return {
@@ -69,9 +86,10 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
         raise input_error(
             path, f"none of its {skipped} line(s) is a JSON row with a step; expected one JSON object per logged step"
         )
-    raw = [(as_step(step), row) for step, row in pairs if not is_summary(row)]
+    # The row's own step, not the reader's float of it: a float keeps whole numbers exact only to 2**53.
+    raw = [(as_step(row["step"]), row) for _, row in pairs if not is_summary(row)]
     config_path = next(
-        (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if candidate.is_file()),
+        (candidate for candidate in (folder / CONFIG_FILE, folder / HYDRA_RECORD / CONFIG_FILE) if _present(candidate)),
         None,
     )
     config = _yaml(config_path, notes) if config_path else {}
@@ -102,16 +120,22 @@ def read_run_folder(folder: Path, key_map: Mapping[str, str] | None = None, name
 
 def find_run_folders(root: Path) -> list[Path]:
     """The run folders below `root` (not inside one another), job 2 before job 10."""
-    return find_folders(root, is_run_folder)
+    return find_folders(root, is_run_folder, onerror=raise_unreadable)
 
 
-def _jobs(sweep: Path) -> dict[str, dict]:
-    """Job folder name -> its manifest entry (job number, overrides, status), when the sweep has a readable
-    manifest. Only sweep_manifest.json is read: a launch still running has later updates in its job log."""
+def _jobs(sweep: Path, notes: list[str]) -> dict[str, dict]:
+    """Job folder name -> its manifest entry (job number, overrides, status), when the sweep has a manifest. Only
+    sweep_manifest.json is read: a launch still running has later updates in its job log. A manifest that is not a
+    regular file or cannot be read is refused (a pipe would block the read for ever); one that is not valid JSON is
+    noted and the jobs are named by their folders."""
     path = sweep / MANIFEST_FILE
+    if not _present(path):
+        return {}
+    text = _text(path)
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+        manifest = json.loads(text)
+    except ValueError as error:
+        notes.append(f"{path} is not valid JSON ({error}): jobs named by their folders, their status unknown")
         return {}
     jobs = manifest.get("jobs") if isinstance(manifest, dict) else None
     return {
@@ -124,11 +148,17 @@ def _jobs(sweep: Path) -> dict[str, dict]:
 def read_sweep(root: Path, folders: list[Path], key_map: Mapping[str, str] | None = None) -> list[RunHistory]:
     """One history per job folder of a sweep."""
     histories = []
+    manifests: dict[Path, tuple[dict[str, dict], list[str]]] = {}
     for folder in folders:
-        job = _jobs(folder.parent).get(folder.name, {})
+        if folder.parent not in manifests:
+            notes: list[str] = []
+            manifests[folder.parent] = _jobs(folder.parent, notes), notes
+        jobs, manifest_notes = manifests[folder.parent]
+        job = jobs.get(folder.name, {})
         overrides = " ".join(map(str, job.get("overrides") or []))
         name = f"job {job['job']} ({overrides})" if "job" in job else str(folder.relative_to(root))
         history = read_run_folder(folder, key_map, name=name)
+        history.notes += manifest_notes
         if job.get("status") not in (None, "done"):
             history.notes.append(f"the sweep's manifest says this job is {job['status']}")
         histories.append(history)

@@ -7,9 +7,9 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from align_kit.doctor.history import DoctorInputError, RunHistory
+from align_kit.doctor.history import DoctorInputError, RunHistory, UnreadInput
 from align_kit.doctor.keymaps import (
     ADVICE_FRAMEWORK,
     CONVERSIONS,
@@ -41,6 +41,9 @@ SUMMARY_KEYS = ("train_runtime", "train_loss")
 # The most the doctor reads of one file. A TRL trainer_state.json of 10,000 steps is about 5 MB and a long console
 # log some hundred MB; the bound keeps /dev/zero, a disk image or a core dump named by mistake from filling memory.
 READ_CAP_ENV, READ_CAP_MB = "ALIGN_KIT_DOCTOR_MAX_MB", 512  # MiB
+# The most log files, or TensorBoard run folders, the doctor reads from one folder; past it the folder is refused
+# (never a part read and the rest dropped: a failing run among the dropped would leave the verdict healthy).
+FOLDER_CAP_ENV, FOLDER_CAP = "ALIGN_KIT_DOCTOR_MAX_RUNS", 200
 _NOT_REGULAR = (
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
@@ -53,35 +56,114 @@ def input_error(source: str | Path, what: str) -> DoctorInputError:
     return DoctorInputError(f"{source}: {what}")
 
 
-def read_cap_mb() -> int:
-    """The read cap in MiB: READ_CAP_MB, or the whole number the environment's ALIGN_KIT_DOCTOR_MAX_MB gives."""
-    text = os.environ.get(READ_CAP_ENV, "").strip()
+def _whole_setting(name: str, default: int, unit: str) -> int:
+    text = os.environ.get(name, "").strip()
     if not text:
-        return READ_CAP_MB
-    if not text.isdigit() or int(text) < 1:
-        raise DoctorInputError(f"{READ_CAP_ENV}={text!r}: expected a whole number of MiB >= 1")
+        return default
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise DoctorInputError(f"{name}={text!r}: expected a whole number of {unit} >= 1")
     return int(text)
 
 
-def read_bounded(path: Path) -> str:
-    """A log file's text (undecodable bytes replaced), read only when it is a regular file within the read cap:
-    a device, a pipe or an oversized file is refused before a byte is read, never read without end."""
-    info = path.stat()
-    kind = next((name for test, name in _NOT_REGULAR if test(info.st_mode)), None)
+def read_cap_mb() -> int:
+    """The read cap in MiB: READ_CAP_MB, or the whole number the environment's ALIGN_KIT_DOCTOR_MAX_MB gives."""
+    return _whole_setting(READ_CAP_ENV, READ_CAP_MB, "MiB")
+
+
+def check_folder_cap(folder: Path, count: int, what: str) -> None:
+    """Refuse a folder holding more `what` than the doctor reads from one folder (FOLDER_CAP, or the environment's
+    ALIGN_KIT_DOCTOR_MAX_RUNS), naming both numbers and the fix."""
+    cap = _whole_setting(FOLDER_CAP_ENV, FOLDER_CAP, "files")
+    if count > cap:
+        raise UnreadInput(
+            f"{folder}: holds {count} {what}, more than the {cap} the doctor reads from one folder; expected at most "
+            f"{cap} (set {FOLDER_CAP_ENV}={count} to read them all, or name the ones to read)"
+        )
+
+
+def not_regular(info: os.stat_result) -> str | None:
+    """What a path is when it is not a regular file ("a named pipe (FIFO)", "a folder", ...), else None."""
+    if stat.S_ISDIR(info.st_mode):
+        return "a folder"
+    return next((name for test, name in _NOT_REGULAR if test(info.st_mode)), None)
+
+
+def unreadable(path: str | Path, error: OSError) -> UnreadInput:
+    """The one line for a file the doctor may not or cannot read, with the fix."""
+    reason = error.strerror or type(error).__name__
+    if isinstance(error, PermissionError):
+        fix = f"check its permissions (chmod u+r{'x' * Path(path).is_dir()} {path})"
+    elif isinstance(error, FileNotFoundError):
+        fix = "it is a broken link, or was removed while read: restore it"
+    else:
+        fix = "check the disk it is on"
+    message = f"{path}: cannot be read ({reason}); expected a readable run log ({fix}, or leave it out)"
+    return UnreadInput(message, lasting=not isinstance(error, FileNotFoundError))
+
+
+def raise_unreadable(error: OSError) -> None:
+    """An `onerror` for os.walk: a folder that cannot be listed is refused, never passed over (it may hold runs)."""
+    raise unreadable(error.filename, error)
+
+
+def open_regular(path: Path, expected: str = "a run's log file or folder") -> BinaryIO:
+    """The file opened for reading, only when it is a regular file. Opened without blocking and checked on the open
+    descriptor, so a named pipe never blocks the doctor and a file swapped after a check is still caught."""
+    try:
+        kind = not_regular(os.stat(path))  # a socket cannot even be opened: named before it is tried
+        if kind is None:
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            kind = not_regular(os.fstat(descriptor))  # what was opened, should the path have changed since
+            if kind is not None:
+                os.close(descriptor)
+    except OSError as error:
+        raise unreadable(path, error) from None
     if kind is not None:
-        raise input_error(path, f"is {kind}, not a regular file; expected a run's log file or folder")
+        raise UnreadInput(f"{path}: is {kind}, not a regular file; expected {expected}")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
+
+
+def check_followable(path: Path) -> None:
+    """Refuse at once a --follow path that exists and could never be read (a pipe, a device, no permission); one
+    not written yet is waited for."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise unreadable(path, error) from None
+    kind = not_regular(info)
+    if kind == "a folder":
+        return
+    if kind is not None:
+        raise UnreadInput(f"{path}: is {kind}, not a regular file; expected a run's log file or folder to follow")
+    open_regular(path).close()
+
+
+def read_bytes_bounded(path: Path, expected: str = "a run's log file or folder") -> bytes:
+    """A file's bytes, read only when it is a regular file within the read cap: a device, a pipe or an oversized
+    file is refused before a byte is read, never read without end."""
     cap_mb = read_cap_mb()
     cap = cap_mb * 1024 * 1024
-    data = b""
-    if info.st_size <= cap:
-        with open(path, "rb") as handle:
-            data = handle.read(cap + 1)  # +1: past the cap, whatever size the file system reports (/proc)
-    if info.st_size > cap or len(data) > cap:
-        raise input_error(
-            path,
-            f"larger than the doctor's read cap of {cap_mb} MiB; expected a run's log (set {READ_CAP_ENV}="
-            f"{2 * cap_mb} to raise the cap)",
+    with open_regular(path, expected) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            data = handle.read(cap + 1) if size <= cap else b""  # +1: past the cap, whatever size is reported (/proc)
+        except OSError as error:
+            raise unreadable(path, error) from None
+    if size > cap or len(data) > cap:
+        raise UnreadInput(
+            f"{path}: larger than the doctor's read cap of {cap_mb} MiB; expected {expected} (set {READ_CAP_ENV}="
+            f"{2 * cap_mb} to raise the cap)"
         )
+    return data
+
+
+def read_bounded(path: Path, expected: str = "a run's log file or folder") -> str:
+    """A log file's text (undecodable bytes replaced), read by `read_bytes_bounded`; an empty file is refused."""
+    data = read_bytes_bounded(path, expected)
     if not data:
         raise input_error(path, "is empty (0 bytes); expected a run's log with at least one logged step")
     return data.decode("utf-8", errors="replace")
@@ -241,9 +323,15 @@ def _numeric_somewhere(raw: RawRows, key: str) -> bool:
 
 
 def as_step(value: Any) -> int | None:
-    """A logged step as an int: 12, 12.0, "12", or ms-swift's "12/400" (step/max_steps)."""
-    if isinstance(value, str) and "/" in value:
-        value = value.split("/", 1)[0]
+    """A logged step as an int: 12, 12.0, "12", or ms-swift's "12/400" (step/max_steps). A whole number, as an int
+    or as digits, is kept exact (a float holds whole numbers only to 2**53: larger steps would merge)."""
+    if isinstance(value, str):
+        value = value.split("/", 1)[0].strip() if "/" in value else value.strip()
+        digits = value.lstrip("+-")
+        if digits.isascii() and digits.isdigit():
+            return int(value)
+    elif type(value) is int:
+        return value
     number = to_float(value)
     if number is None or number != number or number in (float("inf"), float("-inf")):
         return None

@@ -21,16 +21,22 @@ import align_kit.doctor.readers.text_logs as text_logs
 import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
-from align_kit.doctor.history import DoctorInputError, RunHistory, part_name
-from align_kit.doctor.readers.common import UNKNOWN_FORMAT, history_from_rows, input_error, read_bounded
+from align_kit.doctor.history import DoctorInputError, RunHistory, UnreadInput, part_name
+from align_kit.doctor.readers.common import (
+    UNKNOWN_FORMAT,
+    check_folder_cap,
+    history_from_rows,
+    input_error,
+    read_bounded,
+)
 from align_kit.doctor.readers.evidence import Found, best, count, is_config
+from align_kit.doctor.readers.repeated_keys import RepeatedKeys
 from align_kit.doctor.readers.stated import stated_context
 
 KeyMap = Mapping[str, str] | None
 # The files a folder of logs may hold, read when the folder is none of the known layouts.
 LOG_SUFFIXES = (".jsonl", ".json", ".log", ".out", ".txt", ".csv", ".tsv", ".md", ".ipynb")
-MAX_FOLDER_FILES = 50
-MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a tokenizer or a dataset dump beside the logs: not read
+MAX_FOLDER_FILE_BYTES = 256 * 2**20  # a dataset dump beside the logs: refused, named (see _log_files)
 
 
 def read_folder(folder: Path, key_map: KeyMap) -> list[RunHistory]:
@@ -66,7 +72,8 @@ def _fuller_events(folder: Path, history: RunHistory, key_map: KeyMap) -> RunHis
         return history
     try:
         logged = tensorboard_events.read_events(events[0], key_map)
-    except DoctorInputError:
+    except DoctorInputError as error:
+        history.notes.append(f"the run's TensorBoard events were not read instead ({error})")
         return history
     if not logged.rows or logged.rows[-1][0] <= history.rows[-1][0]:
         return history
@@ -80,23 +87,37 @@ def _fuller_events(folder: Path, history: RunHistory, key_map: KeyMap) -> RunHis
 
 def _log_files(folder: Path, key_map: KeyMap) -> list[RunHistory]:
     """A folder of log files (verl's FileLogger JSONL, LLaMA-Factory's trainer_log.jsonl, console logs): every one
-    that reads, the others named in the error when none does."""
-    files = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix in LOG_SUFFIXES)
+    that reads. A file that holds no run is left out and named in each history's notes (in the error when none
+    reads); one the doctor cannot read at all (no permission, a pipe or a device, past a cap) ends the reading with
+    its one line, since it may hold a run: never a folder judged on the files that happened to read."""
+    files = sorted(path for path in folder.iterdir() if path.suffix in LOG_SUFFIXES)
+    check_folder_cap(folder, len(files), "log files")
     histories: list[RunHistory] = []
-    problems: list[str] = []
-    for path in files[:MAX_FOLDER_FILES]:
-        if path.stat().st_size > MAX_FOLDER_FILE_BYTES:
-            problems.append(f"{path.name}: over {MAX_FOLDER_FILE_BYTES >> 20} MiB, not read")
+    left_out: list[str] = []
+    for path in files:
+        if path.is_dir():
+            left_out.append(f"{path.name} (a folder)")
             continue
+        size = path.stat().st_size if path.is_file() else 0
+        if size > MAX_FOLDER_FILE_BYTES:
+            raise UnreadInput(
+                f"{path}: over {MAX_FOLDER_FILE_BYTES >> 20} MiB, the most the doctor reads of a file in a folder; "
+                f"expected the folder's run logs (name the file to read it alone, or move it out of {folder})"
+            )
         try:
             histories += read_file(path, key_map, None)
+        except UnreadInput:
+            raise
         except DoctorInputError as error:
-            problems.append(str(error).removeprefix(f"{path}: ").split(";")[0].split(" (")[0])
-        except (OSError, UnicodeError) as error:
-            problems.append(f"{path.name}: {error}")
+            left_out.append(f"{path.name} ({str(error).removeprefix(f'{path}: ').split(';')[0].split(' (')[0]})")
     if histories:
+        if left_out:
+            shown = "; ".join(left_out[:10]) + (f"; ... and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+            note = f"left out {len(left_out)} of the {len(files)} log file(s) in {folder.name}, holding no run: {shown}"
+            for history in histories:
+                history.notes.append(note)
         return histories
-    tried = f" (tried {len(problems)} file(s): {problems[0]}{', ...' if len(problems) > 1 else ''})" if problems else ""
+    tried = f" (tried {len(left_out)} file(s): {left_out[0]}{', ...' if len(left_out) > 1 else ''})" if left_out else ""
     raise input_error(folder, UNKNOWN_FORMAT.replace("; expected", f"{tried}; expected", 1))
 
 
@@ -111,11 +132,16 @@ def read_file(path: Path, key_map: KeyMap, logging_steps: int | None) -> list[Ru
     text = read_bounded(path)
     head = text.lstrip()[:1]
     if head in ("{", "["):
+        repeats = RepeatedKeys()
         try:
-            document = json.loads(text)
+            document = repeats.loads(text)
         except ValueError as error:
             return _not_one_document(path, text, error, key_map, logging_steps)
-        return _document(path, document, key_map, logging_steps)
+        histories = _document(path, document, key_map, logging_steps)
+        if note := repeats.note():
+            for history in histories:
+                history.notes.append(note)
+        return histories
     if path.suffix == ".ipynb":
         raise input_error(path, "not JSON; expected a Jupyter notebook (.ipynb) as Jupyter saves it")
     return read_text(path, text, key_map, logging_steps)
@@ -187,9 +213,11 @@ def read_text(
     """Every text reader's rows offered as evidence; the winner's history (or histories)."""
     columns = frozenset((key_map or {}).values())
     candidates: list[Found] = []
+    objects: list[Any] = []
     if json_lines:
-        objects, skipped, first_bad = jsonl.parse_lines(text)
-        notes = []
+        repeats = RepeatedKeys()
+        objects, skipped, first_bad = jsonl.parse_lines(text, repeats)
+        notes = [note] if (note := repeats.note()) else []
         if skipped and objects:
             line, reason = first_bad
             notes.append(f"skipped {skipped} line(s) that are not JSON (first: line {line}, {reason})")
@@ -200,6 +228,8 @@ def read_text(
         shared.append(f"left out {lines.summaries} end-of-training summary line(s) (train_runtime, train_loss)")
     if lines.joined:
         shared.append(f"joined {lines.joined} log dict(s) wrapped over several lines")
+    if lines.unparsed and not objects:  # JSON lines, when some parse, count their own cut lines
+        shared.append(f"left out {lines.unparsed} printed dict(s) that do not parse (cut or damaged lines)")
     verl = Found("verl_console", {"": lines.verl}, absent="no `step:N - key:value` lines", framework="verl")
     trl = Found("trl_log_lines", {"": lines.trl}, configs=lines.configs, absent="no printed log dicts")
     if lines.configs:

@@ -10,6 +10,7 @@ from typing import Any
 
 from align_kit.doctor.keymaps import NOT_METRICS
 from align_kit.doctor.readers.common import RawRows, as_step, is_summary
+from align_kit.doctor.readers.repeated_keys import RepeatedKeys
 from align_kit.doctor.readers.step_columns import (
     EPOCH,
     STEP_NAMES,
@@ -76,15 +77,18 @@ def object_rows(objects: list[Any]) -> tuple[dict[str, RawRows], bool, list[str]
 GIVE_UP = 20  # lines that fail before any parses
 
 
-def parse_lines(text: str) -> tuple[list[Any], int, tuple[int, str] | None]:
-    """(objects, lines skipped, (line, error) of the first bad line)."""
+def parse_lines(text: str, repeats: RepeatedKeys | None = None) -> tuple[list[Any], int, tuple[int, str] | None]:
+    """(objects, lines skipped, (line, error) of the first bad line); `repeats` records keys an object names twice."""
     objects: list[Any] = []
     skipped, first_bad = 0, None
+    loads = repeats.loads if repeats is not None else json.loads
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if repeats is not None:
+            repeats.line = number
         try:
-            objects.append(json.loads(line))
+            objects.append(loads(line))
         except ValueError as error:
             skipped += 1
             if first_bad is None:

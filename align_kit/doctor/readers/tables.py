@@ -5,18 +5,20 @@ a step column (`step`, `global_step`, `iteration`, `update`, ... see `step_colum
 run per value of a run column (`run_id`, `seed`, ...) when it has one.
 
 The header is the first line that names a step column, a mapped column or a known metric; its delimiter (`|`, tab,
-comma, else runs of spaces) splits the rows after it until the first line that does not fit.
+comma, else runs of spaces) splits the rows after it until a line that does not fit and after which the table does
+not go on. A row that does not fit inside the table (another number of cells, a comment) is skipped and noted, never
+an end of the reading without a word; a column whose name repeats an earlier one is left out and noted.
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from align_kit.doctor.keymaps import abbreviated_name, is_known_metric
+from align_kit.doctor.keymaps import abbreviated_name, is_known_metric, to_float
 from align_kit.doctor.readers.common import RawRows, as_step
 from align_kit.doctor.readers.step_columns import (
     STEP_LIST,
@@ -156,10 +158,20 @@ def cell_text(cell: str) -> str:
 
 
 class Table:
-    """The first table found in a text: its header keys and rows of cells."""
+    """A table found in a text: its header keys and rows of cells; `lines` the text's line number of each row (None
+    for an HTML table), `ragged` the (line, cells) of rows skipped for holding another number of cells."""
 
-    def __init__(self, keys: list[str], titles: list[str], rows: list[list[str]], delimiter: str):
+    def __init__(
+        self,
+        keys: list[str],
+        titles: list[str],
+        rows: list[list[str]],
+        delimiter: str,
+        lines: list[int] | None = None,
+        ragged: list[tuple[int, int]] | None = None,
+    ):
         self.keys, self.titles, self.rows, self.delimiter = keys, titles, rows, delimiter
+        self.lines, self.ragged = lines, ragged or []
 
     @property
     def is_progress_table(self) -> bool:
@@ -192,14 +204,12 @@ def find_tables(text: str, key_map: Mapping[str, str] | None = None) -> Iterator
             continue
         if not _is_header(titles, columns):
             continue
-        body = islice(lines, number, None)  # no copy: a text may hold many header-like lines
-        if delimiter == ",":
-            rows, used = _csv_rows(body, len(titles))
-        else:
-            rows, used = _text_rows(body, delimiter, len(titles))
-        if rows:
+        rows = _Rows(number + 1, len(titles))
+        used = _table_rows(lines, number, delimiter, rows, columns)
+        if rows.cells:
             number += used
-            yield Table([column_key(title, columns) for title in titles], titles, rows, delimiter)
+            keys = [column_key(title, columns) for title in titles]
+            yield Table(keys, titles, rows.cells, delimiter, rows.lines, rows.ragged)
 
 
 def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str] | None = None) -> Table | None:
@@ -207,53 +217,137 @@ def table_of(titles: list[str], rows: list[list[str]], key_map: Mapping[str, str
     columns = frozenset((key_map or {}).values())
     if not _is_header(titles, columns):
         return None
-    rows = [row for row in rows if len(row) == len(titles) and any(map(_looks_numeric, row))]
-    if not rows:
+    kept = [row for row in rows if len(row) == len(titles) and any(map(_looks_numeric, row))]
+    if not kept:
         return None
-    return Table([column_key(title, columns) for title in titles], titles, rows, "html")
+    # A row of numbers in another number of cells: skipped and counted, by its row in the table (the header is row 1).
+    ragged = [
+        (number, len(row))
+        for number, row in enumerate(rows, start=2)
+        if len(row) != len(titles) and any(map(_looks_numeric, row))
+    ]
+    return Table([column_key(title, columns) for title in titles], titles, kept, "html", ragged=ragged)
 
 
-def _text_rows(body: Iterable[str], delimiter: str, width: int) -> tuple[list[list[str]], int]:
-    rows: list[list[str]] = []
-    used = 0
-    for row_line in body:
-        used += 1
-        stripped = row_line.strip()
-        if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
-            if rows and not stripped:
-                break
-            continue
-        cells = _cells(row_line, delimiter)
-        if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
-            cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
-        if len(cells) != width or not any(map(_looks_numeric, cells)):
-            used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
-            break
-        rows.append(cells)
-    return rows, used
+class _Rows:
+    """The rows read under a header: cells, the line number of each, the ragged rows skipped."""
+
+    def __init__(self, first_line: int, width: int) -> None:
+        self.first_line, self.width = first_line, width
+        self.cells: list[list[str]] = []
+        self.lines: list[int] = []
+        self.ragged: list[tuple[int, int]] = []
+
+    def add(self, cells: list[str], used: int) -> None:
+        self.cells.append(cells)
+        self.lines.append(self.first_line + used - 1)
 
 
-def _csv_rows(body: Iterable[str], width: int) -> tuple[list[list[str]], int]:
-    rows = []
-    used = 0
-    lines = iter(body)
-    for line in lines:
-        used += 1
-        if _elided(line):
-            continue
+def _row_cells(line: str, delimiter: str, width: int) -> list[str]:
+    """A line's cells under a table of `width` columns."""
+    if delimiter == ",":
         try:
-            cells = next(csv.reader([line]))
+            return [cell.strip() for cell in next(csv.reader([line]))]
         except (csv.Error, StopIteration):
-            cells = []
-        if not cells:
-            if rows:
+            return []
+    cells = _cells(line, delimiter)
+    if delimiter == " " and len(cells) == width + 1 and cells[0].isdigit():
+        cells = cells[1:]  # a pandas DataFrame printed with its index (`pd.DataFrame(log_history)`)
+    return cells
+
+
+def _fits(cells: list[str], width: int) -> bool:
+    return len(cells) == width and any(map(_looks_numeric, cells))
+
+
+def _resumes(lines: list[str], after: int, delimiter: str, width: int) -> bool:
+    """Whether the table goes on after a line that does not fit it: the next line that is not blank (within three)
+    fits it again. `after` is the index of the line after the one that did not fit."""
+    following = next((line for line in islice(lines, after, after + 3) if line.strip()), None)
+    return following is not None and _fits(_row_cells(following, delimiter, width), width)
+
+
+def _table_rows(lines: list[str], start: int, delimiter: str, rows: _Rows, columns: frozenset[str]) -> int:
+    """The rows under a header from `lines[start]` on, into `rows`; the lines used. A line that does not fit (another
+    number of cells, or no number) is a ragged row, skipped and counted in `rows.ragged`, when the table goes on after
+    it, or, with a delimiter marking the cells, when it holds a number; a blank line inside a table is passed over
+    when the table goes on after it. Otherwise the line ends the table, and a header line always does (it may start
+    the next)."""
+    used = 0
+    for line in islice(lines, start, None):
+        used += 1
+        stripped = line.strip()
+        if not stripped or _SEPARATOR.match(stripped) or _elided(stripped):
+            if rows.cells and not stripped and not _resumes(lines, start + used, delimiter, rows.width):
                 break
             continue
-        if len(cells) != width or not any(map(_looks_numeric, cells)):
-            used -= 1
-            break
-        rows.append([cell.strip() for cell in cells])
-    return rows, used
+        cells = _row_cells(line, delimiter, rows.width)
+        if _fits(cells, rows.width):
+            rows.add(cells, used)
+            continue
+        numeric = any(map(_looks_numeric, cells))
+        header = not numeric and _is_header(cells, columns)
+        if (
+            rows.cells
+            and not header
+            and ((numeric and delimiter != " ") or _resumes(lines, start + used, delimiter, rows.width))
+        ):
+            rows.ragged.append((rows.first_line + used - 1, len(cells)))
+            continue
+        used -= 1  # a row holds numbers: a line of words ends the table, and may start the next
+        break
+    return used
+
+
+def _ragged_note(table: Table) -> list[str]:
+    if not table.ragged:
+        return []
+    (line, cells), count = table.ragged[0], len(table.ragged)
+    where = f"line {line}" if table.lines is not None else f"row {line} of the HTML table"
+    return [
+        f"skipped {count} row(s) whose number of cells differs from the header's {len(table.titles)} (first: "
+        f"{where}, {cells} cells); the rows around them are read"
+    ]
+
+
+def _repeated_columns(table: Table) -> tuple[set[int], list[str]]:
+    """The columns that repeat an earlier column's key (`reward` twice, or `loss` beside `Training Loss`), left out:
+    the first of a key is read, and a note says which and whether the two ever differ."""
+    first: dict[str, int] = {}
+    dropped: set[int] = set()
+    notes: list[str] = []
+    for index, key in enumerate(table.keys):
+        if key == "":
+            continue
+        if key not in first:
+            first[key] = index
+            continue
+        kept = first[key]
+        dropped.add(index)
+        differ = [
+            number
+            for number, cells in enumerate(table.rows)
+            if cells[kept] != "" and cells[index] != "" and _cell_value(cells[kept]) != _cell_value(cells[index])
+        ]
+        if differ:
+            where = table.lines[differ[0]] if table.lines else differ[0] + 1
+            unit = "line" if table.lines else "row"
+            agree = f"they differ on {len(differ)} row(s), the first on {unit} {where}"
+        else:
+            agree = "they agree on every row"
+        notes.append(
+            f"column {index + 1} ({table.titles[index]!r}) repeats column {kept + 1} ({table.titles[kept]!r}), both "
+            f"read as {key!r}: column {kept + 1} is read, column {index + 1} left out; {agree}"
+        )
+    return dropped, notes
+
+
+def _cell_value(cell: str) -> str:
+    number = cell_number(cell)
+    if number is None:
+        return cell.strip()
+    value = to_float(number)
+    return repr(value) if value is not None else number
 
 
 def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
@@ -274,9 +368,12 @@ def table_rows(table: Table) -> tuple[dict[str, RawRows], list[str]]:
             title = table.titles[worded]
             notes.append(f"steps read from the column {title!r}, whose cells name them (`step N`; `Steps A-B` at B)")
     by_run = run_columns(table.keys) if not table.is_wandb_export else []
+    dropped, repeat_notes = _repeated_columns(table)
+    notes += _ragged_note(table) + repeat_notes
     runs: dict[str, list[tuple[int, str]]] = {}  # run -> [(column index, metric key)]
     for index, key in enumerate(table.keys):
-        if index == step_index or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")) or key == "":
+        skip = index == step_index or index in dropped or key == ""
+        if skip or key in WANDB_TIME_COLUMNS or key.endswith(("__MIN", "__MAX")):
             continue
         run, sep, metric = key.rpartition(" - ") if table.is_wandb_export else ("", "", key)
         runs.setdefault(run.strip(), []).append((index, metric.strip() if sep else key))

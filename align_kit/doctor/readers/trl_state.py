@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.core.run_files import CHECKPOINT, TRAINER_STATE
-from align_kit.doctor.history import RunHistory
+from align_kit.doctor.history import DoctorInputError, RunHistory, UnreadInput
 from align_kit.doctor.readers.common import as_step, history_from_rows, input_error, is_summary, read_bounded
 
 
@@ -40,17 +40,26 @@ def state_file(folder: Path) -> tuple[Path | None, list[str]]:
     if not checkpoints:
         return (own if own.is_file() else None), []
     number, newest = checkpoints[-1]
+    skipped: list[str] = []
     if own.is_file():
         try:
-            own_step = as_step(json.loads(own.read_text()).get("global_step"))
-        except (ValueError, AttributeError):
+            own_step = as_step(json.loads(read_bounded(own)).get("global_step"))
+        except (ValueError, AttributeError) as error:
             own_step = None
+            skipped.append(f"{folder.name}/{TRAINER_STATE} not read: it is not valid JSON ({error})")
+        except UnreadInput:
+            raise  # what it holds is unknown: it may be the newest
+        except DoctorInputError as error:  # empty
+            own_step = None
+            skipped.append(f"{folder.name}/{TRAINER_STATE} not read: {str(error).removeprefix(f'{own}: ')}")
+        if own_step is None and not skipped:
+            skipped.append(f"{folder.name}/{TRAINER_STATE} not read: it states no global_step")
         if own_step is not None and own_step >= number:
             return own, [
                 f"read {folder.name}/{TRAINER_STATE} (global step {own_step}), newer than its "
                 f"{len(checkpoints)} checkpoint(s) (newest checkpoint-{number})"
             ]
-    return newest, [f"newest of {len(checkpoints)} checkpoint(s): checkpoint-{number}"]
+    return newest, [*skipped, f"newest of {len(checkpoints)} checkpoint(s): checkpoint-{number}"]
 
 
 def read_state(

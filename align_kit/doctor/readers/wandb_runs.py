@@ -11,7 +11,14 @@ from typing import Any
 
 from align_kit.doctor.history import DoctorInputError, RunHistory
 from align_kit.doctor.keymaps import detect_framework
-from align_kit.doctor.readers.common import RawRows, as_step, history_from_rows, input_error, is_summary
+from align_kit.doctor.readers.common import (
+    RawRows,
+    as_step,
+    history_from_rows,
+    input_error,
+    is_summary,
+    open_regular,
+)
 from align_kit.doctor.readers.context import from_trl_config, from_verl_config
 from align_kit.tracking.wandb_offline import read_config, read_history, read_run_info
 
@@ -61,14 +68,23 @@ def _history(source: str, raw: RawRows, config: Mapping[str, Any], name: str, ke
 
 
 def read_offline(folder: Path, key_map: Mapping[str, str] | None = None) -> RunHistory:
+    for run_file in folder.glob("run-*.wandb"):  # the reader opens it: a pipe there would block it for ever
+        open_regular(run_file, "an offline W&B run file").close()
+    stop: dict = {}
     try:
-        history = read_history(folder)
+        history = read_history(folder, stop)
         config = read_config(folder)
         info = read_run_info(folder)
     except (ValueError, OSError) as error:
         raise input_error(folder, f"cannot read the offline W&B run ({error}); expected a run-*.wandb file") from None
     name = info.get("name") or folder.name
-    return _history(str(folder), _rows(history), config, name, key_map, [])
+    notes = []
+    if stop:  # W&B's framing cannot be followed past a failing chunk
+        notes.append(
+            f"the run file ends in a cut or damaged chunk at byte {stop['at']}: the {stop['unread']} byte(s) after "
+            "it were not read (a run killed while writing, or a damaged file)"
+        )
+    return _history(str(folder), _rows(history), config, name, key_map, notes)
 
 
 def read_api(spec: str, api: Any = None, key_map: Mapping[str, str] | None = None) -> RunHistory:
