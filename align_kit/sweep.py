@@ -115,6 +115,8 @@ def main(rest: list[str]) -> None:
 
     flags, words = split_flags(rest)  # Hydra's flags may stand anywhere: the sweep's name is the first other word
     rest = [*words[:1], *flags, *words[1:]]
+    from align_kit.runs.sweep_file_path import is_sweep_path
+
     if rest and is_sweep_path(rest[0]):
         rest = from_sweep_file(rest)
     names = sweep_names(rest)
@@ -149,11 +151,6 @@ def main(rest: list[str]) -> None:
     train.main()
 
 
-def is_sweep_path(word: str) -> bool:
-    """A sweep file named by its path (`align-kit doctor RUN --sweep x.yaml` writes one), not by a name in sweeps/."""
-    return word.endswith((".yaml", ".yml")) and "=" not in word
-
-
 def from_sweep_file(rest: list[str]) -> list[str]:
     """`PATH.yaml [args]` as `NAME --config-dir DIR [args]`: the file is copied, as it is now, to DIR/sweep/NAME.yaml
     in the cache (a folder named by the file's content, so a `--resume` finds the very file the sweep started from),
@@ -161,22 +158,14 @@ def from_sweep_file(rest: list[str]) -> list[str]:
     import hashlib
     import os
 
+    from align_kit.runs.sweep_file_path import name_problem
+
     path = Path(rest[0])
-    if not path.is_file():
-        print(f"align-kit sweep: {path}: no such sweep file (a path ending in .yaml names a file)", file=sys.stderr)
+    problem = name_problem(path) if path.is_file() else f"{path}: no such sweep file (a path ending in .yaml names one)"
+    if problem:
+        print(f"align-kit sweep: {problem}", file=sys.stderr)
         sys.exit(2)
     name = path.stem
-    if name in sweep_names([]):
-        print(
-            f"align-kit sweep: {path}: its name {name!r} is a shipped sweep's (sweeps/{name}.yaml), which would be "
-            "run instead; rename the file",
-            file=sys.stderr,
-        )
-        sys.exit(2)
-    if not name.replace("_", "").replace("-", "").isalnum():
-        print(f"align-kit sweep: {path}: name it with letters, digits, _ and - only (it becomes sweep={name})",
-              file=sys.stderr)  # fmt: skip
-        sys.exit(2)
     if any(arg in ("--config-dir", "-cd") or arg.startswith("--config-dir=") for arg in rest[1:]):
         print(f"align-kit sweep: {path} is run from a folder of its own; --config-dir is not accepted beside a sweep "
               "file's path (put the file in DIR/sweep/ and run `align-kit sweep NAME --config-dir DIR`)",

@@ -293,7 +293,10 @@ def plan_sweep(
     check = check or preflight_check
     chosen: list[Change] = []
     skipped: list[str] = []
+    target: str | None = None  # the rule the arms answer: the first swept change's first; the others must answer it
     for line in advice:
+        if target is not None and target not in line.rules:
+            continue
         change = change_for(line.fix, composition)
         if change is None:
             skipped.append(f"{line.fix}: {line.text} (not a single override of this run: advice only)")
@@ -307,6 +310,7 @@ def plan_sweep(
             skipped.append(f"{line.fix}: {_override_value(change.advised)} for {change.key} refused: {error}")
             continue
         chosen = trial
+        target = target or line.rules[0]
     if not chosen:
         raise ConfigError(
             f"{folder}: none of the advised changes is an override the pre-flight accepts for this run "
@@ -318,8 +322,9 @@ def plan_sweep(
 
 
 def _plan(composition, changes, skipped, seeds, how, alerts, advice) -> Plan:
-    answered = [alert for alert in alerts if any(alert.rule in line.rules for line in advice if line.fix in
-                                                  {c.fix for c in changes})]  # fmt: skip
+    # The alert the prediction is about: the first that every swept change answers.
+    rules_of = {line.fix: line.rules for line in advice}
+    answered = [alert for alert in alerts if all(alert.rule in rules_of.get(c.fix, ()) for c in changes)]
     alert = (answered or alerts)[0]
     metric, direction = prediction_for(alert)
     engagement = list(dict.fromkeys(m for change in changes for m in change.engagement if m != metric))
@@ -347,7 +352,8 @@ def _dimensions(plan: Plan) -> dict[str, list[Any]]:
     return dims
 
 
-def sweep_text(plan: Plan, name: str) -> str:
+def sweep_text(plan: Plan, name: str, path: str | None = None) -> str:
+    """The sweep file (`path`: where it is written, for the commands it states; `<name>.yaml` by default)."""
     dims = _dimensions(plan)
     composition = plan.composition
     fixed_choices = {g: n for g, n in composition.choices.items() if g not in dims}
@@ -377,11 +383,11 @@ def sweep_text(plan: Plan, name: str) -> str:
             else []
         ),
         f"# Seeds: {plan.seeds_how}.",
-        f"# Before judging, check that each change engaged: {', '.join(plan.engagement) or plan.metric} in the advised",
-        "# arms against the baseline (a fix that did not act cannot be judged by its outcome).",
+        f"# Before judging, check that each change engaged: {', '.join(plan.engagement) or plan.metric} in the advised "
+        "arms against the baseline (a fix that did not act cannot be judged by its outcome).",
         f"# Prediction ({plan.rule} read {plan.metric}): each advised arm moves it {plan.direction} than the baseline.",
         "# Commit this file before running it; then:",
-        f"#   align-kit sweep {name}.yaml hydra.sweep.dir={folder}",
+        f"#   align-kit sweep {path or name + '.yaml'} hydra.sweep.dir={folder}",
         f"#   align-kit compare {folder} --metrics {compare_metrics} --predict {plan.metric}:{plan.direction}",
     ]
     body: dict[str, Any] = {}
@@ -415,3 +421,61 @@ def preflight_check(name: str, text: str) -> None:
         (Path(scratch) / "sweep").mkdir()
         (Path(scratch) / "sweep" / f"{name}.yaml").write_text(text, encoding="utf-8")
         check_command([f"sweep={name}"], True, scratch)
+
+
+def check_sweep_target(path: Path, inputs: list[str], force: bool, follow: bool) -> None:
+    """`--sweep PATH` before any log is read: one run, a usable file name, nothing overwritten unasked."""
+    from align_kit.doctor.history import DoctorInputError
+    from align_kit.runs.sweep_file_path import name_problem
+
+    if follow:
+        raise DoctorInputError("--sweep PATH is not taken with --follow: run the doctor on the finished run")
+    if len(inputs) != 1:
+        raise DoctorInputError(f"--sweep PATH writes a sweep for one run; got {len(inputs)} PATHs (name one)")
+    problem = name_problem(path)
+    if problem:
+        raise DoctorInputError(f"--sweep {problem}")
+    if path.exists() and not path.is_file():
+        raise DoctorInputError(f"--sweep {path}: exists and is not a file; name a new .yaml file")
+    if path.exists() and not force:
+        raise DoctorInputError(f"--sweep {path}: exists; pass --force to overwrite it, or name another file")
+    if not path.parent.is_dir():
+        raise DoctorInputError(f"--sweep {path}: its folder {path.parent} does not exist")
+
+
+def write_sweep(path: Path, run_path: str, diagnoses: list[Any], force: bool) -> str:
+    """Write the sweep for the one diagnosed run and say so in one line, or say in one line why none was written."""
+    import os
+    import tempfile
+
+    from align_kit.doctor.samples import run_folder_of
+
+    if len(diagnoses) != 1:
+        return f"sweep: none written: {run_path} holds {len(diagnoses)} runs; name one run folder"
+    diagnosis = diagnoses[0]
+    folder = run_folder_of(Path(diagnosis.history.source))
+    framework = diagnosis.history.framework
+    if framework != "align_kit" or folder is None or not is_align_kit_run(folder):
+        return (
+            f"sweep: none written: {run_path} is a {framework} run, and a sweep file needs an align_kit run's "
+            f"composition to start from; the advice above is in {framework}'s terms"
+        )
+    if not diagnosis.counted or not diagnosis.advice:
+        return "sweep: none written: nothing fired that an advised change answers"
+    try:
+        plan = plan_sweep(folder, diagnosis.counted, diagnosis.advice, path.stem)
+    except ConfigError as error:
+        return f"sweep: none written: {error}"
+    text = sweep_text(plan, path.stem, str(path))
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    if not force and path.exists():  # appeared while the doctor read the logs
+        os.unlink(temporary)
+        return f"sweep: none written: {path} appeared meanwhile; pass --force to overwrite it"
+    os.replace(temporary, path)
+    arms = math.prod(len(values) for values in _dimensions(plan).values())
+    return (
+        f"sweep: wrote {path} ({arms} arms x {len(plan.seeds)} seeds; prediction {plan.metric}:{plan.direction}); "
+        f"run it: align-kit sweep {path} hydra.sweep.dir=outputs/sweeps/{path.stem}"
+    )

@@ -182,7 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--reward-min", type=_finite, help="the lowest total reward attainable (default: from the log)")
     parser.add_argument("--figures", type=Path, metavar="DIR", help="write one PNG sheet per run into DIR")
-    parser.add_argument("--force", action="store_true", help="with --figures: overwrite existing sheets")
+    parser.add_argument(
+        "--sweep",
+        type=Path,
+        metavar="PATH",
+        help="for one align_kit run: write the advice as a sweep file (the run as the baseline arm, the first advised "
+        "changes, seeds, the prediction), to run with `align-kit sweep PATH`",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="overwrite existing files: --figures' sheets, the --sweep file"
+    )
     parser.add_argument("--follow", action="store_true", help="watch one growing log and print alerts as they fire")
     parser.add_argument(
         "--idle", type=_positive(float), default=60.0, help="--follow stops after this many s without growth (60)"
@@ -214,6 +223,10 @@ def run(argv: Sequence[str], api=None) -> int:
             raise DoctorArgumentError(
                 f"--reward-min {args.reward_min:g} >= --reward-max {args.reward_max:g}: expected min < max"
             )
+        if args.sweep is not None:
+            from align_kit.doctor.advice_sweep import check_sweep_target
+
+            check_sweep_target(args.sweep, args.paths, args.force, args.follow)
         if args.figures is not None:  # before the logs are read: a --follow may run for hours
             from align_kit.doctor.figures import check_folder
 
@@ -271,6 +284,14 @@ def run(argv: Sequence[str], api=None) -> int:
 
             written = write_figures(diagnoses, args.figures, args.force)
             figures = {index: str(path) for index, path in enumerate(written)}
+        from align_kit.doctor.samples import samples_for
+
+        samples = {index: samples_for(d.history.source, d.alerts) for index, d in enumerate(diagnoses)}
+        sweep_line = None
+        if args.sweep is not None:
+            from align_kit.doctor.advice_sweep import write_sweep
+
+            sweep_line = write_sweep(args.sweep, args.paths[0], diagnoses, args.force)
     except (DoctorInputError, DoctorArgumentError) as error:
         from align_kit.doctor.report import printable
 
@@ -284,12 +305,14 @@ def run(argv: Sequence[str], api=None) -> int:
     from align_kit.doctor.report import render, summary_table, to_json
 
     if args.json:
-        print(to_json(diagnoses, figures))
+        print(to_json(diagnoses, figures, samples))
     else:
-        print("\n\n".join(render(d, figures.get(i)) for i, d in enumerate(diagnoses)))
+        print("\n\n".join(render(d, figures.get(i), samples.get(i)) for i, d in enumerate(diagnoses)))
         if len(diagnoses) > 1:
             print(f"\nsummary of {len(diagnoses)} runs:")
             print(summary_table(diagnoses))
+    if sweep_line:
+        print(sweep_line, file=sys.stderr if args.json else sys.stdout)
     return EXIT_CODES[worst(d.verdict for d in diagnoses)]
 
 
