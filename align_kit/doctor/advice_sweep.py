@@ -10,6 +10,7 @@ runs (a change the pre-flight refuses is skipped, and the file says why)."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 
 from align_kit.core.errors import ConfigError
-from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD
+from align_kit.core.run_files import CONFIG_FILE, HYDRA_RECORD, SUMMARY_FILE
 
 DEFAULT_SEEDS = 5  # when one run cannot give the spread between seeds
 MAX_ARMS = 2  # advised changes beside the baseline
@@ -152,7 +153,19 @@ def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def is_align_kit_run(folder: Path) -> bool:
-    return (folder / CONFIG_FILE).is_file() and (folder / HYDRA_RECORD / "hydra.yaml").is_file()
+    """A folder with the config an align_kit run resolved, and the record of its node choices (Hydra's, or the
+    summary's when the run was started in-process)."""
+    recorded = (folder / HYDRA_RECORD / "hydra.yaml").is_file() or (folder / SUMMARY_FILE).is_file()
+    return (folder / CONFIG_FILE).is_file() and recorded
+
+
+def _recorded_choices(folder: Path) -> dict[str, Any]:
+    hydra_file = folder / HYDRA_RECORD / "hydra.yaml"
+    if hydra_file.is_file():
+        hydra = yaml.safe_load(hydra_file.read_text(encoding="utf-8")) or {}
+        return ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    return summary.get("choices") or {} if isinstance(summary, dict) else {}
 
 
 def read_composition(folder: Path, compose: Callable[[list[str]], dict] | None = None) -> Composition:
@@ -160,12 +173,12 @@ def read_composition(folder: Path, compose: Callable[[list[str]], dict] | None =
     (align_kit's own composition by default; a test may pass another)."""
     if not is_align_kit_run(folder):
         raise ConfigError(
-            f"{folder}: not an align_kit run folder (no {CONFIG_FILE} with {HYDRA_RECORD}/hydra.yaml beside it); "
+            f"{folder}: not an align_kit run folder (no {CONFIG_FILE} with {HYDRA_RECORD}/hydra.yaml or "
+            f"{SUMMARY_FILE} beside it); "
             "--sweep writes a sweep only for an align_kit run"
         )
     config = yaml.safe_load((folder / CONFIG_FILE).read_text(encoding="utf-8")) or {}
-    hydra = yaml.safe_load((folder / HYDRA_RECORD / "hydra.yaml").read_text(encoding="utf-8")) or {}
-    runtime = ((hydra.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    runtime = _recorded_choices(folder)
     choices: dict[str, Any] = {
         group: node
         for group, node in runtime.items()
