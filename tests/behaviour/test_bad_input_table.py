@@ -954,6 +954,51 @@ REAL_MODEL = [
         "config.json says max_position_embeddings=0, not a whole number > 0",
     ),
 ]
+# reasoning-gym options of the wrong type (issue 44): each names the option and the type its config declares.
+_GYM_TASK = ["train", "task=reasoning_gym", "reward=[gym_correctness,gym_format]"]
+GYM_OPTIONS = [
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:abc}}"], 'task.options.chain_sum.max_terms="abc": chain_sum\'s'),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:'3'}}"], 'max_terms="3": chain_sum\'s max_terms must be a whole'),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:3.5}}"], "max_terms=3.5: chain_sum's max_terms must be a whole"),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{max_terms:true}}"],
+        "max_terms=true: chain_sum's max_terms must be a whole",
+    ),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:[1,2]}}"], "max_terms=[1, 2]: chain_sum's max_terms must be"),
+    ([*_GYM_TASK, "task.options={chain_sum:{size:abc}}"], 'task.options.chain_sum.size="abc": chain_sum\'s size'),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{size:0}}"],
+        "chain_sum.size=0: chain_sum's size must be a whole number >= 1",
+    ),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{seed:abc}}"],
+        'seed="abc": chain_sum\'s seed must be a whole number or null',
+    ),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{seed:-1}}"],
+        "seed=-1: chain_sum's seed must be a whole number in [0, 2^32)",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[basic_arithmetic]", "task.options={basic_arithmetic:{format_style:bogus}}"],
+        'format_style="bogus": basic_arithmetic\'s format_style must be one of [simple, natural]',
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[complex_arithmetic]", "task.options={complex_arithmetic:{operations:[1,2]}}"],
+        "operations=[1, 2]: complex_arithmetic's operations must be a list of texts",
+    ),
+    (
+        [
+            *_GYM_TASK,
+            "task.datasets=[complex_arithmetic]",
+            "task.options={complex_arithmetic:{operations_weights:[0.5,nan]}}",
+        ],
+        "operations_weights=[0.5, NaN]: complex_arithmetic's operations_weights must be a list of finite numbers",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[word_sorting]", "task.options={word_sorting:{transformation:bogus}}"],
+        "word_sorting's transformation must be one of [lowercase, uppercase, original, randomcase]",
+    ),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -968,6 +1013,7 @@ CASES = (
     + SECURITY
     + LIFECYCLE
     + REAL_MODEL
+    + GYM_OPTIONS
 )
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
