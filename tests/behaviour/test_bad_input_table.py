@@ -999,6 +999,27 @@ GYM_OPTIONS = [
         "word_sorting's transformation must be one of [lowercase, uppercase, original, randomcase]",
     ),
 ]
+# SLURM resource counts no scheduler grants (issue 44), refused before the sweep folder is made (counts come
+# before the check for sbatch/srun, so these rows hold with or without SLURM installed).
+_SLURM = ["train", "-m", "seed=1,2", "hydra/launcher=slurm"]
+SLURM_COUNTS = [
+    ([*_SLURM, "hydra.launcher.timeout_min=-5"], "hydra.launcher.timeout_min=-5: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.timeout_min=0"], "hydra.launcher.timeout_min=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.mem_gb=-1"], "hydra.launcher.mem_gb=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.gpus_per_node=-1"], "hydra.launcher.gpus_per_node=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.gpus_per_task=-1"], "hydra.launcher.gpus_per_task=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.cpus_per_task=0"], "hydra.launcher.cpus_per_task=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.cpus_per_gpu=-2"], "hydra.launcher.cpus_per_gpu=-2: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.nodes=0"], "hydra.launcher.nodes=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.tasks_per_node=-1"], "hydra.launcher.tasks_per_node=-1: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.array_parallelism=0"], "array_parallelism=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.max_num_timeout=-1"], "max_num_timeout=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.signal_delay_s=-1"], "hydra.launcher.signal_delay_s=-1: expected a whole number >= 0"),
+    (
+        [*_SLURM, "hydra.launcher.signal_delay_s=600", "hydra.launcher.timeout_min=10"],
+        "hydra.launcher.signal_delay_s=600 is not shorter than hydra.launcher.timeout_min=10 (600 s)",
+    ),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -1014,6 +1035,7 @@ CASES = (
     + LIFECYCLE
     + REAL_MODEL
     + GYM_OPTIONS
+    + SLURM_COUNTS
 )
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
