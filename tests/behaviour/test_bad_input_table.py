@@ -1178,6 +1178,7 @@ def make_data_files(folder: Path) -> Path:
     make_lifecycle_files(folder)
     make_doctor_files(folder / "doctor")
     make_gguf_files(folder / "gguf")
+    make_unfinished_runs(folder / "unfinished")
     for name, text in PRESETS.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1301,6 +1302,17 @@ def make_gguf_files(folder: Path) -> None:
         "tokenizer.json": "{}",
     }.items():
         (folder.parent / "hf_zero_positions" / name).write_text(text)
+
+
+def make_unfinished_runs(folder: Path) -> None:
+    """The COMPARE_UNFINISHED rows' runs: one crashed after 2 of its 6 steps, one halted by the monitor at step 3."""
+    for name, steps, summary in (("crashed", 2, None), ("halted", 3, {"steps": 3, "halted": {"step": 3}})):
+        run = folder / name
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("seed: 1\ntrainer:\n  max_steps: 6\n")
+        (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in range(1, steps + 1)]))
+        if summary is not None:
+            (run / "summary.json").write_text(json.dumps(summary))
 
 
 def _manifest(jobs: list, **changes) -> str:
@@ -1460,7 +1472,17 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
 
 
-OTHER = LIFECYCLE_OTHER + DOCTOR
+# compare over runs none of which finished (issue 44): a crashed run (2 of 6 steps, no summary.json) and a halted one.
+_COMPARE = "align-kit: compare error: "
+COMPARE_UNFINISHED = [
+    (["compare", "{data}/unfinished"], _COMPARE, "no finished run in {data}/unfinished: {data}/unfinished/crashed: no"),
+    (
+        ["compare", "--power", "reward", "{data}/unfinished"],
+        _COMPARE,
+        "short of trainer.max_steps=6: it did not finish (crashed, killed, stopped, or still running) (and 1 more)",
+    ),
+]
+OTHER = LIFECYCLE_OTHER + DOCTOR + COMPARE_UNFINISHED
 
 # The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
 # that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.
