@@ -15,6 +15,9 @@ resumed run reached: they belong to a trajectory the run abandoned), and a note 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from align_kit.core.run_files import SUMMARY_FILE
 from align_kit.tracking.metrics_file import SUMMARY_ROW_KEY
 
@@ -74,3 +77,12 @@ def drop_replaced_rows(rows: list[tuple[float, dict]]) -> tuple[list[tuple[float
         last_step = step
         kept.append((step, row))
     return kept, resumes
+
+
+def read_summary_file(path: Path) -> dict:
+    """summary.json as a mapping ({} when it is not a JSON object: then it cannot say the run stopped early)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}

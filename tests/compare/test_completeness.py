@@ -109,3 +109,20 @@ def test_the_same_step_logging_a_metric_again_is_a_resume_and_other_metrics_are_
     assert [step for step, _ in kept] == [1, 2] and len(resumes) == 1
     end = rows_of((1, ["reward"]), (2, ["reward"]), (2, ["train_runtime"]))  # HF's end-of-training row
     assert drop_replaced_rows(end) == (end, [])
+
+
+class ApiRun:
+    """Shaped like wandb.apis.public.Run: a name, a config, a state and a history scan."""
+
+    def __init__(self, state: str):
+        self.name, self.config, self.state = "r", {"seed": 1, "trainer": {"max_steps": 6}}, state
+
+    def scan_history(self, keys=None):
+        return [{"train/global_step": step, "train/reward": 0.5} for step in (1, 2)]
+
+
+@pytest.mark.parametrize(("state", "reason"), [("crashed", "its W&B state is crashed"), ("finished", None)])
+def test_a_wandb_run_is_unfinished_when_its_state_says_so(state, reason):
+    from align_kit.compare.wandb_source import run_from_wandb
+
+    assert run_from_wandb(ApiRun(state)).unfinished == reason
