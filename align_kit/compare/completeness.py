@@ -37,8 +37,12 @@ def unfinished(config: dict, summary: dict | None, rows: list[tuple[float, dict]
             where = f" at step {halted.get('step')}" if isinstance(halted, dict) and "step" in halted else ""
             return f"halted by the health monitor{where} ({logged})"
         done = summary.get("steps")
-        if planned is not None and isinstance(done, int) and not isinstance(done, bool) and done < planned:
+        if not isinstance(done, int) or isinstance(done, bool):
+            return None
+        if planned is not None and done < planned:
             return f"stopped at step {done} of trainer.max_steps={planned}"
+        if rows and max(steps) < done:  # HF's end-of-training row carries the last step: rows after it were lost
+            return f"its metrics end at step {max(steps):g}, before the {done} steps {SUMMARY_FILE} records (rows lost)"
         return None
     if planned is not None:
         if not steps or max(steps) < planned:

@@ -32,6 +32,7 @@ def write_run(folder, eps_high: float, seed: int, rewards: list[float], summary:
         (None, [], "no summary.json and no step logged, short of trainer.max_steps=6"),
         ({"halted": {"step": 3}}, [1, 2, 3], "halted by the health monitor at step 3 (last step logged 3)"),
         ({"steps": 4}, [1, 2, 3, 4], "stopped at step 4 of trainer.max_steps=6"),
+        ({"steps": 6}, [1, 2], "its metrics end at step 2, before the 6 steps summary.json records (rows lost)"),
     ],
 )
 def test_a_run_that_did_not_finish_says_why(summary, steps, reason):
