@@ -113,14 +113,24 @@ def convert(gguf_path: Path, folder: Path, dtype: str = "float32") -> Path:
 
     log.info("converting %s into %s (once; about a minute for a small model)", gguf_path, folder)
     source, name = str(gguf_path.parent), gguf_path.name
-    model, loading = AutoModelForCausalLM.from_pretrained(source, gguf_file=name, dtype=dtype, output_loading_info=True)
+    try:
+        model, loading = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=name, dtype=dtype, output_loading_info=True
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name)
+    except (ValueError, KeyError, TypeError, NotImplementedError, OSError) as error:
+        # what the header check cannot see: a tensor type or layout transformers' converter does not take
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            f"transformers cannot convert {gguf_path} ({type(error).__name__}: {reason}); point model.gguf_file at a "
+            "GGUF it converts"
+        ) from None
     if loading["missing_keys"]:  # they would train from random values
         missing = sorted(loading["missing_keys"])
         raise ConfigError(
             f"{gguf_path} lacks {len(missing)} of the model's weights ({', '.join(missing[:3])}...); point "
             "model.gguf_file at a complete GGUF"
         )
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name)
     changed = align_special_tokens(tokenizer, model.config)
     # The weights are dequantized already: what remains of the GGUF quantizer only blocks save_pretrained.
     model.hf_quantizer = None

@@ -151,3 +151,30 @@ def test_an_eos_outside_the_tokenizers_vocabulary_is_refused_not_kept():
     tokenizer = build_char_tokenizer()
     with pytest.raises(ConfigError, match=r"eos_token_id=100000 is outside its tokenizer's vocabulary"):
         align_special_tokens(tokenizer, SimpleNamespace(eos_token_id=100000))
+
+
+@pytest.mark.parametrize(
+    ("loaded", "message"),
+    [
+        (ValueError("GGUF model with architecture x is not supported yet."), "transformers cannot convert .*m.gguf "
+         r"\(ValueError: GGUF model with architecture x is not supported yet\.\); point model.gguf_file at a GGUF"),
+        (({"missing_keys": ["model.layers.0.mlp.up_proj.weight"]}), r"m\.gguf lacks 1 of the model's weights "
+         r"\(model\.layers\.0\.mlp\.up_proj\.weight\.\.\.\); point model\.gguf_file at a complete GGUF"),
+    ],
+)  # fmt: skip
+def test_a_conversion_transformers_refuses_or_leaves_weights_missing_is_one_line_and_caches_nothing(
+    loaded, message, tmp_path, monkeypatch
+):
+    import transformers
+
+    def from_pretrained(*args, **kwargs):
+        if isinstance(loaded, Exception):
+            raise loaded
+        return SimpleNamespace(config=SimpleNamespace()), loaded
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", from_pretrained)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: object())
+    gguf_path = write_gguf(tmp_path / "m.gguf")
+    with pytest.raises(ConfigError, match=message):
+        ensure_converted(gguf_path, tmp_path / "cache")
+    assert list((tmp_path / "cache" / "gguf").iterdir()) == []
