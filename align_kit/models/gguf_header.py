@@ -13,9 +13,7 @@ HFModel.prompt_problem).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 from align_kit.core.errors import ConfigError
@@ -39,15 +37,6 @@ class GGUFHeader:
     special_ids: dict[str, int]  # eos, and bos / pad when the file names them
     chat_template: str | None
     tensors: int
-
-    @cached_property
-    def longest_token_bytes(self) -> int:
-        """The most bytes one token of the vocabulary can stand for (its piece's UTF-8 length bounds it), so a text
-        of B bytes is at least B / this many tokens, whatever the merges."""
-        return max(len(token.encode("utf-8", "surrogatepass")) for token in self.tokens)
-
-    def at_least_tokens(self, text: str) -> int:
-        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / max(1, self.longest_token_bytes))
 
     def special_token(self, role: str) -> str | None:
         index = self.special_ids.get(role)
