@@ -97,9 +97,11 @@ def _stop_on_closed_pipe(stdout) -> None:
 def _stop_on_interrupt(command: str) -> None:
     """Ctrl-C anywhere outside training's own handler (start-up, imports, pre-flight, loading, reading runs): one
     line and 130. A further Ctrl-C while this line is written is ignored, so it cannot end in a traceback."""
+    import contextlib
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):  # only the main thread may set a handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     print(f"align-kit {command}: interrupted (Ctrl-C); stopped at once", file=sys.stderr)
     sys.exit(INTERRUPTED)
 
