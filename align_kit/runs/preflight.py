@@ -160,6 +160,10 @@ def validate_job(
     data = check_buildable(cfg)
     if job_index is not None:  # the sweep's manifest records what each job composes to (sweep_manifest.job_configs)
         composed_jobs[task_key(overrides)] = data
+    if job_index == 0:  # the launcher is the sweep's, the same for every job
+        from align_kit.runs.slurm_checks import check_slurm_launcher
+
+        check_slurm_launcher(HydraConfig.get().launcher)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
