@@ -902,7 +902,7 @@ LIFECYCLE = [
     (["sweep", "--status", "{data}/manifests/launches_text"], "launches is not a whole number"),
     (["sweep", "--status", "{data}/manifests/error_number"], "jobs[0].error is not text"),
 ]
-# The real model's GGUF (issue 44): files of {data}/gguf (make_gguf_files) a pre-flight must refuse before the model
+# The real model's GGUF: files of {data}/gguf (make_gguf_files) a pre-flight must refuse before the model
 # loads, each naming the file and the header field. `_GGUF` points model=hf at one of them.
 _GGUF = ["train", "model=hf", "model.name_or_path={data}/gguf", "task=hf_dataset", "task.path={data}/good.jsonl"]
 _GYM = ["task=reasoning_gym", "reward=[gym_correctness,gym_format]"]
@@ -954,7 +954,7 @@ REAL_MODEL = [
         "config.json says max_position_embeddings=0, not a whole number > 0",
     ),
 ]
-# reasoning-gym options of the wrong type (issue 44): each names the option and the type its config declares.
+# reasoning-gym options of the wrong type: each names the option and the type its config declares.
 _GYM_TASK = ["train", "task=reasoning_gym", "reward=[gym_correctness,gym_format]"]
 GYM_OPTIONS = [
     ([*_GYM_TASK, "task.options={chain_sum:{max_terms:abc}}"], 'task.options.chain_sum.max_terms="abc": chain_sum\'s'),
@@ -999,7 +999,7 @@ GYM_OPTIONS = [
         "word_sorting's transformation must be one of [lowercase, uppercase, original, randomcase]",
     ),
 ]
-# SLURM resource counts no scheduler grants (issue 44), refused before the sweep folder is made (counts come
+# SLURM resource counts no scheduler grants, refused before the sweep folder is made (counts come
 # before the check for sbatch/srun, so these rows hold with or without SLURM installed).
 _SLURM = ["train", "-m", "seed=1,2", "hydra/launcher=slurm"]
 SLURM_COUNTS = [
@@ -1101,7 +1101,7 @@ DOCTOR = [
     (["doctor", "{data}/doctor/rising.json", "--figures", "/sys/kernel/figs"], _DOCTOR, "the kernel's own file system"),
 ]
 
-# The doctor's silences (issue 44): what it cannot read is one line, never a folder judged on what happened to read.
+# The doctor's silences: what it cannot read is one line, never a folder judged on what happened to read.
 _SILENT = "{data}/doctor_silences"
 DOCTOR_SILENCES = [
     (["doctor", f"{_SILENT}/many"], _DOCTOR, "many: holds 201 log files, more than the 200 the doctor reads from one"),
