@@ -27,9 +27,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
+from align_kit.experiment.environment_reads import ENV_READS, check_environment_reads
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.experiment.schema import allowed_packages, check_code_switches, command_line_only, resolved
+from align_kit.experiment.opt_ins import check_opt_ins, command_line_only, sweep_param_refusal
+from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
@@ -203,10 +205,12 @@ def check_buildable(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    data = resolved(cfg)
     task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
+    check_environment_reads(raw, [*task_overrides, *hydra_cfg.overrides.hydra])  # before anything resolves them
+    data = resolved(cfg)
     allowed = allowed_packages(data, task_overrides)
-    check_code_switches(data, task_overrides)
+    check_opt_ins(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
     return data
 
@@ -224,17 +228,20 @@ def sweep_jobs(
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     (composer or SweepComposer(config_dir)).compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}
-    for key in params:  # each job would read a sweep file's params as command-line overrides
+    written = OmegaConf.to_container(params, resolve=False) if params else {}
+    for key, value in written.items():  # each job reads them as command-line overrides
         name = str(key).lstrip("+~")
-        if name == "train.allowed_targets":
-            raise ConfigError(
-                f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
-                "on the command line: train.allowed_targets=[my_package]"
-            )
         if command_line_only(name):
+            raise ConfigError(sweep_param_refusal(key))
+        if name.startswith(("hydra.", "hydra/")):  # the launch reads Hydra's settings once, not per job
             raise ConfigError(
-                f"hydra.sweeper.params.{key}: a sweep file may not let a model's folder run its own Python; only you "
-                f"may allow it: add {name}=true to the command line (only for a model you trust)"
+                f"hydra.sweeper.params.{key}: a sweep's jobs share Hydra's own settings; set them in the sweep "
+                "file's hydra: node or on the command line, not as a swept value"
+            )
+        if ENV_READS.search(str(value)):
+            raise ConfigError(
+                f"hydra.sweeper.params.{key}={value}: a sweep file may not read the environment (each job would save "
+                "the value in its config); write the values out, or give them on the command line"
             )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)

@@ -1,0 +1,113 @@
+"""Settings only the command line may turn on: what a run builds from, and switches that run a file's code or upload
+with the user's token.
+
+A recipe, a `--config-dir` file or a sweep file is shared, and what it switches on runs as the user: the packages a run
+builds from (`train.allowed_targets`, checked in align_kit.experiment.schema), a model folder's own Python
+(`trust_remote_code`, wherever it sits: `model.*`, `trainer.*`, `trainer.model_init_kwargs.*`), and uploads to the
+Hugging Face Hub with the user's token (TRL's `push_to_hub`, which pushes to `hub_model_id`, and
+`log_completions_hub_repo`). Each switch is honoured only where the command line gives it, with the value it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from align_kit.core.errors import ConfigError
+from align_kit.experiment.schema import show
+
+# name: (what it does, what a sweep file may not do, the value to give on the command line, a caution after the fix)
+SWITCHES = {
+    "trust_remote_code": (
+        "lets the model's folder run its own Python",
+        "let a model's folder run its own Python",
+        "true",
+        " (only for a model you trust)",
+    ),
+    "push_to_hub": (
+        "uploads the trained model to the Hugging Face Hub (trainer.hub_model_id) with your token",
+        "upload the trained model to the Hugging Face Hub",
+        "true",
+        "",
+    ),
+    "log_completions_hub_repo": (
+        "uploads the run's prompts and completions to that Hugging Face Hub repository with your token",
+        "upload the run's completions to the Hugging Face Hub",
+        "<repository>",
+        "",
+    ),
+}
+
+
+def command_line_only(key: str) -> bool:
+    """`key` (dotted, `+`/`~` stripped) may be set only on the command line: the packages a run builds from, or a
+    switch of SWITCHES."""
+    return key == "train.allowed_targets" or key.rpartition(".")[2] in SWITCHES
+
+
+def sweep_param_refusal(key: str) -> str:
+    """The refusal of a sweep file's `hydra.sweeper.params.<key>` that sets a command-line-only key."""
+    name = str(key).lstrip("+~")
+    if name == "train.allowed_targets":
+        return (
+            f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
+            "on the command line: train.allowed_targets=[my_package]"
+        )
+    _, may_not, value, caution = SWITCHES[name.rpartition(".")[2]]
+    return (
+        f"hydra.sweeper.params.{key}: a sweep file may not {may_not}; only you may allow it: add {name}={value} to "
+        f"the command line{caution}"
+    )
+
+
+def switches_on(value: Any, key: str = "") -> list[str]:
+    """The keys of the resolved tree where a SWITCHES key is on (any value but false/null)."""
+    found = []
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            path = f"{key}.{name}" if key else str(name)
+            if name in SWITCHES and item not in (False, None):
+                found.append(path)
+            found += switches_on(item, path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += switches_on(item, f"{key}[{index}]")
+    return found
+
+
+def check_opt_ins(data: Mapping, task_overrides: list[str]) -> None:
+    """Each switch of SWITCHES is on only where the command line says so, with the value it has (`true` for a
+    boolean); from a recipe, a --config-dir file or a sweep file it is refused with the override that allows it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    named = {
+        override.key_or_group: override.value()
+        for override in OverridesParser.create().parse_overrides(list(task_overrides))
+        if not override.is_delete() and not override.is_sweep_override()
+    }
+    for key in switches_on({name: item for name, item in data.items() if name != "hydra"}):
+        value, given = _at(data, key), _named_value(named, key)
+        if given is True or (isinstance(value, str) and given == value):
+            continue
+        does, _, wanted, caution = SWITCHES[key.rpartition(".")[2]]
+        raise ConfigError(
+            f"{key}={show(value)} comes from a config file; it {does}, which only you may allow: add "
+            f"{key}={wanted} to the command line{caution}"
+        )
+
+
+def _named_value(named: Mapping, key: str) -> Any:
+    """The value the command line gives `key`: its own override, or the part of an override of a key above it
+    (`trainer.model_init_kwargs={trust_remote_code: true}`)."""
+    parts = key.split(".")
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in named:
+            return _at(named[prefix], ".".join(parts[cut:])) if cut < len(parts) else named[prefix]
+    return None
+
+
+def _at(data: Any, key: str) -> Any:
+    for part in key.split(".") if key else ():
+        data = data.get(part) if isinstance(data, Mapping) else None
+    return data
