@@ -21,6 +21,8 @@ from align_kit import CONF_DIR
 from align_kit.core.errors import ConfigError
 
 ENV_READS = re.compile(r"\$\{\s*(oc\.env|oc\.decode|oc\.create)\s*:")
+# Where Hydra records the command line's own overrides (their text, and the folder name it makes of them).
+COMMAND_LINE_RECORDS = ("hydra.overrides.", "hydra.job.override_dirname")
 WHY = {
     "oc.env": "it reads an environment variable, and a token read so would be saved in config.yaml, W&B's run files "
     "and each checkpoint",
@@ -52,12 +54,16 @@ def shipped_reads() -> dict[str, str]:
 
 def check_environment_reads(raw: Mapping, command_line: list[str]) -> None:
     """Each value of the unresolved composed tree `raw` (its `hydra` node included) that reads the environment is
-    conf/train.yaml's own or set by an override of `command_line` that writes the interpolation (`hydra.overrides` holds
-    those lines themselves); one ConfigError line naming the first other."""
+    conf/train.yaml's own or set by an override of `command_line` that writes the interpolation (Hydra records those
+    lines in COMMAND_LINE_RECORDS); one ConfigError line naming the first other."""
     typed = [line.split("=", 1)[0].lstrip("+~") for line in command_line if ENV_READS.search(line.partition("=")[2])]
     shipped = shipped_reads()
     for key, value in environment_reads(raw).items():
-        if key.startswith("hydra.overrides.") or shipped.get(key) == value or any(key == name or key.startswith((f"{name}.", f"{name}[")) for name in typed):
+        if (
+            key.startswith(COMMAND_LINE_RECORDS)
+            or shipped.get(key) == value
+            or any(key == name or key.startswith((f"{name}.", f"{name}[")) for name in typed)
+        ):
             continue
         resolver = ENV_READS.search(value).group(1)
         raise ConfigError(

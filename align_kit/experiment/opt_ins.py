@@ -39,6 +39,11 @@ SWITCHES = {
 }
 
 
+# A switch's destination: where it uploads, named on the command line with it (a recipe could name a public repository
+# of the user's own).
+DESTINATIONS = {"push_to_hub": "hub_model_id"}
+
+
 def command_line_only(key: str) -> bool:
     """`key` (dotted, `+`/`~` stripped) may be set only on the command line: the packages a run builds from, or a
     switch of SWITCHES."""
@@ -88,11 +93,26 @@ def check_opt_ins(data: Mapping, task_overrides: list[str]) -> None:
     for key in switches_on({name: item for name, item in data.items() if name != "hydra"}):
         value, given = _at(data, key), _named_value(named, key)
         if given is True or (isinstance(value, str) and given == value):
+            _check_destination(data, named, key)
             continue
         does, _, wanted, caution = SWITCHES[key.rpartition(".")[2]]
         raise ConfigError(
             f"{key}={show(value)} comes from a config file; it {does}, which only you may allow: add "
             f"{key}={wanted} to the command line{caution}"
+        )
+
+
+def _check_destination(data: Mapping, named: Mapping, key: str) -> None:
+    """The destination of the switch at `key` (DESTINATIONS), when set, is the command line's too."""
+    prefix, _, name = key.rpartition(".")
+    if name not in DESTINATIONS:
+        return
+    where = f"{prefix}.{DESTINATIONS[name]}" if prefix else DESTINATIONS[name]
+    value = _at(data, where)
+    if value is not None and _named_value(named, where) != value:
+        raise ConfigError(
+            f"{where}={show(value)} comes from a config file; with {key}=true it names where your model is uploaded: "
+            f"give it on the command line ({where}=<your repository>)"
         )
 
 

@@ -43,7 +43,7 @@ def check_job_environment(names: Iterable) -> None:
         if name in ALLOWED_ENV:
             continue
         if CREDENTIAL_OR_ENDPOINT.search(name):
-            why = "it authenticates or redirects where a run's data goes (a shared file could send your keys elsewhere)"
+            why = "it authenticates or redirects where a run's data goes: a shared file could send your keys elsewhere"
         elif CODE_PATHS.search(name):
             why = "it changes what code runs or how align_kit isolates it"
         else:

@@ -29,8 +29,8 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
 from align_kit.experiment.environment_reads import ENV_READS, check_environment_reads
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
-from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.experiment.opt_ins import check_opt_ins, command_line_only, sweep_param_refusal
+from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
 from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine

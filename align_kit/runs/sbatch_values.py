@@ -50,9 +50,10 @@ def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
             path = f"hydra.launcher.{key}" + (f".{entry}" if entry is not None else "")
             if path in command_line or f"hydra.launcher.{key}" in command_line or _in_site(site, key, entry, item):
                 continue
+            typed = f"+hydra.launcher.{key}.NAME=VALUE" if key in BY_ENTRY else f"hydra.launcher.{key}=[...]"
             raise ConfigError(
-                f"{path}={show(item)}: {what} come only from {SITE_FILE} or the command line "
-                f"(hydra.launcher.{key}=...), not from a recipe, sweep or other preset"
+                f"{path}={show(item)}: {what} come only from {SITE_FILE} or the command line ({typed}), not from a "
+                "recipe, sweep or other preset"
             )
     check_submitit_folder(launcher.get("submitit_folder"), str(hydra.sweep.dir))
 
