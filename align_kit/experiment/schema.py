@@ -219,8 +219,8 @@ def show(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, str):
-        return value if value.strip() else repr(value)
+    if isinstance(value, str):  # quoted when blank or unprintable (a newline would break the one-line error)
+        return value if value.strip() and value.isprintable() else repr(value)
     if isinstance(value, list | dict):
         return json.dumps(value, default=str, ensure_ascii=False)
     return repr(value)

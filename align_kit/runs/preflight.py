@@ -312,7 +312,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     plans, folders = [], {}
     with progress(len(jobs)) as advance, _loaded_objects_frozen():
         for index, job in enumerate(jobs):
-            arm = " ".join(override for override in job if override.partition("=")[0] in arms)
+            arm = printable(" ".join(override for override in job if override.partition("=")[0] in arms))
             try:
                 plans.append(validate_job(job, index, config_dir, shared))
             except ConfigError as error:
@@ -337,7 +337,7 @@ def _trl_accepts_every_job(plans: list[ExperimentPlan], jobs: list[list[str]], a
         try:
             check_trl_accepts(plan.grpo_kwargs, plan.field_sources)
         except ConfigError as error:
-            arm = " ".join(override for override in jobs[index] if override.partition("=")[0] in arms)
+            arm = printable(" ".join(override for override in jobs[index] if override.partition("=")[0] in arms))
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
 
 
@@ -394,6 +394,11 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
             "e.g. hydra.sweep.subdir=${hydra.job.num} (the default) or ${hydra.job.override_dirname}"
         )
     folders[subdir] = index
+
+
+def printable(text: str) -> str:
+    """`text` with its unprintable characters escaped as Python writes them (`\\n`): an error stays one line."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def one_line(error: BaseException) -> str:

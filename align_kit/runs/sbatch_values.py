@@ -25,7 +25,8 @@ from align_kit.experiment.schema import show
 
 SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
 # Launcher settings that reach the script as shell or as options that run programs, set the job's environment or
-# move its files: what each one is, for the refusal.
+# move its files: what each one is, for the refusal (`teardown` and `srun_args` are submitit's, which newer
+# hydra-submitit-launcher configs pass through).
 SHELL_KEYS = {
     "setup": "shell lines run before each job",
     "teardown": "shell lines run after each job",
