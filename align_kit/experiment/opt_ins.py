@@ -5,12 +5,13 @@ A recipe, a `--config-dir` file or a sweep file is shared, and what it switches 
 builds from (`train.allowed_targets`, checked in align_kit.experiment.schema), a model folder's own Python
 (`trust_remote_code`, wherever it sits: `model.*`, `trainer.*`, `trainer.model_init_kwargs.*`), and uploads to the
 Hugging Face Hub with the user's token (TRL's `push_to_hub`, which pushes to `hub_model_id`, and
-`log_completions_hub_repo`). Each switch is honoured only where the command line gives it, with the value it has.
+`log_completions_hub_repo`). Each switch is honoured only where the command line gives it, with the value it has; so
+is the address of a vLLM server on another machine (ENDPOINTS), which receives the run's prompts and weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from align_kit.core.errors import ConfigError
@@ -44,6 +45,30 @@ SWITCHES = {
 DESTINATIONS = {"push_to_hub": "hub_model_id"}
 
 
+# Addresses a run sends its prompts and its policy's weights to (the vLLM server of rollout.mode=server, and TRL's
+# fields behind it): from a file, only this machine's; another host only where the command line names it.
+ENDPOINTS = ("server_base_url", "vllm_server_base_url", "vllm_server_host")
+LOOPBACK_NAMES = ("localhost", "0.0.0.0", "::1")
+
+
+def on_this_machine(address: Any) -> bool:
+    """`address` (a URL, or a host name) names this machine: localhost, 0.0.0.0 or a loopback address."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    text = str(address)
+    try:
+        host = urlsplit(text).hostname if "://" in text else text
+    except ValueError:
+        return False
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
 def command_line_only(key: str) -> bool:
     """`key` (dotted, `+`/`~` stripped) may be set only on the command line: the packages a run builds from, or a
     switch of SWITCHES."""
@@ -65,18 +90,18 @@ def sweep_param_refusal(key: str) -> str:
     )
 
 
-def switches_on(value: Any, key: str = "") -> list[str]:
-    """The keys of the resolved tree where a SWITCHES key is on (any value but false/null)."""
+def switches_on(value: Any, key: str = "", names: Iterable[str] = SWITCHES) -> list[str]:
+    """The keys of the resolved tree where a key of `names` (SWITCHES) is on (any value but false/null)."""
     found = []
     if isinstance(value, Mapping):
         for name, item in value.items():
             path = f"{key}.{name}" if key else str(name)
-            if name in SWITCHES and item not in (False, None):
+            if name in names and item not in (False, None):
                 found.append(path)
-            found += switches_on(item, path)
+            found += switches_on(item, path, names)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found += switches_on(item, f"{key}[{index}]")
+            found += switches_on(item, f"{key}[{index}]", names)
     return found
 
 
@@ -90,7 +115,16 @@ def check_opt_ins(data: Mapping, task_overrides: list[str]) -> None:
         for override in OverridesParser.create().parse_overrides(list(task_overrides))
         if not override.is_delete() and not override.is_sweep_override()
     }
-    for key in switches_on({name: item for name, item in data.items() if name != "hydra"}):
+    config = {name: item for name, item in data.items() if name != "hydra"}
+    for key in switches_on(config, names=ENDPOINTS):
+        value = _at(data, key)
+        if not on_this_machine(value) and _named_value(named, key) != value:
+            raise ConfigError(
+                f"{key}={show(value)} comes from a config file; the run would send its prompts and the policy's "
+                f"weights to that server: another machine's address is yours to name, on the command line "
+                f"({key}=<your server>)"
+            )
+    for key in switches_on(config):
         value, given = _at(data, key), _named_value(named, key)
         if given is True or (isinstance(value, str) and given == value):
             _check_destination(data, named, key)

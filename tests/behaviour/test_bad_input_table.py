@@ -904,6 +904,10 @@ SHARED_FILE_SECRETS = [
         ["train", "--config-dir", "{data}/presets", "-m", "sweep=push"],
         "hydra.sweeper.params.trainer.push_to_hub: a sweep file may not upload the trained model",
     ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=remote_server"],
+        "rollout.server_base_url=http://203.0.113.9:8000 comes from a config file; the run would send its prompts",
+    ),
     (["train", "trainer.hub_token=hf_secret"], "trainer.hub_token would be saved with the run's config"),
     (
         ["train", "trainer.resume_from_checkpoint=outputs/run/checkpoint-4"],
@@ -1362,6 +1366,8 @@ SECRET_PRESETS = {
     "recipe/completions_repo.yaml": _GLOBAL
     + "trainer:\n  log_completions: true\n  log_completions_hub_repo: someone/completions\n",
     "sweep/push.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      trainer.push_to_hub: 'true'\n",
+    "recipe/remote_server.yaml": _GLOBAL
+    + "defaults:\n  - override /rollout: vllm\nrollout:\n  mode: server\n  server_base_url: http://203.0.113.9:8000\n",
 }
 
 

@@ -89,3 +89,32 @@ def test_a_sweep_file_param_is_refused_with_the_override_that_allows_it():
     assert sweep_param_refusal("+model.trust_remote_code").endswith(
         "add model.trust_remote_code=true to the command line (only for a model you trust)"
     )
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["http://127.0.0.1:8000", "http://localhost:8000", "http://0.0.0.0:8000", "http://[::1]:8000", "127.0.0.2"],
+)
+def test_a_server_on_this_machine_may_come_from_a_file(address):
+    check_opt_ins({"rollout": {"server_base_url": address}, "trainer": {"vllm_server_host": "localhost"}}, [])
+
+
+@pytest.mark.parametrize(
+    ("key", "address"),
+    [
+        ("rollout.server_base_url", "http://gpu-node.example:8000"),
+        ("rollout.server_base_url", "http://127.0.0.1.example.com:8000"),  # a name that only starts like loopback
+        ("trainer.vllm_server_base_url", "http://10.0.0.7:8000"),
+        ("trainer.vllm_server_host", "203.0.113.9"),
+    ],
+)
+def test_a_server_elsewhere_comes_only_from_the_command_line(key, address):
+    group, name = key.split(".")
+    data = {group: {name: address}}
+    with pytest.raises(ConfigError) as refused:
+        check_opt_ins(data, [])
+    assert str(refused.value) == (
+        f"{key}={address} comes from a config file; the run would send its prompts and the policy's weights to that "
+        f"server: another machine's address is yours to name, on the command line ({key}=<your server>)"
+    )
+    check_opt_ins(data, [f"{key}={address}"])
