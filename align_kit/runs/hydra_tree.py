@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.experiment.hydra_private import BASIC_LAUNCHER, BASIC_SWEEPER, Callbacks, install_app_callbacks
 from align_kit.experiment.schema import buildable_class, check_targets, check_written_targets, resolved, show
 from align_kit.runs.job_environment import check_job_environment
-from align_kit.runs.sbatch_values import check_launcher_values
+from align_kit.runs.sbatch_values import check_launcher_values, has_control_character
 
 # The plugins behind hydra/launcher=basic|joblib|submitit_local|slurm and Hydra's basic sweeper.
 HYDRA_PLUGINS = {
@@ -122,7 +121,7 @@ def check_job_files(name: Any, subdir: Any) -> None:
         or not name.strip()
         or "/" in name
         or "\\" in name
-        or any(unicodedata.category(char) == "Cc" for char in name)
+        or has_control_character(name)
         or ".." in name
         or len(name.encode()) > JOB_NAME_BYTES
     ):

@@ -199,9 +199,11 @@ def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
 
 
 def check_buildable(cfg: DictConfig) -> dict:
-    """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), and that its own packages are
-    named on the command line, before anything else is read; the job's nodes are align_kit.experiment.schema's to check
-    (every `_target_`, before any is imported or built). Returns the config resolved."""
+    """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), that it reads the environment
+    only where the user wrote so (align_kit.experiment.environment_reads), and that its own packages and the switches
+    that run code or upload are named on the command line (align_kit.experiment.opt_ins), before anything else is read;
+    the job's nodes are align_kit.experiment.schema's to check (every `_target_`, before any is imported or built).
+    Returns the config resolved."""
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()

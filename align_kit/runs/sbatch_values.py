@@ -63,7 +63,7 @@ def check_control_characters(key: str, value: Any) -> None:
     """No key or string value in `value` holds a control character (a newline, a carriage return, NUL, ...)."""
     if isinstance(value, Mapping):
         for name, item in value.items():
-            if _has_control(str(name)):
+            if has_control_character(str(name)):
                 raise ConfigError(
                     f"{key} has a key {str(name)!r} with a control character; it would end its line of the batch "
                     "script and run the rest as shell: write it on one line"
@@ -72,14 +72,15 @@ def check_control_characters(key: str, value: Any) -> None:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             check_control_characters(f"{key}[{index}]", item)
-    elif isinstance(value, str) and _has_control(value):
+    elif isinstance(value, str) and has_control_character(value):
         raise ConfigError(
             f"{key}={value!r}: a control character (a newline, a carriage return, ...) would end its line of the "
             "batch script and run the rest as shell: write the value on one line"
         )
 
 
-def _has_control(text: str) -> bool:
+def has_control_character(text: str) -> bool:
+    """Whether `text` holds a character of Unicode's control category (C0, DEL, C1: newline, tab, NUL, ...)."""
     return any(unicodedata.category(char) == "Cc" for char in text)
 
 
