@@ -108,24 +108,18 @@ def switches_on(value: Any, key: str = "", names: Iterable[str] = SWITCHES) -> l
 def check_opt_ins(data: Mapping, task_overrides: list[str]) -> None:
     """Each switch of SWITCHES is on only where the command line says so, with the value it has (`true` for a
     boolean); from a recipe, a --config-dir file or a sweep file it is refused with the override that allows it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    named = {
-        override.key_or_group: override.value()
-        for override in OverridesParser.create().parse_overrides(list(task_overrides))
-        if not override.is_delete() and not override.is_sweep_override()
-    }
+    named = command_line_values(task_overrides)
     config = {name: item for name, item in data.items() if name != "hydra"}
     for key in switches_on(config, names=ENDPOINTS):
         value = _at(data, key)
-        if not on_this_machine(value) and _named_value(named, key) != value:
+        if not on_this_machine(value) and given_value(named, key) != value:
             raise ConfigError(
                 f"{key}={show(value)} comes from a config file; the run would send its prompts and the policy's "
                 f"weights to that server: another machine's address is yours to name, on the command line "
                 f"({key}=<your server>)"
             )
     for key in switches_on(config):
-        value, given = _at(data, key), _named_value(named, key)
+        value, given = _at(data, key), given_value(named, key)
         if given is True or (isinstance(value, str) and given == value):
             _check_destination(data, named, key)
             continue
@@ -143,16 +137,27 @@ def _check_destination(data: Mapping, named: Mapping, key: str) -> None:
         return
     where = f"{prefix}.{DESTINATIONS[name]}" if prefix else DESTINATIONS[name]
     value = _at(data, where)
-    if value is not None and _named_value(named, where) != value:
+    if value is not None and given_value(named, where) != value:
         raise ConfigError(
             f"{where}={show(value)} comes from a config file; with {key}=true it names where your model is uploaded: "
             f"give it on the command line ({where}=<your repository>)"
         )
 
 
-def _named_value(named: Mapping, key: str) -> Any:
-    """The value the command line gives `key`: its own override, or the part of an override of a key above it
-    (`trainer.model_init_kwargs={trust_remote_code: true}`)."""
+def command_line_values(overrides: Iterable[str]) -> dict[str, Any]:
+    """The values `overrides` (command-line lines) set, by key; removals and sweeps left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return {
+        override.key_or_group: override.value()
+        for override in OverridesParser.create().parse_overrides(list(overrides))
+        if not override.is_delete() and not override.is_sweep_override()
+    }
+
+
+def given_value(named: Mapping, key: str) -> Any:
+    """The value the command line (`named`: command_line_values) gives `key`: its own override, or the part of an
+    override of a key above it (`trainer.model_init_kwargs={trust_remote_code: true}`)."""
     parts = key.split(".")
     for cut in range(len(parts), 0, -1):
         prefix = ".".join(parts[:cut])

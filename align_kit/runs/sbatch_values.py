@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from align_kit.core.errors import ConfigError
+from align_kit.experiment.opt_ins import command_line_values, given_value
 from align_kit.experiment.schema import show
 
 SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
@@ -40,7 +41,7 @@ BY_ENTRY = ("additional_parameters",)
 def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
     """The resolved `hydra.launcher` (`launcher`) of the composed `hydra` node; one ConfigError line naming the key."""
     check_control_characters("hydra.launcher", launcher)
-    command_line = _command_line_keys(hydra)
+    command_line = command_line_values(str(line) for line in hydra.overrides.hydra)
     site = _site_settings(hydra)
     for key, what in SHELL_KEYS.items():
         value = launcher.get(key)
@@ -49,7 +50,9 @@ def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
         entries = value.items() if key in BY_ENTRY and isinstance(value, Mapping) else [(None, value)]
         for entry, item in entries:
             path = f"hydra.launcher.{key}" + (f".{entry}" if entry is not None else "")
-            if path in command_line or f"hydra.launcher.{key}" in command_line or _in_site(site, key, entry, item):
+            # typed: the value the command line gives it (a mapping typed whole is merged with the files', so each
+            # entry is looked up in what was typed)
+            if given_value(command_line, path) == item or _in_site(site, key, entry, item):
                 continue
             typed = f"+hydra.launcher.{key}.NAME=VALUE" if key in BY_ENTRY else f"hydra.launcher.{key}=[...]"
             raise ConfigError(
@@ -99,18 +102,6 @@ def check_submitit_folder(folder: Any, sweep_dir: str) -> None:
             f"loads its own from it; expected a folder inside the sweep folder ({sweep}), e.g. the default "
             "${hydra.sweep.dir}/.submitit/%j"
         )
-
-
-def _command_line_keys(hydra: DictConfig) -> set[str]:
-    """The `hydra.launcher...` keys the command line sets (not removes)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    lines = [str(line) for line in hydra.overrides.hydra]
-    return {
-        override.key_or_group.lstrip("+")
-        for override in OverridesParser.create().parse_overrides(lines)
-        if not override.is_delete() and override.key_or_group.startswith("hydra.launcher.")
-    }
 
 
 def _site_settings(hydra: DictConfig) -> list[DictConfig]:

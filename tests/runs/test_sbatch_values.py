@@ -81,6 +81,9 @@ def test_sbatch_options_come_entry_by_entry_from_the_site_file_or_the_command_li
     shared = _folder(tmp_path / "shared", None, "    additional_parameters: {export: 'ALL,X=1'}\n")
     with pytest.raises(ConfigError, match=r"^hydra.launcher.additional_parameters.export=ALL,X=1: extra #SBATCH"):
         _checked(["recipe=x", "+hydra.launcher.additional_parameters.mail-type=END"], shared)
+    # a mapping typed whole is merged with the file's: the file's entry is still the file's
+    with pytest.raises(ConfigError, match=r"^hydra.launcher.additional_parameters.export=ALL,X=1: extra #SBATCH"):
+        _checked(["recipe=x", "++hydra.launcher.additional_parameters={mail-type: END}"], shared)
     # the same entry typed on the command line replaces the file's: the user's own
     _checked(["recipe=x", "hydra.launcher.additional_parameters.export=NONE"], shared)
 
