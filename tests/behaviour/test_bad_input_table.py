@@ -829,6 +829,92 @@ SECURITY = [
         "hydra.sweeper.params.model.trust_remote_code: a sweep file may not let a model's folder run its own Python",
     ),
 ]
+# Shared files reach no secret and no shell: SLURM values that would end their #SBATCH line, submitit's pickles outside
+# the sweep folder, environment variables beyond the allowlist, environment reads in shared files, Hub uploads and
+# credentials not typed by the user, a trainer field the trainer ignores. The shared files are SECRET_PRESETS below.
+_SLURM = ["-m", "seed=1", "hydra/launcher=slurm"]
+SHARED_FILE_SECRETS = [
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=partition_newline", *_SLURM],
+        "hydra.launcher.partition='gpu\\necho injected': a control character",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=sbatch_key_newline", *_SLURM],
+        "hydra.launcher.additional_parameters has a key 'mail-type\\necho injected #' with a control character",
+    ),
+    (
+        ["train", *_SLURM, "hydra.launcher.partition=gpu", "hydra.launcher.comment='run\recho injected'"],
+        "hydra.launcher.comment='run\\recho injected': a control character",
+    ),
+    (["train", "hydra.job.name='run\necho injected'"], "hydra.job.name='run\\necho injected': expected a plain file"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=sbatch_export", *_SLURM],
+        "hydra.launcher.additional_parameters.export=ALL,WANDB_BASE_URL=http://127.0.0.1:9: extra #SBATCH options",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=submitit_folder", *_SLURM],
+        "hydra.launcher.submitit_folder=../victim_dir/%j: submitit keeps the jobs' pickles there",
+    ),
+    (
+        ["train", *_SLURM, "hydra.launcher.submitit_folder={victim_dir}/%j"],
+        "hydra.launcher.submitit_folder={victim_dir}",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=swept_setup", "hydra/launcher=slurm"],
+        "hydra.sweeper.params.hydra.launcher.setup: a sweep's jobs share Hydra's own settings",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=wandb_base_url"],
+        "hydra.job.env_set.WANDB_BASE_URL: a config may not set WANDB_BASE_URL (it authenticates or redirects",
+    ),
+    (["train", "+hydra.job.env_set.WANDB_API_KEY=0123456789"], "hydra.job.env_set.WANDB_API_KEY: a config may not"),
+    (["train", "+hydra.job.env_set.HF_TOKEN=hf_x"], "hydra.job.env_set.HF_TOKEN: a config may not set HF_TOKEN"),
+    (["train", "+hydra.job.env_set.HF_ENDPOINT=http://127.0.0.1:9"], "hydra.job.env_set.HF_ENDPOINT"),
+    (["train", "+hydra.job.env_set.OPENAI_BASE_URL=http://127.0.0.1:9"], "hydra.job.env_set.OPENAI_BASE_URL"),
+    (["train", "+hydra.job.env_set.MY_SETTING=1"], "hydra.job.env_set.MY_SETTING: a config may not set MY_SETTING (a"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_token"],
+        "logger.project=${oc.env:ALIGN_KIT_TEST_TOKEN} comes from a config file; a shared file may not use ${oc.env",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_decoded"],
+        "comes from a config file; a shared file may not use ${oc.decode:...}",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_run_dir"],
+        "hydra.run.dir=outputs/${oc.env:HOME} comes from a config file",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=env_params"],
+        "hydra.sweeper.params.logger.project=${oc.env:ALIGN_KIT_TEST_TOKEN},b: a sweep file may not read",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=push"],
+        "trainer.push_to_hub=true comes from a config file; it uploads the trained model to the Hugging Face Hub",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=push", "trainer.push_to_hub=true"],
+        "trainer.hub_model_id=someone/model comes from a config file; with trainer.push_to_hub=true",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=completions_repo"],
+        "trainer.log_completions_hub_repo=someone/completions comes from a config file",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=push"],
+        "hydra.sweeper.params.trainer.push_to_hub: a sweep file may not upload the trained model",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=remote_server"],
+        "rollout.server_base_url=http://203.0.113.9:8000 comes from a config file; the run would send its prompts",
+    ),
+    (["train", "trainer.hub_token=hf_secret"], "trainer.hub_token would be saved with the run's config"),
+    (
+        ["train", "trainer.resume_from_checkpoint=outputs/run/checkpoint-4"],
+        "trainer.resume_from_checkpoint is not read by the trainer (a fresh run would start); resume a run with "
+        "train.resume=true",
+    ),
+]
 # Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
 # symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
 RESUME = ["logger=none", "seed=5", "trainer.max_steps=8", "trainer.save_steps=4", "train.resume=true"]
@@ -1032,6 +1118,7 @@ CASES = (
     + DATA_STRICT
     + STEP_ZERO
     + SECURITY
+    + SHARED_FILE_SECRETS
     + LIFECYCLE
     + REAL_MODEL
     + GYM_OPTIONS
@@ -1222,7 +1309,7 @@ def make_data_files(folder: Path) -> Path:
     make_doctor_silence_files(folder / "doctor_silences")
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
-    for name, text in PRESETS.items():
+    for name, text in {**PRESETS, **SECRET_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
     return folder
@@ -1466,6 +1553,32 @@ PRESETS = {
     "recipe/typo.yaml": _GLOBAL + "clip:\n  eps_high: [0.3\n",
     "sweep/typo.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n   bad: : x\n",
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
+}
+
+# The SHARED_FILE_SECRETS cases' shared files.
+SECRET_PRESETS = {
+    "recipe/partition_newline.yaml": _GLOBAL + 'hydra:\n  launcher:\n    partition: "gpu\\necho injected"\n',
+    "recipe/sbatch_key_newline.yaml": _GLOBAL
+    + 'hydra:\n  launcher:\n    additional_parameters:\n      "mail-type\\necho injected #": END\n',
+    "recipe/sbatch_export.yaml": _GLOBAL
+    + "hydra:\n  launcher:\n    additional_parameters: {export: 'ALL,WANDB_BASE_URL=http://127.0.0.1:9'}\n",
+    "recipe/submitit_folder.yaml": _GLOBAL + "hydra:\n  launcher:\n    submitit_folder: ../victim_dir/%j\n",
+    "sweep/swept_setup.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n      hydra.launcher.setup: '[echo swept]'\n",
+    "recipe/wandb_base_url.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {WANDB_BASE_URL: 'http://127.0.0.1:9'}\n",
+    "recipe/env_token.yaml": _GLOBAL + "logger:\n  project: ${oc.env:ALIGN_KIT_TEST_TOKEN}\n",
+    # builds `oc.env` at resolve time: the file never spells it
+    "recipe/env_decoded.yaml": _GLOBAL
+    + "logger:\n  project: '${oc.decode:\"\\${oc.e${seed}:ALIGN_KIT_TEST_TOKEN}\"}'\n",
+    "recipe/env_run_dir.yaml": _GLOBAL + "hydra:\n  run:\n    dir: outputs/${oc.env:HOME}\n",
+    "sweep/env_params.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      logger.project: ${oc.env:ALIGN_KIT_TEST_TOKEN},b\n",
+    "recipe/push.yaml": _GLOBAL + "trainer:\n  push_to_hub: true\n  hub_model_id: someone/model\n",
+    "recipe/completions_repo.yaml": _GLOBAL
+    + "trainer:\n  log_completions: true\n  log_completions_hub_repo: someone/completions\n",
+    "sweep/push.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      trainer.push_to_hub: 'true'\n",
+    "recipe/remote_server.yaml": _GLOBAL
+    + "defaults:\n  - override /rollout: vllm\nrollout:\n  mode: server\n  server_base_url: http://203.0.113.9:8000\n",
 }
 
 
