@@ -7,17 +7,20 @@ arithmetic. Both arms (align_kit and `trl.GRPOTrainer`) train the same plan at a
 resolution of the weights (1e-12), so they sample the same completions and TRL's own work is the same in both; the
 difference is align_kit's.
 
-Counted as synchronisations (`SyncCounter`): Tensor.item / tolist / cpu / numpy / to("cpu"); bool(), float(), int()
-and index() of a tensor (a Python `if` on `.any()` included); torch.nonzero / argwhere / masked_select / unique and
-indexing or assigning with a boolean mask (their output shape depends on the data); torch.tensor(data, device=...)
-(a copy from pageable host memory waits for the device's queue). On the CPU every tensor is on the host, so a call
-that would find its tensor there on a GPU too is counted all the same (an over-count, never an under-count).
+Counted as synchronisations (`SyncCounter`): Tensor.item / tolist / cpu / numpy / to("cpu") (unless non_blocking);
+bool(), float(), int() and index() of a tensor (a Python `if` on `.any()` included); torch.nonzero / argwhere /
+masked_select / unique and indexing or assigning with a boolean mask (their output shape depends on the data);
+torch.tensor(data, device=...) (a blocking copy from host memory waits for the device's queue). On the CPU every
+tensor is on the host, so a call that would find its tensor there on a GPU too is counted all the same (an
+over-count, never an under-count).
 Counted as operators (`OpCounter`, a TorchDispatchMode): every ATen operator except views (no kernel).
 
 Each event is attributed to the innermost frame outside torch: `align_kit/<file>:<function>` for align_kit's own
 code, `<library>:<function>` for TRL's, transformers' or accelerate's; library code that an align_kit function
 outside the trainer's plumbing (align_kit/trainer.py) called is marked `<align_kit function> -> <library>:...`: the
-work is align_kit's, done by a library (a forward that a hook asks for, the overlong probe's generate).
+work is align_kit's, done by a library (a forward that a hook asks for, the overlong probe's generate), except under
+an align_kit function that calls the library's method in its place (`STANDS_IN`). The per-source difference between
+the arms is the report; a library source that differs is work align_kit made the library do.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/device_cost.py              (every composition, 4 steps)
      PYTHONPATH=. .venv/bin/python benchmarks/device_cost.py --only default --steps 8
@@ -54,6 +57,16 @@ COMPOSITIONS = {
     "overlong=filter, probe every 2": ["overlong=filter", "overlong.probe_every=2"],
 }
 
+# align_kit functions that call a library method in its place, by qualname: the work inside that method is the
+# library's own (TRL's arm does it too); what else they call is theirs. The sampler's log-prob recording is `generate`
+# itself, plus compute_transition_scores (and the scores generate keeps for it, which show in generate's own code);
+# routing replay's gradient-checkpoint pinning runs the decoder layer's own recompute.
+STANDS_IN = {
+    "recording_sampled_logprobs.<locals>.generate_and_record": "GenerationMixin.generate",
+    "RouterHooks._pinning.<locals>.checkpointed.<locals>.pinned": "Module._wrapped_call_impl",
+    "RouterHooks._pinning.<locals>.checkpointed": "checkpoint",
+}
+
 SYNC_METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 SHAPE_METHODS = ("nonzero", "argwhere", "masked_select", "unique")  # the output's shape is read from the data
 
@@ -71,11 +84,13 @@ def source_of(frame) -> str:
         return _align_kit_name(frame)
     library = next((name for name in LIBRARIES if f"/{name}/" in filename), "other")
     issued = f"{library}:{frame.f_code.co_qualname}"
+    called = {frame.f_code.co_qualname}  # what the next frame out called: one function and torch's frames around it
     outer = frame.f_back
     while outer is not None:
-        name = outer.f_code.co_filename
-        if name.startswith(PACKAGE_DIR) and name != TRAINER_FILE:
+        name, qualname = outer.f_code.co_filename, outer.f_code.co_qualname
+        if name.startswith(PACKAGE_DIR) and name != TRAINER_FILE and STANDS_IN.get(qualname) not in called:
             return f"{_align_kit_name(outer)} -> {issued}"
+        called = called | {qualname} if name.startswith(TORCH_DIR) else {qualname}
         outer = outer.f_back
     return issued
 
@@ -133,6 +148,8 @@ class SyncCounter:
 
 
 def _to_host(tensor, *args, **kwargs) -> str | None:
+    if kwargs.get("non_blocking"):  # a copy that does not wait (to the device from the host, in align_kit's use)
+        return None
     target = kwargs.get("device", args[0] if args else None)
     if isinstance(target, str | torch.device) and torch.device(target).type == "cpu":
         return "to(cpu)"

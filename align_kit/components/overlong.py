@@ -124,7 +124,7 @@ class OverlongEngagement(TrainerHook):
         metrics = {"overlong/truncated_in_mixed_groups": Deferred(share)}
         self.batches += 1
         if self.probe_every and self.batches % self.probe_every == 0:
-            metrics.update(self.probe(trainer, state, batch, (~finished).nonzero().flatten()[: self.probe_samples]))
+            metrics.update(self.probe(trainer, state, batch, finished))
         return metrics
 
     def _eos(self, trainer, device):
@@ -135,11 +135,14 @@ class OverlongEngagement(TrainerHook):
             self._eos_ids = torch.tensor(trainer.eos_token_ids).to(device, non_blocking=True)
         return self._eos_ids
 
-    def probe(self, trainer, state, batch, rows) -> dict[str, float]:
+    def probe(self, trainer, state, batch, finished) -> dict[str, float]:
+        """Continue up to `probe_samples` of this process's truncated rows (`finished` False); on probing batches
+        only, so reading which rows they are back from the device costs nothing on the others."""
         import torch
 
         from align_kit.rewards.correctness import Correctness
 
+        rows = (~finished).nonzero().flatten()[: self.probe_samples]
         if len(rows) == 0:
             return {"overlong/probe_would_finish": NO_PROBE, "overlong/probe_would_be_correct": NO_PROBE}
         completions = batch["completion_ids"][rows]

@@ -73,7 +73,7 @@ def test_the_operator_counter_skips_views_and_attributes_align_kits_code():
     assert syncs.counts == {(METRICS_READ, "tolist"): 1}  # value and weight in one transfer
 
 
-def test_library_code_that_align_kit_calls_is_marked_as_align_kits():
+def test_library_code_that_align_kit_calls_is_marked_as_align_kits(monkeypatch):
     """Code compiled under file names inside trl's and align_kit's folders (no file is written): a sync in trl code
     called by an align_kit component is the component's; called from the trainer's plumbing alone it is TRL's."""
     import sys
@@ -93,6 +93,14 @@ def test_library_code_that_align_kit_calls_is_marked_as_align_kits():
     )
     assert component() == "align_kit/components/component.py:component -> trl:library"
     assert namespace["trainer"]() == "trl:library"
+    # A wrapper that calls the library's method in its place (as the sampler's log-prob recording calls generate)
+    # does not claim that method's work.
+    wrapper = defined(
+        Path(device_cost.PACKAGE_DIR, "components"), "wrapper", "def wrapper():\n    return library()\n", namespace
+    )
+    assert wrapper() == "align_kit/components/wrapper.py:wrapper -> trl:library"
+    monkeypatch.setitem(device_cost.STANDS_IN, "wrapper", "library")
+    assert wrapper() == "trl:library"
 
 
 @pytest.mark.parametrize("composition", list(OPERATOR_BOUNDS))
