@@ -54,7 +54,12 @@ COMPOSITIONS = {
     "default": [],
     "mismatch": ["rollout.log_mismatch=true"],
     "routing_replay=r3": ["model=tiny_moe", "routing_replay=r3"],
-    "overlong=filter, probe every 2": ["overlong=filter", "overlong.probe_every=2"],
+    # A budget inside the tiny policy's 20-22 tokens: most completions are cut, so the filter and the probe act.
+    "overlong=filter probe_every=2 budget=20": [
+        "overlong=filter",
+        "overlong.probe_every=2",
+        "trainer.max_completion_length=20",
+    ],
 }
 
 # align_kit functions that call a library method in its place, by qualname: the work inside that method is the

@@ -15,18 +15,26 @@ from benchmarks.device_cost import OpCounter, SyncCounter, source_of
 STEPS = 4  # two generations of two steps each, every step logged (trainer.logging_steps=1)
 HERE = "other:"  # a frame outside align_kit and the libraries: this file
 
-# Operators align_kit's code issues per step, at most. Measured on 2026-12-07 (4 steps, the tiny models): default 71.5,
-# mismatch 80.5, routing_replay=r3 263.0 (its router hooks on 4 MoE layers in every forward: the replay itself),
-# overlong=filter 77.0 outside the probe. TRL's own step dispatches about 5,000 on the dense model.
-OPERATOR_BOUNDS = {"default": 80, "mismatch": 90, "routing_replay=r3": 290, "overlong=filter, probe every 2": 85}
+# Operators align_kit's code issues per step, at most (library code it calls included). Measured on 2026-12-07 over
+# 4 steps of the tiny models: default 122, mismatch 142, routing_replay=r3 331 (its router hooks on 4 MoE layers in
+# every forward: the replay itself), overlong=filter 122 (before the metrics stayed on the device: 182, 231, 380, 182
+# more than TRL). TRL's own step dispatches about 5,000 on the dense model, 6,500 on the MoE.
+OPERATOR_BOUNDS = {
+    "default": 130,
+    "mismatch": 150,
+    "routing_replay=r3": 350,
+    "overlong=filter probe_every=2 budget=20": 130,
+}
 # The one read of the hooks' metrics when the trainer logs.
 METRICS_READ = "align_kit/core/hooks.py:read_deferred"
-# Allowed beyond it, per composition: TRL takes the sampler's log-probs as host lists (as vLLM returns them), one
-# copy per generation; the overlong probe generates (periodic, off the step's path).
-ALLOWED = {
-    "mismatch": ("align_kit/core/hooks.py:BatchState.completion_logprobs",),
-    "overlong=filter, probe every 2": ("align_kit/components/overlong.py:OverlongEngagement.probe",),
+# Synchronisations allowed beyond it, per composition: TRL takes the sampler's log-probs as host lists (as vLLM returns
+# them), one copy per generation, and transformers' compute_transition_scores (which gives them) selects by boolean
+# masks.
+ALLOWED_SYNCS = {
+    "mismatch": ("align_kit/core/hooks.py:BatchState.completion_logprobs", "GenerationMixin.compute_transition_scores"),
 }
+# Off the step's path, counted in neither: the overlong probe generates, on probing batches only.
+PERIODIC = ("align_kit/components/overlong.py:OverlongEngagement.probe",)
 
 
 def test_the_sync_counter_counts_each_kind_once_and_names_the_caller():
@@ -112,11 +120,16 @@ def test_align_kit_reads_the_device_once_per_logged_step_and_bounds_its_operator
     logged = [row for row in counts.log_history if "loss" in row]
     assert len(logged) == STEPS
 
-    ours = {source: calls for source, calls in counts.syncs_by_source().items() if "align_kit/" in source}
-    allowed = ALLOWED.get(composition, ())
+    def on_the_step(source: str) -> bool:  # align_kit's code, or library code it called, on every step's path
+        return "align_kit/" in source and not any(name in source for name in PERIODIC)
+
+    ours = {source: calls for source, calls in counts.syncs_by_source().items() if on_the_step(source)}
+    allowed = ALLOWED_SYNCS.get(composition, ())
     hot_path = {source: calls for source, calls in ours.items() if not any(name in source for name in allowed)}
     # The one read per log: every training step logs (the end-of-training row finds nothing left to read).
     assert hot_path == {METRICS_READ: STEPS}
     assert counts.syncs[(METRICS_READ, "tolist")] == STEPS
-    operators = sum(calls for source, calls in counts.ops.items() if source.startswith("align_kit/")) / STEPS
+    operators = sum(calls for source, calls in counts.ops.items() if on_the_step(source)) / STEPS
     assert 0 < operators <= OPERATOR_BOUNDS[composition]
+    if "probe_every" in composition:  # the probe ran: its generate is counted, apart
+        assert any(source.startswith(PERIODIC) for source in counts.ops)
