@@ -274,6 +274,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     names = args.only.split(",") if args.only else list(COMPOSITIONS)
+    unknown = [name for name in names if name not in COMPOSITIONS]
+    if unknown:
+        parser.error(f"--only: no composition {', '.join(unknown)}; choose from {', '.join(COMPOSITIONS)}")
     for name in names:
         overrides = arm_overrides(args.cache_dir, args.steps, [*COMPOSITIONS[name], *args.override])
         ours = count_arm(overrides, args.cache_dir, build_align_kit)
