@@ -32,8 +32,81 @@ commands:
 """
 
 
+# The exit statuses a shell gives a process that SIGPIPE or SIGINT ended (128 + the signal's number).
+PIPE_CLOSED = 141
+INTERRUPTED = 130
+
+
+class ReaderGone(BaseException):
+    """stdout's reader went away. A BaseException, as KeyboardInterrupt is: Hydra's error report and a sweep job's
+    `except Exception` would otherwise print a traceback or record a failed job for what is no fault of the run."""
+
+
+class _GuardedStdout:
+    """sys.stdout for the command's duration, turning the write that finds the pipe closed into ReaderGone."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise ReaderGone from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args else "help"
+    stdout = sys.stdout
+    sys.stdout = _GuardedStdout(stdout)
+    try:
+        try:
+            _dispatch(args)
+        finally:
+            sys.stdout.flush()  # inside the try: a reader gone (`| head`) fails here, not at interpreter exit
+    except (ReaderGone, BrokenPipeError):
+        _stop_on_closed_pipe(stdout)
+    except KeyboardInterrupt:
+        _stop_on_interrupt(command)
+    finally:
+        sys.stdout = stdout
+
+
+def _stop_on_closed_pipe(stdout) -> None:
+    """The reader of a pipe stopped reading: no traceback, and the status of a process SIGPIPE ended, since not all
+    was delivered. stdout points at /dev/null so Python's own flush at exit cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a file descriptor (a test's capture)
+        pass
+    sys.exit(PIPE_CLOSED)
+
+
+def _stop_on_interrupt(command: str) -> None:
+    """Ctrl-C anywhere outside training's own handler (start-up, imports, pre-flight, loading, reading runs): one
+    line and 130. A further Ctrl-C while this line is written is ignored, so it cannot end in a traceback."""
+    import contextlib
+    import signal
+
+    with contextlib.suppress(ValueError):  # only the main thread may set a handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"align-kit {command}: interrupted (Ctrl-C); stopped at once", file=sys.stderr)
+    sys.exit(INTERRUPTED)
+
+
+def _dispatch(args: list[str]) -> None:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return

@@ -9,6 +9,7 @@ test_layers.py holds it to that), and each override below calls the hooks at one
   __init__                         building contexts around TRL's own __init__ (options of the vLLM engine it makes)
   _generate_and_score_completions  opens a generation round (BatchState), then on_scored_batch;
                                    in training select_batch (dynamic sampling) and on_train_batch
+  _generate                        keeps the round's sampled ids, as TRL holds them on the host
   _generate_single_turn            generation contexts (low-precision sampler, routing recorded)
   _calculate_rewards               on_rewards (the format-weight schedule sets reward_weights here)
   _get_per_token_logps_and_entropies  forward contexts (routing replay), phase scoring or loss
@@ -30,7 +31,16 @@ import torch
 from trl import GRPOTrainer
 
 from align_kit.core.disk_space import writing
-from align_kit.core.hooks import BatchState, Forward, LossState, Summed, TrainerHook, Weighted, apply_loss_terms
+from align_kit.core.hooks import (
+    BatchState,
+    Forward,
+    LossState,
+    Summed,
+    TrainerHook,
+    Weighted,
+    apply_loss_terms,
+    read_deferred,
+)
 
 HOOK_STATE_FILE = "align_kit_hooks.json"
 PLAIN = 0
@@ -54,6 +64,7 @@ class AlignTrainer(GRPOTrainer):
         self._loss: LossState | None = None  # the loss call in progress
         self.last_state: BatchState | None = None  # of the batch last returned for training (tests read it)
         self.last_loss: LossState | None = None
+        self._hook_metrics: list[tuple[str, dict]] = []  # (mode, hook metrics) until the next log
         for hook in self.hooks:
             hook.attach(self)
 
@@ -62,16 +73,28 @@ class AlignTrainer(GRPOTrainer):
         return next((hook for hook in self.hooks if isinstance(hook, kind)), None)
 
     def _record(self, metrics: dict | None, mode: str) -> None:
-        """Hook metrics gathered over processes: averaged as TRL averages its own (NaN = no value here),
-        `Weighted` ones by their weights, `Summed` ones added up. Every process must send a key as the same kind."""
-        if not metrics:
+        """Keep hook metrics until the next log (`flush_metrics`): values still on the device (`Deferred`) are read
+        then, all in one transfer, so no hook makes a GPU wait for its queue of kernels in the middle of a step."""
+        if metrics:
+            self._hook_metrics.append((mode, metrics))
+
+    def flush_metrics(self) -> None:
+        """The hook metrics recorded since the last call, read from the device in one transfer and gathered over
+        processes into TRL's metric lists: averaged as TRL averages its own (NaN = no value here), `Weighted` ones by
+        their weights, `Summed` ones added up. Every process must send a key as the same kind, in the same order."""
+        pending, self._hook_metrics = self._hook_metrics, []
+        if not pending:
             return
-        kinds = [KIND_CODES.get(type(value), PLAIN) for value in metrics.values()]
-        rows = [[*_sum_and_weight(value), kind] for value, kind in zip(metrics.values(), kinds, strict=True)]
-        local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
-        # One transfer to Python lists, then plain arithmetic: a dozen tensor ops per metric cost more than the hooks.
-        gathered = self.accelerator.gather(local).view(-1, len(metrics), 3).tolist()
-        for index, (name, kind) in enumerate(zip(metrics, kinds, strict=True)):
+        values = read_deferred([value for _, metrics in pending for value in metrics.values()])
+        names = [(mode, name) for mode, metrics in pending for name in metrics]
+        kinds = [KIND_CODES.get(type(value), PLAIN) for value in values]
+        rows = [[*_sum_and_weight(value), kind] for value, kind in zip(values, kinds, strict=True)]
+        if self.accelerator.num_processes > 1:
+            local = torch.tensor(rows, dtype=torch.float64, device=self.accelerator.device)
+            gathered = self.accelerator.gather(local).view(-1, len(rows), 3).tolist()
+        else:
+            gathered = [rows]
+        for index, ((mode, name), kind) in enumerate(zip(names, kinds, strict=True)):
             sent = [process[index] for process in gathered]  # (value, weight, kind) from each process
             if any(sent_kind != kind for _, _, sent_kind in sent):
                 raise RuntimeError(f"hook metric {name!r} is Weighted, Summed or plain on different processes")
@@ -85,6 +108,10 @@ class AlignTrainer(GRPOTrainer):
                 reduced = sum(present) / len(present) if present else math.nan
             if not math.isnan(reduced):
                 self._metrics[mode][name].append(reduced)
+
+    def log(self, logs, start_time=None):
+        self.flush_metrics()
+        super().log(logs, start_time)
 
     def _each(self, method: str, *args, mode: str) -> None:
         for hook in self.hooks:
@@ -118,6 +145,12 @@ class AlignTrainer(GRPOTrainer):
             self._round = outer
         return state, batch
 
+    def _generate(self, prompts):
+        result = super()._generate(prompts)
+        if self._round is not None:  # the ids TRL sampled, on the host: hooks read them here, not back from the batch
+            self._round.sampled_ids = (result[0], result[1])
+        return result
+
     def _generate_single_turn(self, *args, **kwargs):
         state = self._round
         with contextlib.ExitStack() as stack:
@@ -142,7 +175,6 @@ class AlignTrainer(GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         state = self._round
         state.rewards_per_func = rewards_per_func
-        state.completion_ids = completion_ids_list
         self._each("on_rewards", state, mode=state.mode)
         state.reward_weights = self.reward_weights.clone()  # TRL uses the weights in force from here on
         return rewards_per_func

@@ -47,11 +47,12 @@ TRL_GENERATION_KEYS = ("reward", "reward_std", "frac_reward_zero_std", "completi
 
 
 class FakeTrainer(SimpleNamespace):
-    """What TrainingMetrics and AlignTrainer._record read of a trainer, on one process."""
+    """What TrainingMetrics and AlignTrainer._record / flush_metrics read of a trainer, on one process."""
 
     def __init__(self):
-        accelerator = SimpleNamespace(device="cpu", gather=lambda tensor: tensor, is_main_process=True)
-        super().__init__(accelerator=accelerator, domains=DOMAINS, _metrics={"train": defaultdict(list)})
+        accelerator = SimpleNamespace(device="cpu", gather=lambda tensor: tensor, is_main_process=True, num_processes=1)
+        metrics = {"train": defaultdict(list)}
+        super().__init__(accelerator=accelerator, domains=DOMAINS, _metrics=metrics, _hook_metrics=[])
 
 
 def tensors(step: int) -> tuple[BatchState, dict, LossState]:
@@ -97,6 +98,7 @@ def run(folder: Path, steps: int, save_every: int) -> tuple[list[float], dict[in
                 AlignTrainer._record(trainer, hook.on_train_batch(trainer, state, batch), "train")
             AlignTrainer._record(trainer, hook.on_loss(trainer, loss), "train")
             AlignTrainer._record(trainer, hook.on_step_end(trainer, 0.1), "train")
+            AlignTrainer.flush_metrics(trainer)  # as the trainer's log does
             logs = synthetic_logs(step, trainer._metrics["train"])
             trainer._metrics["train"].clear()  # as TRL's log does
             metrics_file.on_log(args, progress, control, logs=logs)

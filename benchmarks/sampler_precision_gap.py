@@ -75,6 +75,7 @@ def measure(model: str, sampler: str, seed: int, prompts: int, cache_dir: str) -
         rows = [row for row in rows for _ in range(trainer.num_generations)]  # as TRL's sampler repeats them
         torch.manual_seed(seed)
         trainer._generate_and_score_completions(rows)
+        trainer.flush_metrics()
         logged = trainer._metrics["train"]
         return {name: float(logged[name][0]) for name in (*METRICS, *ROUTING) if name in logged}
 

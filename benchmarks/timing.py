@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 
@@ -47,17 +48,20 @@ def base_overrides(cache_dir: str, steps: int) -> list[str]:
 
 
 def train_seconds(
-    overrides: list[str], cache_dir: str, build=build_align_kit, clock=time.perf_counter
+    overrides: list[str], cache_dir: str, build=build_align_kit, clock=time.perf_counter, around=contextlib.nullcontext
 ) -> tuple[float, object]:
     """Time of trainer.train() (model load and trainer construction excluded) on `clock` (wall time by default;
-    any reading whose differences divide: a float, or a numpy array of several clocks), and the trainer."""
+    any reading whose differences divide: a float, or a numpy array of several clocks), and the trainer. `around()`:
+    a context entered around trainer.train() alone (a counter of what it does)."""
     with tempfile.TemporaryDirectory() as scratch:
         plan = plan_for(overrides, f"{scratch}/run")
         trainer = build(plan, cache_dir, scratch)
         trainer.remove_callback(PrinterCallback)  # no per-step log dicts on the console
-        started = clock()
-        trainer.train()
-        return clock() - started, trainer
+        with around():
+            started = clock()
+            trainer.train()
+            seconds = clock() - started
+        return seconds, trainer
 
 
 def alternating(

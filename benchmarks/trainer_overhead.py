@@ -11,9 +11,9 @@ arms and compares them), so the step-time ratio is align_kit's own cost and not 
    quiet machine).
 2. align_kit's own work per phase, timed inside the align_kit arm by wrappers this script installs (the product
    code has no timers): each hook's methods (the default-on measurements: TrainingMetrics' health metrics, the
-   re-tokenization check, routing drift), the gathering of their metrics over processes (AlignTrainer._record),
-   the metrics file, the monitor's rules, the dashboard; in the main thread's CPU time, per step and as a share
-   of TRL's step (CPU time). What is left
+   re-tokenization check, routing drift), the reading and gathering of their metrics once per log
+   (AlignTrainer.flush_metrics), the metrics file, the monitor's rules, the dashboard; in the main thread's CPU
+   time, per step and as a share of TRL's step (CPU time). What is left
    (align_kit step - TRL step - the phases) is the trainer's own plumbing plus noise.
 3. Routing drift only runs on an MoE policy (on the dense default it attaches nothing): priced on model=tiny_moe,
    against TRL on the same model (`--moe-repeats 0` skips it).
@@ -71,13 +71,12 @@ class Phases:
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
         self.active = False  # only the timed arm's calls count
-        self._last_hook = "other hooks"  # whose metrics the next _record gathers
 
     def add(self, label: str, started: float) -> None:
         if self.active:
             self.seconds[label] += time.thread_time() - started
 
-    def wrap(self, owner: type, name: str, label: str, *, context: bool = False, hook: bool = False) -> None:
+    def wrap(self, owner: type, name: str, label: str, *, context: bool = False) -> None:
         original = getattr(owner, name)
         phases = self
 
@@ -87,8 +86,6 @@ class Phases:
                 result = original(*args, **kwargs)
             finally:
                 phases.add(label, started)
-            if hook:
-                phases._last_hook = label
             return _TimedContext(result, phases, label) if context else result
 
         setattr(owner, name, timed)
@@ -97,7 +94,7 @@ class Phases:
         for hook_class, label in MEASUREMENTS.items():
             for name in HOOK_METHODS:
                 if name in hook_class.__dict__:
-                    self.wrap(hook_class, name, label, hook=True)
+                    self.wrap(hook_class, name, label)
             for name in HOOK_CONTEXTS:
                 if name in hook_class.__dict__:
                     self.wrap(hook_class, name, label, context=True)
@@ -120,18 +117,8 @@ class Phases:
             return timed
 
         RouterHooks._router_hook = router_hook
-        original_record = AlignTrainer._record
-
-        def record(trainer, metrics, mode):
-            if not metrics:  # a hook that measured nothing here (routing drift on a dense model)
-                return original_record(trainer, metrics, mode)
-            started = time.thread_time()
-            try:
-                return original_record(trainer, metrics, mode)
-            finally:
-                self.add(f"{self._last_hook}: gathering", started)
-
-        AlignTrainer._record = record
+        # The hooks' metrics are read from the device and gathered once per log (AlignTrainer.flush_metrics).
+        self.wrap(AlignTrainer, "flush_metrics", "hook metrics: read and gathered per log")
         self.wrap(MetricsFileCallback, "on_log", "metrics file")
         self.wrap(HealthMonitor, "update", "monitor rules")
         self.wrap(Dashboard, "update", "dashboard")

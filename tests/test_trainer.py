@@ -1,5 +1,6 @@
-"""AlignTrainer's metric gathering over processes (its `_record`, played without a training run): weighted means,
-summed throughput, values missing on a process; and the order it calls its hooks in as it is built."""
+"""AlignTrainer's metric gathering over processes (its `_record` and `flush_metrics`, played without a training run):
+weighted means, summed throughput, values missing on a process, values left on the device; and the order it calls its
+hooks in as it is built."""
 
 from __future__ import annotations
 
@@ -11,22 +12,27 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from align_kit.core.hooks import Summed, TrainerHook, Weighted
+from align_kit.core.hooks import Deferred, Summed, TrainerHook, Weighted
 from align_kit.trainer import AlignTrainer
 
 
 def recorded(per_process: list[dict]) -> dict:
-    """What AlignTrainer._record logs on process 0 when the processes return these metrics: the gather is
-    played by concatenating the other processes' rows, as accelerate's gather does."""
+    """What AlignTrainer logs on process 0 when the processes return these metrics: the gather is played by
+    concatenating the other processes' rows, as accelerate's gather does."""
     rows = []
-    for metrics in per_process:  # each process's local tensor, captured from a one-process call
-        capture = SimpleNamespace(accelerator=SimpleNamespace(device="cpu", gather=lambda t: rows.append(t) or t))
-        capture._metrics = {"train": defaultdict(list)}
+    for metrics in per_process:  # each process's local tensor, captured from a two-process flush
+        capture = fake_trainer(gather=lambda t: rows.append(t) or t)
         AlignTrainer._record(capture, metrics, "train")
-    trainer = SimpleNamespace(accelerator=SimpleNamespace(device="cpu", gather=lambda t: torch.cat(rows)))
-    trainer._metrics = {"train": defaultdict(list)}
+        AlignTrainer.flush_metrics(capture)
+    trainer = fake_trainer(gather=lambda t: torch.cat(rows))
     AlignTrainer._record(trainer, per_process[0], "train")
+    AlignTrainer.flush_metrics(trainer)
     return {name: values[0] for name, values in trainer._metrics["train"].items()}
+
+
+def fake_trainer(gather) -> SimpleNamespace:
+    accelerator = SimpleNamespace(device="cpu", num_processes=2, gather=gather)
+    return SimpleNamespace(accelerator=accelerator, _metrics={"train": defaultdict(list)}, _hook_metrics=[])
 
 
 def test_gathered_metrics_weigh_means_add_throughput_and_skip_missing_values():
@@ -53,6 +59,28 @@ def test_gathered_metrics_weigh_means_add_throughput_and_skip_missing_values():
     assert logged["tokens_per_sec"] == pytest.approx(150.0)
     assert logged["adv/mean"] == pytest.approx(0.3)  # a plain value: the mean over processes, as TRL's own
     assert logged["only_there"] == pytest.approx(7.0)
+
+
+def test_metrics_left_on_the_device_are_logged_as_the_same_numbers_at_the_next_flush():
+    """A `Deferred` value gathers as the float, `Weighted` or `Summed` it stands for; nothing reaches TRL's lists
+    before the flush (the log), and the values of several calls keep their order."""
+    values = torch.tensor([0.25, 1.0])
+    host = [{"m/mean": Weighted(0.25, 3), "m/plain": 0.5, "m/sum": Summed(7.0)}, {"m/plain": 1.5}]
+    device = [
+        {"m/mean": Deferred(values[0], torch.tensor(3)), "m/plain": Deferred(torch.tensor(0.5)),
+         "m/sum": Deferred(torch.tensor(7.0), summed=True)},
+        {"m/plain": Deferred(torch.tensor(1.5, dtype=torch.float64))},
+    ]  # fmt: skip
+    logged = []
+    for calls in (host, device):
+        trainer = fake_trainer(gather=lambda t: t)
+        trainer.accelerator.num_processes = 1
+        for metrics in calls:
+            AlignTrainer._record(trainer, metrics, "train")
+        assert trainer._metrics["train"] == {}
+        AlignTrainer.flush_metrics(trainer)
+        logged.append(dict(trainer._metrics["train"]))
+    assert logged[0] == logged[1] == {"m/mean": [0.25], "m/plain": [0.5, 1.5], "m/sum": [7.0]}
 
 
 def test_a_metric_sent_as_different_kinds_is_refused():

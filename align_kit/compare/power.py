@@ -21,6 +21,7 @@ same in both arms; from it the arms' correlation, rho = 1 - sd_diff^2 / (2 sd_ar
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 from align_kit.compare import CompareError
@@ -78,6 +79,7 @@ class PowerAnswer:
     sd_diff: float
     sd_arm: float | None
     unit: float = 1.0  # effect and sds are in units of this (the stated sd of the paired difference)
+    capped_from: float | None = None  # the stated effect / sd, where it was beyond RATIO_LIMIT (computed there)
 
     def line(self, target: float = TARGET) -> str:
         n = self.seeds if self.seeds is not None else self.best
@@ -85,9 +87,16 @@ class PowerAnswer:
             f"SE bar {se_bar_power(n, self.effect, self.sd_diff, self.sd_arm):.2f}, "
             f"sign bar {sign_bar_power(n, self.effect, self.sd_diff):.2f}"
         )
-        given = f"effect {self.effect * self.unit:+.3g}, sd of paired difference {self.sd_diff * self.unit:.3g}" + (
-            f", sd per arm {self.sd_arm * self.unit:.3g}" if self.sd_arm is not None else " (arms taken as independent)"
+        # The effect and sds as stated; where the ratio was capped, the stated effect (not the one computed with).
+        scale = self.unit if self.capped_from is None else self.unit * self.capped_from / abs(self.effect)
+        given = f"effect {self.effect * scale:+.3g}, sd of paired difference {self.sd_diff * self.unit:.3g}" + (
+            f", sd per arm {self.sd_arm * scale:.3g}" if self.sd_arm is not None else " (arms taken as independent)"
         )
+        if self.capped_from is not None:
+            given += (
+                f" [effect / sd = {self.capped_from:.3g}, beyond {RATIO_LIMIT:g}: computed at effect / sd = "
+                f"{RATIO_LIMIT:g}, where the answer no longer changes]"
+            )
         if self.seeds is not None:
             return f"{given}: {n} paired seeds for {self.power:.0%} power to be called reproduced ({bars} alone)"
         p = normal_cdf(abs(self.effect) / self.sd_diff)
@@ -127,9 +136,10 @@ def seeds_needed(
     ratio, arm_ratio = abs(effect) / sd_diff, (sd_arm / sd_diff if sd_arm is not None else None)
     # Seeds that differ by a near-constant amount (measured runs that share everything but the arm) give a huge
     # effect/sd: that is a real answer (2 seeds suffice), so it is computed at the limit, not refused.
+    capped_from = None
     if ratio > RATIO_LIMIT and (arm_ratio is None or arm_ratio <= ratio):
         arm_ratio = None if arm_ratio is None else arm_ratio * RATIO_LIMIT / ratio
-        ratio = RATIO_LIMIT
+        ratio, capped_from = RATIO_LIMIT, ratio
     for name, value in (("effect / sd", ratio), ("sd per arm / sd", arm_ratio)):
         if value is not None and not (1 / RATIO_LIMIT <= value <= RATIO_LIMIT):
             raise CompareError(
@@ -144,13 +154,13 @@ def seeds_needed(
             continue  # both bars together are no likelier than the (exact) sign bar alone
         simulated[n] = simulated_power(n, effect, sd_diff, sd_arm, draws, seed)
         if simulated[n] >= target:
-            return PowerAnswer(n, n, simulated[n], effect, sd_diff, sd_arm, unit)
+            return PowerAnswer(n, n, simulated[n], effect, sd_diff, sd_arm, unit, capped_from)
     if not simulated:  # the n where the weaker bar alone is strongest
         n = max(range(2, max_seeds + 1), key=lambda n: min(se_bar_power(n, effect, sd_diff, sd_arm),
                                                              sign_bar_power(n, effect, sd_diff)))  # fmt: skip
         simulated[n] = simulated_power(n, effect, sd_diff, sd_arm, draws, seed)
     best = max(simulated, key=simulated.get)
-    return PowerAnswer(None, best, simulated[best], effect, sd_diff, sd_arm, unit)
+    return PowerAnswer(None, best, simulated[best], effect, sd_diff, sd_arm, unit, capped_from)
 
 
 def parse_numbers(text: str) -> tuple[float, float, float | None] | None:
@@ -200,7 +210,9 @@ def report_power(spec: str, inputs: list[str]) -> list[str]:
 
         if not inputs:
             raise CompareError(f"--power {spec}: name the runs to read {spec} from, or pass EFFECT:SD")
-        runs, _ = load_inputs(inputs, [spec])
+        runs, notes = load_inputs(inputs, [spec])
+        for note in notes:  # what was left out (unfinished runs, failed sweep jobs) is said here as in compare
+            print(f"align-kit: note: {note}", file=sys.stderr)
         if any(spec not in run.series for run in runs):
             raise CompareError(f"--power {spec}: not logged by every run; pass a metric the runs log")
         arms = group_into_arms(runs)

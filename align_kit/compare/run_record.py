@@ -27,6 +27,7 @@ class Run:
     text_valued: dict[str, str] = field(default_factory=dict)  # metric logged as text -> its first such value
     folder: Path | None = None  # resolved, for a run read from a folder
     unread: frozenset[str] = frozenset()  # metrics logged with a finite value whose series was not kept
+    unfinished: str | None = None  # why the run is no finished run (compare/completeness.py); None: finished
 
     @property
     def logged(self) -> frozenset[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from align_kit.compare import CompareError
+from align_kit.compare.completeness import drop_replaced_rows, unfinished
 from align_kit.compare.progress import progress_bar
 from align_kit.compare.run_record import Run, flatten_config, logged_values
 from align_kit.compare.wandb_source import load_offline_run, load_wandb_group
@@ -66,6 +67,8 @@ def load_run_folder(folder: Path, metrics: Collection[str] | None = None) -> Run
     rows, skipped = read_metrics_file(metrics_path)
     if skipped:
         notes.append(f"{folder}: skipped {skipped} malformed line(s) of {METRICS_FILE}")
+    rows, resumes = drop_replaced_rows(rows)
+    notes += [f"{folder}: {resume}" for resume in resumes]
     seed = summary.get("seed", config.get("seed"))
     logged = logged_values(rows, null_counts=True)
     series = series_from_rows(rows, metrics)
@@ -84,6 +87,7 @@ def load_run_folder(folder: Path, metrics: Collection[str] | None = None) -> Run
         text_valued=logged.text,
         folder=folder.resolve(),
         unread=logged.numeric - set(series),
+        unfinished=unfinished(config, summary if (folder / SUMMARY_FILE).is_file() else None, rows),
     )
 
 
@@ -183,6 +187,15 @@ def load_inputs(inputs: list[str], metrics: Collection[str] | None = None) -> tu
                 runs.append(load_run_folder(item, metrics))
                 bar.update()
     notes += [note for run in runs for note in run.notes]
+    cut_short = [run for run in runs if run.unfinished]
+    notes += [f"left out {run.label}, not a finished run: {run.unfinished}" for run in cut_short]
+    if cut_short and len(cut_short) == len(runs):
+        raise CompareError(
+            f"no finished run in {', '.join(inputs)}: {cut_short[0].label}: {cut_short[0].unfinished}"
+            + (f" (and {len(cut_short) - 1} more)" if len(cut_short) > 1 else "")
+            + "; compare runs once they have finished"
+        )
+    runs = [run for run in runs if not run.unfinished]
     empty = [run.label for run in runs if not run.logged]
     if empty:
         notes.append(f"left out {len(empty)} run(s) that logged no metric: {', '.join(empty)}")

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from align_kit.compare import CompareError
+from align_kit.compare.completeness import drop_replaced_rows, read_summary_file, unfinished
 from align_kit.compare.progress import progress_bar
 from align_kit.compare.run_record import Run, flatten_config, logged_values
+from align_kit.core.run_files import SUMMARY_FILE
 from align_kit.tracking.metrics_file import is_number, series_from_rows
 from align_kit.tracking.wandb_offline import find_offline_runs, read_config, read_history, read_run_info
 
@@ -67,6 +69,7 @@ def _run_from_history(
     }
     logged = logged_values(rows, null_counts=False)
     series = series_from_rows(rows, metrics)
+    state = getattr(wandb_run, "state", None)  # the API's: finished, running, crashed, failed, killed
     return Run(
         label=label,
         config=flatten_config(config),
@@ -76,6 +79,7 @@ def _run_from_history(
         non_finite=logged.non_finite,
         text_valued=logged.text,
         unread=logged.numeric - set(series),
+        unfinished=f"its W&B state is {state}" if isinstance(state, str) and state != "finished" else None,
     )
 
 
@@ -150,12 +154,17 @@ def load_offline_run(run_folder: Path, metrics: Collection[str] | None = None) -
     """The offline W&B run of a run folder: its history is a local file, read once whatever `metrics` asks for."""
     try:
         offline = OfflineRun(find_offline_runs(run_folder))
-        rows = list(_step_rows(offline.scan_history()))
+        rows = list(_step_rows(offline.scan_history()))  # every launch's history in turn: a resume logs steps again
     except ValueError as error:  # a damaged run file (align_kit.tracking.wandb_offline names the record)
         raise CompareError(
             f"{run_folder} has no metrics.jsonl and its offline W&B run cannot be read ({error}); restore either "
             "file, or leave the run out"
         ) from None
+    rows, resumes = drop_replaced_rows(rows)
     run = _run_from_history(offline, rows, str(run_folder), metrics)
     run.folder = run_folder.resolve()
+    run.notes += [f"{run_folder}: {resume}" for resume in resumes]
+    summary_path = run_folder / SUMMARY_FILE  # the run folder's own summary, as for a run read from metrics.jsonl
+    summary = read_summary_file(summary_path) if summary_path.is_file() else None
+    run.unfinished = unfinished(dict(offline.config), summary, rows)
     return run

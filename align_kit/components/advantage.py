@@ -38,9 +38,10 @@ def weighted_reward_total(values, reward_weights, unscorable=None):
     be all NaN (a group with a single scored value) while its rewards are not."""
     import torch
 
-    total = (values * reward_weights.to(values.device).unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(values).all(dim=1) if unscorable is None else unscorable] = torch.nan
-    return total
+    # Copied without waiting (the weights live on the host); NaN set by `where`, not a boolean-mask assignment
+    # (whose indices a GPU would read back).
+    total = (values * reward_weights.to(values.device, non_blocking=True).unsqueeze(0)).nansum(dim=1)
+    return torch.where(torch.isnan(values).all(dim=1) if unscorable is None else unscorable, torch.nan, total)
 
 
 def attainable_max(reward_weights, reward_maxes: list[float] | None = None) -> float:

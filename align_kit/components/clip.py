@@ -18,7 +18,7 @@ from typing import Any
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import TrainerHook, Weighted, masked_mean
+from align_kit.core.hooks import Deferred, TrainerHook, Weighted, masked_mean
 
 # DAPO §3.1's example of a token the upper bound holds back: old probability 0.01 can reach at most 0.012 at
 # eps_high 0.2. Tokens below this old probability count as "low-probability".
@@ -168,24 +168,27 @@ class ClipEngagement(TrainerHook):
         }
 
 
-def token_covariance(x, y, mask) -> Weighted:
+def token_covariance(x, y, mask) -> Deferred:
     """Covariance of x and y over the positions where mask is 1 (population form: divided by their count)."""
-    x_mean, y_mean = masked_mean(x, mask), masked_mean(y, mask)
+    x_mean, y_mean = masked_mean(x, mask).value, masked_mean(y, mask).value
     return masked_mean((x - x_mean) * (y - y_mean), mask)
 
 
-def distinct_correct(completion_ids, completion_mask, correct, group_size: int) -> Weighted:
+def distinct_correct(completion_ids, completion_mask, correct, group_size: int) -> Deferred | Weighted:
     """Mean over groups (consecutive rows of `group_size`) of the number of distinct completions among the correct
-    ones; a completion is its token ids where the mask is 1. Groups with no correct completion count 0."""
+    ones; a completion is its token ids where the mask is 1 (TRL's completion masks are 1s then 0s, so two rows hold
+    the same completion when their ids agree wherever either mask is 1). Groups with no correct completion count 0.
+    On the device: a set of token tuples per group would read every row back to the host."""
+    import torch
+
     rows = len(correct)
     if rows == 0 or rows % group_size:
         return Weighted(float("nan"), 0)
-    counts = []
-    for start in range(0, rows, group_size):
-        seen = {
-            tuple(completion_ids[row][completion_mask[row].bool()].tolist())
-            for row in range(start, start + group_size)
-            if bool(correct[row])
-        }
-        counts.append(len(seen))
-    return Weighted(sum(counts) / len(counts), len(counts))
+    groups = rows // group_size
+    filled = completion_ids.masked_fill(completion_mask == 0, -1).view(groups, group_size, -1)
+    same = (filled.unsqueeze(2) == filled.unsqueeze(1)).all(dim=-1)  # [group, i, j]: rows i and j hold one answer
+    correct = torch.as_tensor(correct, device=completion_ids.device).bool().view(groups, 1, group_size)
+    earlier = torch.ones(group_size, group_size, dtype=torch.bool, device=completion_ids.device).tril(-1)  # j < i
+    repeated = (same & earlier & correct).any(dim=-1)  # a correct row before row i holds its answer
+    distinct = (correct.view(groups, group_size) & ~repeated).sum()
+    return Deferred(distinct.double() / groups, groups)  # float64, as Python divides

@@ -178,10 +178,12 @@ def flat_groups(total_rewards, group_size: int):
 
     grouped = total_rewards.view(-1, group_size)
     unscored = torch.isnan(grouped)
-    scale = grouped[~unscored].abs().max().item() if bool((~unscored).any()) else 0.0
+    # On the device (no read-back): the largest |total| of the scored rows, 0 when none is scored.
+    scale = torch.where(unscored, 0.0, grouped.abs()).max()
     highest = torch.where(unscored, -torch.inf, grouped).max(dim=1).values
     lowest = torch.where(unscored, torch.inf, grouped).min(dim=1).values
-    return (highest - lowest) <= FLAT_RTOL * scale
+    # The tolerance in float64 first, then the totals' dtype: what a Python float scale compared as.
+    return (highest - lowest) <= (FLAT_RTOL * scale.double()).to(grouped.dtype)
 
 
 def groups_with_signal(total_rewards, group_size: int):

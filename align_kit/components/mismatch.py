@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from align_kit.core.hooks import BatchKey, LossTerms, TrainerHook
+from align_kit.core.hooks import BatchKey, Deferred, LossTerms, TrainerHook
 
 
 def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float | None, cap_max: float | None):
@@ -28,21 +28,28 @@ def importance_ratio(train_logps, sampler_logps, mask, mode: str, cap_min: float
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
-def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/") -> dict[str, float]:
-    """Per-token gap between trainer and sampler log-probs of the sampled tokens.
+def mismatch_metrics(train_logps, sampler_logps, mask, prefix: str = "mismatch/") -> dict:
+    """Per-token gap between trainer and sampler log-probs of the sampled tokens, on the device (`Deferred`): 0 for
+    all three when no token counts.
 
     <prefix>kl is KL(sampler || trainer) by the k3 estimator exp(d) - d - 1, d = log p_train -
     log p_sampler, unbiased for tokens drawn from the sampler and never negative."""
+    import torch
+
     from align_kit.components.kl import k3
 
     selected = mask.bool()
-    gap = (train_logps - sampler_logps)[selected]
-    if gap.numel() == 0:
-        return {f"{prefix}logp_abs_diff/mean": 0.0, f"{prefix}logp_abs_diff/max": 0.0, f"{prefix}kl": 0.0}
+    count = selected.sum()
+    gap = torch.where(selected, train_logps - sampler_logps, 0.0)  # no boolean selection: its size is data
+    distance = gap.abs()
+
+    def mean_over_selected(values):
+        return torch.where(count > 0, values.sum() / count, 0.0)
+
     return {
-        f"{prefix}logp_abs_diff/mean": gap.abs().mean().item(),
-        f"{prefix}logp_abs_diff/max": gap.abs().max().item(),
-        f"{prefix}kl": k3(gap).mean().item(),
+        f"{prefix}logp_abs_diff/mean": Deferred(mean_over_selected(distance)),
+        f"{prefix}logp_abs_diff/max": Deferred(distance.max()),  # |gap| >= 0, and 0 where not selected
+        f"{prefix}kl": Deferred(mean_over_selected(k3(gap))),  # k3(0) = 0 at the positions not selected
     }
 
 

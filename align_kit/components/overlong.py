@@ -21,7 +21,7 @@ from typing import Any
 from align_kit.core.component import Component, RewardSpec
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import TrainerHook, Weighted
+from align_kit.core.hooks import Deferred, TrainerHook, Weighted
 
 NO_PROBE = Weighted(math.nan, 0)  # nothing probed on this process
 
@@ -107,6 +107,7 @@ class OverlongEngagement(TrainerHook):
     def __init__(self, probe_every: int = 0, probe_samples: int = 8, probe_tokens: int = 0):
         self.probe_every, self.probe_samples, self.probe_tokens = probe_every, probe_samples, probe_tokens
         self.batches = 0
+        self._eos_ids = None  # the EOS ids on the device, made once
 
     def on_train_batch(self, trainer, state, batch):
         import torch
@@ -114,24 +115,34 @@ class OverlongEngagement(TrainerHook):
         if state.mode != "train":
             return None
         ids = batch["completion_ids"]
-        eos = torch.tensor(trainer.eos_token_ids, device=ids.device)
-        finished = torch.isin(ids, eos).any(dim=1)
+        finished = torch.isin(ids, self._eos(trainer, ids.device)).any(dim=1)
         groups = trainer.accelerator.gather(finished).view(-1, state.group_size)
         truncated = ~groups
         mixed = groups.any(dim=1, keepdim=True) & truncated.any(dim=1, keepdim=True)
-        count = truncated.sum().item()
-        share = (truncated & mixed).sum().item() / count if count else math.nan
-        metrics = {"overlong/truncated_in_mixed_groups": share}
+        # On the device, in float64 as Python divides; 0 / 0 is NaN when nothing was truncated.
+        share = (truncated & mixed).sum().double() / truncated.sum().double()
+        metrics = {"overlong/truncated_in_mixed_groups": Deferred(share)}
         self.batches += 1
         if self.probe_every and self.batches % self.probe_every == 0:
-            metrics.update(self.probe(trainer, state, batch, (~finished).nonzero().flatten()[: self.probe_samples]))
+            metrics.update(self.probe(trainer, state, batch, finished))
         return metrics
 
-    def probe(self, trainer, state, batch, rows) -> dict[str, float]:
+    def _eos(self, trainer, device):
+        """The EOS ids as a tensor on `device`, made once (a fresh one per batch is a copy from the host)."""
+        import torch
+
+        if self._eos_ids is None or self._eos_ids.device != device:
+            self._eos_ids = torch.tensor(trainer.eos_token_ids).to(device, non_blocking=True)
+        return self._eos_ids
+
+    def probe(self, trainer, state, batch, finished) -> dict[str, float]:
+        """Continue up to `probe_samples` of this process's truncated rows (`finished` False); on probing batches
+        only, so reading which rows they are back from the device costs nothing on the others."""
         import torch
 
         from align_kit.rewards.correctness import Correctness
 
+        rows = (~finished).nonzero().flatten()[: self.probe_samples]
         if len(rows) == 0:
             return {"overlong/probe_would_finish": NO_PROBE, "overlong/probe_would_be_correct": NO_PROBE}
         completions = batch["completion_ids"][rows]

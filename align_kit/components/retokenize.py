@@ -5,7 +5,6 @@ first such rollout saved to the run folder."""
 from __future__ import annotations
 
 import json
-from itertools import compress
 from pathlib import Path
 
 from align_kit.core.hooks import TrainerHook
@@ -44,16 +43,9 @@ class RetokenizeCheck(TrainerHook):
         self.example_saved = False
 
     def on_scored_batch(self, trainer, state, batch):
-        # As Python lists once: indexing each row's tensors by its mask cost more than the whole comparison.
-        prompt_ids, prompt_mask, completion_ids, completion_mask = (
-            batch[key].tolist() for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
-        )
-        sampled = [
-            (list(compress(prompt, p_mask)), list(compress(completion, c_mask)))
-            for prompt, p_mask, completion, c_mask in zip(
-                prompt_ids, prompt_mask, completion_ids, completion_mask, strict=True
-            )
-        ]
+        # TRL's own lists, on the host (reading the batch's tensors back would make a GPU wait for its queue); a
+        # completion whose loss mask overlong=filter zeroed is checked all the same.
+        sampled = list(zip(*state.sampled_ids, strict=True))
         prompts = [row["prompt"] for row in state.inputs]
         differences = retokenize_differences(trainer.processing_class, trainer.encode_prompts, prompts, sampled)
         if differences and not self.example_saved and trainer.accelerator.is_main_process:

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from align_kit.core.hooks import Weighted
+from align_kit.core.hooks import Deferred
 from align_kit.models.moe_routers import SUPPORTED_ROUTERS, RouterFamily, router_family
 
 Mode = Literal["record", "replay", "observe"]
@@ -61,7 +61,7 @@ def flip_metrics(
     reference: torch.Tensor,
     mask: torch.Tensor | None = None,
     valid: torch.Tensor | None = None,
-) -> dict[str, float]:
+) -> dict[str, Deferred]:
     """Compare two routings `[batch, seq_len, layers, top_k]` as expert *sets* per (token, layer).
 
     `routing/flip_rate`: share of (token, layer) pairs whose sets differ; `routing/tokens_any_flip`: share of tokens
@@ -91,14 +91,13 @@ def _flip_counts(flips: torch.Tensor, mask: torch.Tensor | None, valid: torch.Te
     ).to(torch.float64)
 
 
-def _metrics(counts: torch.Tensor, num_layers: int) -> dict[str, float]:
-    # Weighted by what they count, so a multi-process run's rates cover every process's tokens.
-    flipped_pairs, flipped_tokens, compared, _ = counts.tolist()
-    if compared == 0:
-        return {}
+def _metrics(counts: torch.Tensor, num_layers: int) -> dict[str, Deferred]:
+    # Weighted by what they count, so a multi-process run's rates cover every process's tokens. On the device (float64
+    # counts): a rate with nothing compared is NaN of weight 0, which the trainer treats as "no value here".
+    flipped_pairs, flipped_tokens, compared, _ = counts.unbind()
     return {
-        "routing/flip_rate": Weighted(flipped_pairs / (compared * num_layers), compared * num_layers),
-        "routing/tokens_any_flip": Weighted(flipped_tokens / compared, compared),
+        "routing/flip_rate": Deferred(flipped_pairs / (compared * num_layers), compared * num_layers),
+        "routing/tokens_any_flip": Deferred(flipped_tokens / compared, compared),
     }
 
 
@@ -261,7 +260,7 @@ class RouterHooks:
         with self._mode_block("observe", self._checked(indices, valid, mask)):
             yield
 
-    def pop_metrics(self) -> dict[str, float]:
+    def pop_metrics(self) -> dict[str, Deferred]:
         """Flip statistics over the replay/observe forwards since the last call (see `flip_metrics`), plus
         `routing/replayed_fraction` (share of masked (token, layer) pairs routed by replay) after replay forwards."""
         counts, self._counts = self._counts, None
@@ -269,9 +268,9 @@ class RouterHooks:
         if counts is None:
             return {}
         metrics = _metrics(counts, self.num_layers)
-        _, _, compared, masked = counts.tolist()
-        if replayed and masked:
-            metrics["routing/replayed_fraction"] = Weighted(compared / masked, masked)
+        _, _, compared, masked = counts.unbind()
+        if replayed:
+            metrics["routing/replayed_fraction"] = Deferred(compared / masked, masked)
         return metrics
 
     def close(self) -> None:
@@ -361,7 +360,8 @@ class RouterHooks:
         self._next_row = rows.stop
 
         def rows_of(tensor: torch.Tensor | None) -> torch.Tensor | None:
-            return None if tensor is None else tensor[rows].to(inputs.device)
+            # Without waiting: routing on the host (vLLM's) is copied in stream order; on the device this is a no-op.
+            return None if tensor is None else tensor[rows].to(inputs.device, non_blocking=True)
 
         flips = torch.zeros((batch, seq_len, self.num_layers), dtype=torch.bool, device=inputs.device)
         self._forward = _Forward(
@@ -382,7 +382,7 @@ class RouterHooks:
             self._chunks.append(forward.recorded)
             return
         counts = _flip_counts(forward.flips, forward.mask, forward.valid)
-        self._counts = counts if self._counts is None else self._counts + counts.to(self._counts.device)
+        self._counts = counts if self._counts is None else self._counts + counts  # both on the forward's device
         self._replayed_forwards |= forward.mode == "replay"
 
     def _router_hook(self, layer: int, family: RouterFamily) -> Callable[..., Any]:

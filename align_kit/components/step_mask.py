@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from align_kit.core.component import Component
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
-from align_kit.core.hooks import BatchKey, TrainerHook
+from align_kit.core.hooks import BatchKey, Deferred, TrainerHook
 from align_kit.markup.tool_format import FAILURE_KINDS
 
 
@@ -71,13 +71,15 @@ class StepLossMask(TrainerHook):
         tool_mask = batch.get("tool_mask", torch.ones_like(completion_mask))
         steps = [row["tool_steps"] for row in state.inputs]
         width = completion_mask.size(1)
-        step_mask = torch.tensor([step_loss_mask(s, width, self.kinds) for s in steps], device=tool_mask.device)
+        # Copied without waiting for the device's queue (a copy from host memory).
+        step_mask = torch.tensor([step_loss_mask(s, width, self.kinds) for s in steps])
+        step_mask = step_mask.to(tool_mask.device, non_blocking=True)
         model_tokens = completion_mask * tool_mask
         batch["tool_mask"] = tool_mask * step_mask.to(tool_mask.dtype)
         trained = completion_mask * batch["tool_mask"]
         batch["num_items_in_batch"] = trainer.accelerator.gather(trained.sum()).sum()
-        total = model_tokens.sum().item()
-        metrics = {"mask/masked_token_fraction": (total - trained.sum().item()) / total if total else 0.0}
+        total = model_tokens.sum().double()  # on the device, in float64 as Python divides; 0 with no model token
+        metrics = {"mask/masked_token_fraction": Deferred(torch.where(total > 0, (total - trained.sum()) / total, 0.0))}
         for kind in FAILURE_KINDS:
             metrics[f"mask/{kind}"] = float(sum(step[2] == kind for rows in steps for step in rows))
         return metrics

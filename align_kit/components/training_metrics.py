@@ -20,28 +20,32 @@ import torch
 from align_kit.components.advantage import weighted_reward_total
 from align_kit.components.dynamic_sampling import flat_groups
 from align_kit.components.kl import k3
-from align_kit.core.hooks import Summed, TrainerHook, masked_mean, per_domain
+from align_kit.core.hooks import Deferred, Summed, TrainerHook, masked_mean, per_domain
 
 
 class TrainingMetrics(TrainerHook):
+    """Every value stays on the device (`Deferred`): the trainer reads them when it logs, in one transfer."""
+
     def __init__(self):
-        self.step_tokens = 0
+        self.step_tokens = 0  # a 0-dim tensor once a loss ran
 
     def on_scored_batch(self, trainer, state, batch):
         if trainer.domains:  # per-sample, so it follows the samples through shuffling and splitting
-            batch["domain_index"] = torch.tensor([trainer.domains.index(row["domain"]) for row in state.inputs])
+            index = torch.tensor([trainer.domains.index(row["domain"]) for row in state.inputs])
+            # Copied without waiting: a copy from host memory must not stall the device's queue.
+            batch["domain_index"] = index.to(batch["completion_ids"].device, non_blocking=True)
         return None
 
     def on_train_batch(self, trainer, state, batch):
         # Over every process's rows (a std of stds is not the batch's std); each process calls this once per batch.
         advantages = trainer.accelerator.gather(batch["advantages"])
         metrics = {
-            "adv/mean": advantages.mean().item(),
-            "adv/std": advantages.std().item() if advantages.numel() > 1 else 0.0,
-            "adv/zero_std_fraction": (advantages.view(-1, state.group_size).std(dim=1) < 1e-6).float().mean().item(),
+            "adv/mean": Deferred(advantages.mean()),
+            "adv/std": Deferred(advantages.std()) if advantages.numel() > 1 else 0.0,
+            "adv/zero_std_fraction": Deferred((advantages.view(-1, state.group_size).std(dim=1) < 1e-6).float().mean()),
         }
         totals = weighted_reward_total(state.rewards_per_func, state.reward_weights)
-        metrics["groups/flat_fraction"] = flat_groups(totals, state.group_size).float().mean().item()
+        metrics["groups/flat_fraction"] = Deferred(flat_groups(totals, state.group_size).float().mean())
         if "domain_index" not in batch:
             return metrics
         rewards = state.local_rows(totals)
@@ -63,7 +67,7 @@ class TrainingMetrics(TrainerHook):
             "policy_ratio/abs_dev": masked_mean((ratio - 1).abs(), mask),
         }
         if loss.mode == "train":
-            self.step_tokens += int(inputs["prompt_mask"].sum() + mask.sum())
+            self.step_tokens = self.step_tokens + inputs["prompt_mask"].sum() + mask.sum()
         if "domain_index" not in inputs:
             return metrics
         index, domains = inputs["domain_index"], trainer.domains
@@ -74,4 +78,6 @@ class TrainingMetrics(TrainerHook):
 
     def on_step_end(self, trainer, seconds: float):
         tokens, self.step_tokens = self.step_tokens, 0
+        if torch.is_tensor(tokens):  # in float64, as Python divides
+            return {"tokens_per_sec": Deferred(tokens.double() / seconds, summed=True)}
         return {"tokens_per_sec": Summed(tokens / seconds)}

@@ -29,6 +29,9 @@ Every on_* method returns a dict of metrics (or None). The trainer gathers them 
 averages them (NaN = "no value on this process"), as TRL does with its own: return the same keys on
 every process. A `Weighted` value (what masked_mean and per_domain return) is averaged by its weight, so a
 domain's mean covers its rows on every process however they split; a `Summed` one is added up (throughput).
+A value computed from tensors stays on the device as `Deferred` (masked_mean and per_domain return those): the
+trainer reads every deferred value of a logging step in one device-to-host transfer when it logs, because each
+`.item()` in a hook would make a GPU wait for its queue of kernels (docs/performance.md).
 state_dict / load_state_dict go into each checkpoint's one hooks file. A hook that adds a tensor as wide as the
 batch's prompt or completion to TRL's batch declares it in `batch_keys`, so joining rounds of different widths
 (dynamic sampling) re-pads it.
@@ -60,6 +63,64 @@ class Summed(float):
     """A per-process amount whose total over processes is the metric (tokens per second)."""
 
 
+class Deferred:
+    """A metric value still on the device: `value` a 0-dim tensor; with `weight` (a 0-dim tensor or a number) it is
+    a `Weighted` mean, with `summed` a `Summed` amount, else a plain value. Read on the host by `read_deferred`."""
+
+    __slots__ = ("value", "weight", "summed")
+
+    def __init__(self, value, weight=None, *, summed: bool = False):
+        self.value, self.weight, self.summed = value, weight, summed
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.value!r}, weight={self.weight!r}, summed={self.summed})"
+
+
+def read_deferred(values: list) -> list:
+    """`values` with every `Deferred` replaced by the `Weighted`, `Summed` or float it stands for, all read from the
+    device in one transfer (one synchronisation however many there are); other values are returned as they are."""
+    tensors = [
+        part
+        for value in values
+        if isinstance(value, Deferred)
+        for part in (value.value, value.weight)
+        if _is_tensor(part)
+    ]
+    if tensors:
+        import torch
+
+        # One float64 buffer for every dtype (counts stay exact), one copy to the host.
+        host = iter(
+            torch.stack(
+                [t.reshape(()) for t in tensors], out=tensors[0].new_empty(len(tensors), dtype=torch.float64)
+            ).tolist()
+        )
+    read = []
+    for value in values:
+        if not isinstance(value, Deferred):
+            read.append(value)
+            continue
+        number = next(host) if _is_tensor(value.value) else float(value.value)
+        if value.summed:
+            read.append(Summed(number))
+        elif value.weight is not None:
+            read.append(Weighted(number, next(host) if _is_tensor(value.weight) else value.weight))
+        else:
+            read.append(number)
+    return read
+
+
+def on_host(metrics: Metrics | None) -> Metrics | None:
+    """A hook's metrics with every `Deferred` value read (one transfer), for code that needs the numbers now."""
+    if metrics is None:
+        return None
+    return dict(zip(metrics, read_deferred(list(metrics.values())), strict=True))
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "dim")  # a torch.Tensor, without importing torch here
+
+
 @dataclass
 class BatchState:
     """One generation round. `rewards_per_func` [N, K] is gathered over processes (TRL normalises
@@ -74,15 +135,16 @@ class BatchState:
     # One [B, new tokens] tensor per generate call: the sampler's log-probs of the tokens it drew, recorded by a
     # generation context; the trainer hands them to TRL as `sampling_per_token_logps` (as vLLM's are).
     sampling_logprobs: list | None = None
-    # This process's completion token ids as TRL hands them to the reward functions (unpadded Python lists).
-    completion_ids: list | None = None
+    # (prompt ids, completion ids) per rollout, unpadded, as TRL sampled them: on the host, where reading them costs
+    # no device-to-host copy (set by the trainer once TRL has generated; completions hold tool tokens in multi-turn).
+    sampled_ids: tuple[list[list[int]], list[list[int]]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # per-batch data a hook keeps between its calls
 
     def completion_logprobs(self, completion_ids: list[list[int]]) -> list[list[float]]:
         """The sampler's log-probs of each completion's tokens from the last generate call, as TRL's
         `sampling_per_token_logps` holds them (TRL cuts completions after EOS)."""
-        recorded = self.sampling_logprobs[-1]
-        return [row[: len(ids)].tolist() for row, ids in zip(recorded, completion_ids, strict=True)]
+        recorded = self.sampling_logprobs[-1].tolist()  # one copy to the host: TRL takes them as lists (as vLLM's)
+        return [row[: len(ids)] for row, ids in zip(recorded, completion_ids, strict=True)]
 
     def local_rows(self, gathered):
         """This process's slice of a tensor gathered over all processes (TRL's process_slice)."""
@@ -206,17 +268,22 @@ def apply_loss_terms(inputs: dict, terms: list[LossTerms]) -> tuple[dict, Any]:
     return inputs, coefficients[0] if coefficients else None
 
 
-def masked_mean(values, mask) -> Weighted:
-    """Mean of `values` over the positions where `mask` is 1 (NaN when there are none), weighted by their count."""
-    count = float(mask.sum())
-    return Weighted(((values * mask).sum() / count).item() if count > 0 else float("nan"), count)
+def masked_mean(values, mask) -> Deferred:
+    """Mean of `values` over the positions where `mask` is 1 (NaN when there are none), weighted by their count; on
+    the device."""
+    count = mask.sum()
+    return Deferred((values * mask).sum() / count, count)
 
 
 def per_domain(values, mask, domain_index, domains: list[str], prefix: str) -> Metrics:
     """`{prefix}/<domain>`: masked mean of [B, ...] `values` over each domain's rows, NaN for a domain
-    absent here (so every process returns the same keys)."""
-    metrics = {}
-    for index, domain in enumerate(domains):
-        rows = domain_index == index
-        metrics[f"{prefix}/{domain}"] = masked_mean(values[rows], mask[rows])
-    return metrics
+    absent here (so every process returns the same keys). All domains at once, on the device: a boolean selection
+    per domain would read each one's row count back to the host."""
+    rows = len(values)
+    sums = (values * mask).reshape(rows, -1).sum(dim=1)
+    counts = mask.reshape(rows, -1).sum(dim=1)
+    index = domain_index.to(sums.device, non_blocking=True)
+    sums = sums.new_zeros(len(domains)).index_add_(0, index, sums)
+    counts = counts.new_zeros(len(domains)).index_add_(0, index, counts)
+    means = sums / counts
+    return {f"{prefix}/{domain}": Deferred(means[i], counts[i]) for i, domain in enumerate(domains)}

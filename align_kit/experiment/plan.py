@@ -35,6 +35,15 @@ COMPONENT_GROUPS = component_groups()
 TAGGED_GROUPS = (*COMPONENT_GROUPS, "reward", "recipe", "sweep")
 # Fields align_kit derives itself; setting them under trainer would be silently overwritten.
 DERIVED_FIELDS = ("output_dir", "seed", "report_to", "reward_weights", "run_name")
+# GRPOConfig fields a config may not set, with why and what to do instead: TRL's Trainer does not read
+# `resume_from_checkpoint` (a fresh run would start), and a token in the config is saved with it (config.yaml, W&B,
+# each checkpoint's training arguments).
+REFUSED_FIELDS = {
+    "resume_from_checkpoint": "is not read by the trainer (a fresh run would start); resume a run with "
+    "train.resume=true hydra.run.dir=<its folder>",
+    "hub_token": "would be saved with the run's config (config.yaml, W&B, each checkpoint); log in with "
+    "`hf auth login` or set HF_TOKEN in the environment you start align-kit from",
+}
 REWARD_MAX_TOLERANCE = 1e-9
 
 
@@ -169,6 +178,8 @@ def _check_trainer_names(trainer: dict) -> None:
             raise ConfigError(f"trainer.{name} is not a GRPOConfig field; {hint}")
         if name in DERIVED_FIELDS:
             raise ConfigError(f"trainer.{name} is set by align_kit; use {_derived_hint(name)} instead")
+        if name in REFUSED_FIELDS and trainer[name] is not None:
+            raise ConfigError(f"trainer.{name} {REFUSED_FIELDS[name]}")  # a token is never echoed
 
 
 def _check_trainer_ownership(

@@ -219,8 +219,8 @@ def show(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, str):
-        return value if value.strip() else repr(value)
+    if isinstance(value, str):  # quoted when blank or unprintable (a newline would break the one-line error)
+        return value if value.strip() and value.isprintable() else repr(value)
     if isinstance(value, list | dict):
         return json.dumps(value, default=str, ensure_ascii=False)
     return repr(value)
@@ -420,68 +420,6 @@ def allowed_packages(data: Mapping, task_overrides: list[str] | None = None) -> 
                 f"build from on the command line: train.allowed_targets=[{', '.join(allowed)}]"
             )
     return allowed
-
-
-# Keys that let a library run code from a file: `trust_remote_code` (a model folder's `auto_map` Python, wherever it
-# sits: model.*, trainer.*, trainer.model_init_kwargs.*). Like train.allowed_targets, only the command line may turn
-# one on: a recipe, a --config-dir file or a sweep file is shared, and what it switches on runs as the user.
-CODE_SWITCHES = ("trust_remote_code",)
-
-
-def command_line_only(key: str) -> bool:
-    """`key` (dotted, `+`/`~` stripped) may be set only on the command line: the packages a run builds from, or a
-    switch that runs a file's code."""
-    return key == "train.allowed_targets" or key.rpartition(".")[2] in CODE_SWITCHES
-
-
-def code_switches(value: Any, key: str = "") -> list[str]:
-    """The keys of the resolved tree where a CODE_SWITCHES key is on (any value but false/null)."""
-    found = []
-    if isinstance(value, Mapping):
-        for name, item in value.items():
-            path = f"{key}.{name}" if key else str(name)
-            if name in CODE_SWITCHES and item not in (False, None):
-                found.append(path)
-            found += code_switches(item, path)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += code_switches(item, f"{key}[{index}]")
-    return found
-
-
-def check_code_switches(data: Mapping, task_overrides: list[str]) -> None:
-    """Each switch that runs a file's code (CODE_SWITCHES) is on only where the command line says so, with a plain
-    `key=true`; from a recipe, a --config-dir file or a sweep file it is refused with the override that allows it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    named = {
-        override.key_or_group: override.value()
-        for override in OverridesParser.create().parse_overrides(list(task_overrides))
-        if not override.is_delete() and not override.is_sweep_override()
-    }
-    for key in code_switches({name: item for name, item in data.items() if name != "hydra"}):
-        if _named_value(named, key) is not True:
-            raise ConfigError(
-                f"{key}={show(_at(data, key))} comes from a config file; it lets the model's folder run its own "
-                f"Python, which only you may allow: add {key}=true to the command line (only for a model you trust)"
-            )
-
-
-def _named_value(named: Mapping, key: str) -> Any:
-    """The value the command line gives `key`: its own override, or the part of an override of a key above it
-    (`trainer.model_init_kwargs={trust_remote_code: true}`)."""
-    parts = key.split(".")
-    for cut in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:cut])
-        if prefix in named:
-            return _at(named[prefix], ".".join(parts[cut:])) if cut < len(parts) else named[prefix]
-    return None
-
-
-def _at(data: Any, key: str) -> Any:
-    for part in key.split(".") if key else ():
-        data = data.get(part) if isinstance(data, Mapping) else None
-    return data
 
 
 def buildable_class(where: str, target: Any, allowed: list[str]) -> type:

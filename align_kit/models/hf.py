@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -70,6 +71,12 @@ class HFModel(ModelNode):
 
     def _check_gguf(self) -> None:
         key = f"model.gguf_file={self.gguf_file}"
+        inside = Path(os.path.normpath(self.gguf_file))
+        if inside.is_absolute() or inside.parts[:1] == ("..",):
+            raise ConfigError(
+                f"{key} leaves the folder model.name_or_path={self.name_or_path}; name a file inside it (or point "
+                "model.name_or_path at the folder that holds the GGUF)"
+            )
         path = self.gguf_path()
         if not path.is_file():
             present = sorted(p.name for p in path.parent.glob("*.gguf")) if path.parent.is_dir() else []
@@ -77,30 +84,39 @@ class HFModel(ModelNode):
                 f"{key}: {path} is not a file; GGUF files in model.name_or_path={self.name_or_path}: "
                 f"{', '.join(present) or 'none'}"
             )
-        from align_kit.models.gguf import metadata, require_gguf_package
+        from align_kit.models.gguf import read_model_header, require_gguf_package
 
         require_gguf_package(key)
-        self._gguf_metadata = metadata(path)
-        self.max_position_embeddings = self._gguf_metadata.get("context_length")
+        self._gguf_header = read_model_header(path, key)
+        self.max_position_embeddings = self._gguf_header.context_length
 
     def gguf_path(self) -> Path:
         return Path(self.name_or_path).expanduser() / self.gguf_file
 
     def check(self, plan) -> None:
         budget = plan.effective("max_completion_length")
-        positions = self.max_position_embeddings or self._saved_positions()
-        if isinstance(positions, int) and budget >= positions:
+        positions = (
+            self.max_position_embeddings if self.max_position_embeddings is not None else self._saved_positions()
+        )
+        if positions is not None and budget >= positions:
             raise ConfigError(
                 f"trainer.max_completion_length={budget} does not fit the model's context of {positions} positions "
                 "(prompt included); use a smaller budget"
             )
 
     def _saved_positions(self) -> int | None:
-        """config.json's max_position_embeddings of a local folder (None for a hub name or a GGUF)."""
+        """config.json's max_position_embeddings of a local folder (None for a hub name, a GGUF, or a config that
+        does not say); a value that is not a whole number > 0 is refused, as it would skip the context checks."""
         if self.gguf_file or not looks_like_local_path(self.name_or_path):
             return None
         config = Path(self.name_or_path).expanduser() / "config.json"
-        return json.loads(config.read_text()).get("max_position_embeddings") if config.is_file() else None
+        positions = json.loads(config.read_text()).get("max_position_embeddings") if config.is_file() else None
+        if positions is not None and (isinstance(positions, bool) or not isinstance(positions, int) or positions < 1):
+            raise ConfigError(
+                f"model.name_or_path={self.name_or_path}: {config} says max_position_embeddings={positions!r}, not a "
+                "whole number > 0; restore it from the saved model"
+            )
+        return positions
 
     def _check_saved_folder(self, folder: Path) -> None:
         """A local folder holds what from_pretrained reads (it failed at step 0 with a traceback otherwise)."""
@@ -126,7 +142,8 @@ class HFModel(ModelNode):
         """config.json's model_type of a local folder, or the GGUF's architecture; a hub name is known only when the
         model loads."""
         if self.gguf_file:
-            return getattr(self, "_gguf_metadata", {}).get("model_type")
+            header = getattr(self, "_gguf_header", None)
+            return header.model_type if header is not None else None
         config_file = Path(self.name_or_path).expanduser() / "config.json"
         if config_file.is_file():
             return json.loads(config_file.read_text()).get("model_type")
@@ -136,7 +153,13 @@ class HFModel(ModelNode):
         """Why the saved tokenizer cannot take a text `prompt` as written: a character it maps to its unknown token,
         or more tokens than config.json's max_position_embeddings leaves beside the completion. Read cheaply from a
         local folder's tokenizer.json (no model, no transformers); a hub model, another tokenizer format or a
-        message list (the chat template renders it) is not checked here."""
+        message list (the chat template renders it) is not checked here. A GGUF's prompts are checked against its
+        header: chat template and context (align_kit/models/gguf_header.py)."""
+        if self.gguf_file and getattr(self, "_gguf_header", None) is not None:
+            from align_kit.models.gguf_header import prompt_problem
+
+            key = f"model.gguf_file={self.gguf_file}"
+            return prompt_problem(self._gguf_header, self.gguf_path(), prompt, completion_budget, key)
         saved = self._saved_tokenizer() if isinstance(prompt, str) and not self.gguf_file else None
         if saved is None:
             return None

@@ -48,7 +48,9 @@ class QuietProgressCallback(ProgressCallback):
 def weights_are_finite(model) -> bool:
     import torch
 
-    return all(bool(torch.isfinite(param).all()) for param in model.parameters())
+    # One read-back for every parameter: a bool() per tensor would make a GPU wait once per parameter.
+    checks = [torch.isfinite(param).all() for param in model.parameters()]
+    return bool(torch.stack(checks).all()) if checks else True
 
 
 class HealthMonitorCallback(TrainerCallback):

@@ -12,7 +12,7 @@ still span the run), each file at most `max_bytes`. Written atomically (a tempor
 existing file is never replaced (a resumed run that meets the same alert again writes `...-2.json`).
 
 Reading the round costs no device-to-host copy: the texts, rewards and advantages are the Python lists TRL keeps
-for its own completion logging, the lengths come from the completion ids TRL hands its reward functions.
+for its own completion logging, the lengths come from the completion ids TRL sampled (kept on the host).
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ class SampleRecorder(TrainerHook):
         generation = generation_from_log(logged_generations(trainer, rows), trainer.state.global_step, state.group_size)
         weights = state.reward_weights if state.reward_weights is not None else trainer.reward_weights
         generation.weights = dict(zip(generation.rewards, weights.tolist(), strict=False))  # a CPU tensor in TRL
-        ids = state.completion_ids
+        ids = state.sampled_ids[1] if state.sampled_ids is not None else None
         if ids is not None and len(ids) == len(generation.completions):  # one process: the ids are every row
             stops = set(stop_token_ids(trainer))
             generation.lengths = [len(row) for row in ids]

@@ -10,7 +10,8 @@ there. The pre-flight checks the composed tree before Hydra acts on it:
 - logging uses a small set of handler classes, no factories, and a log file only inside the run folder;
 - `hydra.job.name` and `hydra.output_subdir` keep the job's files in the run folder, `hydra.job.chdir` is
   off (paths in the config are read from the folder the command starts in), `hydra.searchpath` lists
-  folders only, `hydra.job.env_set` leaves the loader's, Python's, Hydra's and align_kit's variables alone;
+  folders only, `hydra.job.env_set` sets only the variables align_kit.runs.job_environment lists;
+- the launcher's values reach SLURM's batch script only as align_kit.runs.sbatch_values allows;
 - a node inside the launcher, sweeper or a callback follows align_kit.experiment.schema's `_target_` rule.
 The rest of `hydra.*` is data Hydra reads (folders, overrides, help texts), never built.
 """
@@ -28,6 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.hydra_private import BASIC_LAUNCHER, BASIC_SWEEPER, Callbacks, install_app_callbacks
 from align_kit.experiment.schema import buildable_class, check_targets, check_written_targets, resolved, show
+from align_kit.runs.job_environment import check_job_environment
+from align_kit.runs.sbatch_values import check_launcher_values, has_control_character
 
 # The plugins behind hydra/launcher=basic|joblib|submitit_local|slurm and Hydra's basic sweeper.
 HYDRA_PLUGINS = {
@@ -44,10 +47,6 @@ HYDRA_PLUGINS = {
 HANDLER_CLASSES = ("logging.StreamHandler", "logging.FileHandler", "logging.NullHandler")
 FORMATTER_CLASSES = ("logging.Formatter",)
 STREAMS = ("ext://sys.stdout", "ext://sys.stderr")
-# Environment variables a job may not set (`hydra.job.env_set`): they change what code runs (the loader's
-# and Python's paths), Hydra's own instantiate policy, or align_kit's sandbox.
-PROTECTED_ENV = ("ALIGN_KIT_", "HYDRA_", "LD_", "PYTHON")
-PROTECTED_ENV_NAMES = ("PATH",)
 # A file name the file system takes with ".log" appended (255 bytes on the common ones).
 JOB_NAME_BYTES = 200
 OWN_CALLBACKS = "align_kit's own Hydra callbacks (the run-folder guard, the sweep summary)"
@@ -99,12 +98,7 @@ def check_hydra_tree(hydra: DictConfig, allowed: list[str]) -> None:
             "folder the command starts in (set hydra.run.dir for where the run goes)"
         )
     check_job_files(job.name, hydra.output_subdir)
-    for name in job.env_set or {}:
-        if str(name).startswith(PROTECTED_ENV) or name in PROTECTED_ENV_NAMES:
-            raise ConfigError(
-                f"hydra.job.env_set.{name}: a config may not set {name} (it changes what code runs or how align_kit "
-                "isolates it); set it in the environment you start align-kit from"
-            )
+    check_job_environment(job.env_set or {})
     for group, plugins in HYDRA_PLUGINS.items():
         node = tree[group] or {}
         if node.get("_target_") not in plugins:
@@ -113,33 +107,10 @@ def check_hydra_tree(hydra: DictConfig, allowed: list[str]) -> None:
                 f"align_kit ships configs for: {', '.join(plugins)}"
             )
         check_targets(f"hydra.{group}", {key: value for key, value in node.items() if key != "_target_"}, allowed)
-    check_launcher_setup(hydra, tree["launcher"] or {})
+    check_launcher_values(hydra, tree["launcher"] or {})
     check_callbacks(tree["callbacks"] or {}, allowed)
     check_logging("hydra.hydra_logging", tree["hydra_logging"], None)
     check_logging("hydra.job_logging", tree["job_logging"], Path(hydra.runtime.output_dir))
-
-
-SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
-
-
-def check_launcher_setup(hydra: DictConfig, launcher: Mapping) -> None:
-    """The SLURM launcher's `setup` lines are shell commands run before each job: they may come from the site
-    file (SITE_FILE in a config folder, as conf/hydra/launcher/slurm.yaml reads it) or from the command line
-    (`hydra.launcher.setup=[...]`), where the user sees them; from a recipe, sweep or other preset, refused."""
-    setup = launcher.get("setup")
-    if not setup:
-        return
-    command_line = [str(o) for o in [*hydra.overrides.hydra, *hydra.overrides.task]]
-    if any(o.lstrip("+~").startswith("hydra.launcher.setup=") for o in command_line):
-        return
-    for source in hydra.runtime.config_sources:
-        site = Path(str(source.path)) / SITE_FILE
-        if source.schema == "file" and site.is_file() and OmegaConf.load(site).get("setup") == setup:
-            return
-    raise ConfigError(
-        f"hydra.launcher.setup={show(setup)}: shell lines run before each job come only from {SITE_FILE} or the "
-        "command line (hydra.launcher.setup=[...]), not from a recipe, sweep or other preset"
-    )
 
 
 def check_job_files(name: Any, subdir: Any) -> None:
@@ -150,12 +121,12 @@ def check_job_files(name: Any, subdir: Any) -> None:
         or not name.strip()
         or "/" in name
         or "\\" in name
-        or "\0" in name
+        or has_control_character(name)
         or ".." in name
         or len(name.encode()) > JOB_NAME_BYTES
     ):
         raise ConfigError(
-            f"hydra.job.name={show(name)}: expected a plain file name (no '/', '..' or NUL, at most "
+            f"hydra.job.name={show(name)}: expected a plain file name (no '/', '..' or control character, at most "
             f"{JOB_NAME_BYTES} bytes): it names the job's log file in the run folder"
         )
     if subdir is not None and (

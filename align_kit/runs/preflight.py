@@ -27,9 +27,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.compose import compose, override_parser
+from align_kit.experiment.environment_reads import ENV_READS, check_environment_reads
 from align_kit.experiment.hydra_private import basic_sweep, command_line_parser
+from align_kit.experiment.opt_ins import check_opt_ins, command_line_only, sweep_param_refusal
 from align_kit.experiment.plan import ExperimentPlan, build_plan, tagged_choices, validate_dataset
-from align_kit.experiment.schema import allowed_packages, check_code_switches, command_line_only, resolved
+from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
@@ -160,6 +162,10 @@ def validate_job(
     data = check_buildable(cfg)
     if job_index is not None:  # the sweep's manifest records what each job composes to (sweep_manifest.job_configs)
         composed_jobs[task_key(overrides)] = data
+    if job_index == 0:  # the launcher is the sweep's, the same for every job
+        from align_kit.runs.slurm_checks import check_slurm_launcher
+
+        check_slurm_launcher(HydraConfig.get().launcher)
     run_dir, dir_key = _run_dir(job_index)
     check_writable(dir_key, run_dir)
     if cfg.train.get("resume") is True:  # a non-boolean is the schema's to refuse
@@ -197,16 +203,20 @@ def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
 
 
 def check_buildable(cfg: DictConfig) -> dict:
-    """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), and that its own packages are
-    named on the command line, before anything else is read; the job's nodes are align_kit.experiment.schema's to check
-    (every `_target_`, before any is imported or built). Returns the config resolved."""
+    """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), that it reads the environment
+    only where the user wrote so (align_kit.experiment.environment_reads), and that its own packages and the switches
+    that run code or upload are named on the command line (align_kit.experiment.opt_ins), before anything else is read;
+    the job's nodes are align_kit.experiment.schema's to check (every `_target_`, before any is imported or built).
+    Returns the config resolved."""
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    data = resolved(cfg)
     task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
+    check_environment_reads(raw, [*task_overrides, *hydra_cfg.overrides.hydra])  # before anything resolves them
+    data = resolved(cfg)
     allowed = allowed_packages(data, task_overrides)
-    check_code_switches(data, task_overrides)
+    check_opt_ins(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
     return data
 
@@ -224,17 +234,20 @@ def sweep_jobs(
     fixed = [override.input_line for override in parser.parse_overrides(overrides) if not override.is_sweep_override()]
     (composer or SweepComposer(config_dir)).compose(fixed)
     params = HydraConfig.get().sweeper.get("params") or {}
-    for key in params:  # each job would read a sweep file's params as command-line overrides
+    written = OmegaConf.to_container(params, resolve=False) if params else {}
+    for key, value in written.items():  # each job reads them as command-line overrides
         name = str(key).lstrip("+~")
-        if name == "train.allowed_targets":
-            raise ConfigError(
-                f"hydra.sweeper.params.{key}: a sweep file may not name the packages a run builds from; name them "
-                "on the command line: train.allowed_targets=[my_package]"
-            )
         if command_line_only(name):
+            raise ConfigError(sweep_param_refusal(key))
+        if name.startswith(("hydra.", "hydra/")):  # the launch reads Hydra's settings once, not per job
             raise ConfigError(
-                f"hydra.sweeper.params.{key}: a sweep file may not let a model's folder run its own Python; only you "
-                f"may allow it: add {name}=true to the command line (only for a model you trust)"
+                f"hydra.sweeper.params.{key}: a sweep's jobs share Hydra's own settings; set them in the sweep "
+                "file's hydra: node or on the command line, not as a swept value"
+            )
+        if ENV_READS.search(str(value)):
+            raise ConfigError(
+                f"hydra.sweeper.params.{key}={value}: a sweep file may not read the environment (each job would save "
+                "the value in its config); write the values out, or give them on the command line"
             )
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
@@ -305,7 +318,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
     plans, folders = [], {}
     with progress(len(jobs)) as advance, _loaded_objects_frozen():
         for index, job in enumerate(jobs):
-            arm = " ".join(override for override in job if override.partition("=")[0] in arms)
+            arm = printable(" ".join(override for override in job if override.partition("=")[0] in arms))
             try:
                 plans.append(validate_job(job, index, config_dir, shared))
             except ConfigError as error:
@@ -330,7 +343,7 @@ def _trl_accepts_every_job(plans: list[ExperimentPlan], jobs: list[list[str]], a
         try:
             check_trl_accepts(plan.grpo_kwargs, plan.field_sources)
         except ConfigError as error:
-            arm = " ".join(override for override in jobs[index] if override.partition("=")[0] in arms)
+            arm = printable(" ".join(override for override in jobs[index] if override.partition("=")[0] in arms))
             raise ConfigError(f"sweep job {index} of {len(jobs)} ({arm}): {error}") from None
 
 
@@ -387,6 +400,11 @@ def _own_folder(index: int, jobs: list[list[str]], folders: dict[str, int]) -> N
             "e.g. hydra.sweep.subdir=${hydra.job.num} (the default) or ${hydra.job.override_dirname}"
         )
     folders[subdir] = index
+
+
+def printable(text: str) -> str:
+    """`text` with its unprintable characters escaped as Python writes them (`\\n`): an error stays one line."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def one_line(error: BaseException) -> str:

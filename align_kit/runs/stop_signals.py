@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 
 from transformers import TrainerCallback
@@ -74,13 +73,19 @@ class StopOnSignal(TrainerCallback):
             self._previous = {number: signal.signal(number, self._handle) for number in numbers}
 
     def _handle(self, number, frame):
+        """Only records the signal. The line goes out with os.write: a handler runs between any two bytecodes, and
+        a print to sys.stderr while the interrupted code was inside one raises CPython's "reentrant call" error. A
+        second signal that lands before the handlers are restored stops at once, as one after it does."""
+        if self.received is not None:
+            self._restore()
+            raise KeyboardInterrupt
         self.received = signal.Signals(number)
         self._restore()
-        print(
+        line = (
             f"\nalign-kit: {self.received.name} received; stopping when the current generation's steps end "
-            "(again to stop at once)",
-            file=sys.stderr,
+            "(again to stop at once)\n"
         )
+        os.write(2, line.encode())
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.received is not None and ends_a_generation(args, state.global_step):

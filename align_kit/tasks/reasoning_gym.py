@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
-from align_kit.core.fields import SEED, knob
+from align_kit.core.fields import SEED, SEED_LIMIT, knob
 from align_kit.rewards.gym import build_dataset, plain_option
+from align_kit.tasks.option_types import expected
 
 INSTALL = "make install-real-model (or pip install reasoning-gym==0.1.25)"
 # The answer format the system message asks for, as reasoning-gym's own prompts do (reasoning_gym.utils.SYSTEM_PROMPTS),
@@ -102,9 +104,26 @@ class ReasoningGymTask(TaskNode):
                     raise ConfigError(
                         f"task.options.{name}.{key}: not an option of {name}; its options: {', '.join(option_names)}"
                     )
+            self._check_types(name, options)
         for name in self.datasets:
             for split in ("train", "eval"):
                 self._check_config(name, self.config(name, split, 1))
+
+    def _check_types(self, name: str, options) -> None:
+        """Each option's value against the type reasoning-gym's config declares for it (align_kit/tasks/option_types),
+        and `size` / `seed`, which the task reads itself, as whole numbers in range."""
+        config_class, _ = dataset_options(name)
+        hints = typing.get_type_hints(config_class)
+        for key in options:
+            value = plain_option(options[key])
+            want = expected(hints.get(key), value)
+            if want is None and key == "size" and value < 1:
+                want = "a whole number >= 1"
+            if want is None and key == "seed" and value is not None and not 0 <= value < SEED_LIMIT:
+                want = "a whole number in [0, 2^32)"
+            if want is not None:
+                shown = json.dumps(value, default=str)  # as YAML writes it: true, [1, 2], "3"
+                raise ConfigError(f"task.options.{name}.{key}={shown}: {name}'s {key} must be {want}")
 
     def _check_config(self, name: str, config: dict) -> None:
         """The dataset's own checks (its config's `validate`: asserts on ranges) as one line."""
@@ -127,7 +146,7 @@ class ReasoningGymTask(TaskNode):
     def split_size(self, name: str, split: str) -> int:
         options = self.own_options(name)
         if split == "train" and "size" in options:
-            return int(options["size"])
+            return options["size"]  # a whole number >= 1 (validate)
         total = self.num_eval if split == "eval" else self.num_train
         share, extra = divmod(total, len(self.datasets))
         return share + (1 if list(self.datasets).index(name) < extra else 0)
@@ -135,7 +154,8 @@ class ReasoningGymTask(TaskNode):
     def config(self, name: str, split: str, size: int | None = None) -> dict:
         """The dataset's full config for `split`: its options, then size and a per-split seed."""
         options = {k: plain_option(v) for k, v in self.own_options(name).items()}
-        seed = int(options.pop("seed", self.seed)) + SPLIT_SEED_OFFSET[split]
+        own_seed = options.pop("seed", None)  # null: the task's seed, as when it is not given
+        seed = (self.seed if own_seed is None else own_seed) + SPLIT_SEED_OFFSET[split]
         options.pop("size", None)
         return {
             "name": name,
@@ -152,7 +172,6 @@ class ReasoningGymTask(TaskNode):
             if size < 1:
                 continue
             config = self.config(name, split, size)
-            built = build_dataset(config)
             encoded = json.dumps(config, sort_keys=True)
             per_dataset.append(
                 [
@@ -166,7 +185,7 @@ class ReasoningGymTask(TaskNode):
                         "gym_config": encoded,
                         "gym_index": index,
                     }
-                    for index, entry in enumerate(built)
+                    for index, entry in generated(name, config)
                 ]
             )
         interleaved = [row for group in _zip_longest(per_dataset) for row in group]
@@ -198,3 +217,16 @@ class ReasoningGymTask(TaskNode):
 def _zip_longest(groups: list[list]) -> list[list]:
     longest = max((len(g) for g in groups), default=0)
     return [[g[i] for g in groups if i < len(g)] for i in range(longest)]
+
+
+def generated(name: str, config: dict) -> list[tuple[int, dict]]:
+    """(index, entry) of every item reasoning-gym generates for `config`; a generator that fails on the options
+    (values its config's checks let through) is one line naming them, not a traceback from inside the generator."""
+    try:
+        return list(enumerate(build_dataset(config)))
+    except Exception as error:  # the generators raise ValueError, TypeError, IndexError, ... on odd options
+        reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else "no message"
+        raise ConfigError(
+            f"task.options.{name}: reasoning-gym cannot generate {name} with these options "
+            f"({type(error).__name__}: {reason}); change them"
+        ) from None

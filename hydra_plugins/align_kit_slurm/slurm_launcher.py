@@ -17,6 +17,8 @@ before writing its result is never seen to end, and the launch would wait for it
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +29,7 @@ from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf
 
-from align_kit.runs.sweep_manifest import DONE, read, update_job
+from align_kit.runs.sweep_manifest import DONE, FAILED, fold, read, update_job
 
 # The launcher's own settings, given to submitit's executor when it is made (not with each job's parameters).
 EXECUTOR_KEYS = ("submitit_folder", "max_num_timeout")
@@ -59,7 +61,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
                 file=sys.stderr,
             )
         if todo:
-            jobs = self._submit(sweep_dir, todo)
+            jobs = self._submit_or_stop(sweep_dir, todo)
             for (number, _), job in zip(todo, jobs, strict=True):
                 update_job(sweep_dir, number, slurm_job=job.job_id, slurm_state=None)
             array = jobs[0].job_id.split("_")[0]
@@ -67,6 +69,30 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
             for (number, overrides), job in zip(todo, jobs, strict=True):
                 returns[number] = self._wait(sweep_dir, number, list(overrides), job)
         return [returns[number] for number, _ in numbered]
+
+    def _submit_or_stop(self, sweep_dir: Path, todo: list[tuple[int, Sequence[str]]]) -> list:
+        """The submitted jobs; or, where sbatch is refused (no controller answers, a value it does not accept, a
+        command missing), each job recorded as failed with sbatch's reason and the launch ended with that one line
+        (exit 2): `align-kit sweep --resume` submits them again once it is fixed. submitit prints sbatch's own
+        message before raising; it is kept back here, as the line carries it."""
+        from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(captured):
+                return self._submit(sweep_dir, todo)
+        except (FailedJobError, FailedSubmissionError, OSError, RuntimeError) as error:
+            said = [line.strip() for line in f"{error}\n{captured.getvalue()}".splitlines() if line.strip()]
+            reason = said[0] if said else type(error).__name__
+            for number, _ in todo:
+                update_job(sweep_dir, number, status=FAILED, error=f"not submitted: {reason}")
+            fold(sweep_dir)  # the manifest one file again, as at the end of any launch
+            print(
+                f"align-kit: sbatch did not submit the sweep's {len(todo)} jobs ({reason}); fix that, then: "
+                f"align-kit sweep --resume {sweep_dir}",
+                file=sys.stderr,
+            )
+            sys.exit(2)
 
     def _submit(self, sweep_dir: Path, todo: list[tuple[int, Sequence[str]]]) -> list:
         """One job array of `todo`, each task under its job's own number, as the upstream launcher builds it."""

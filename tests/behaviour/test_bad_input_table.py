@@ -829,6 +829,92 @@ SECURITY = [
         "hydra.sweeper.params.model.trust_remote_code: a sweep file may not let a model's folder run its own Python",
     ),
 ]
+# Shared files reach no secret and no shell: SLURM values that would end their #SBATCH line, submitit's pickles outside
+# the sweep folder, environment variables beyond the allowlist, environment reads in shared files, Hub uploads and
+# credentials not typed by the user, a trainer field the trainer ignores. The shared files are SECRET_PRESETS below.
+_SLURM = ["-m", "seed=1", "hydra/launcher=slurm"]
+SHARED_FILE_SECRETS = [
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=partition_newline", *_SLURM],
+        "hydra.launcher.partition='gpu\\necho injected': a control character",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=sbatch_key_newline", *_SLURM],
+        "hydra.launcher.additional_parameters has a key 'mail-type\\necho injected #' with a control character",
+    ),
+    (
+        ["train", *_SLURM, "hydra.launcher.partition=gpu", "hydra.launcher.comment='run\recho injected'"],
+        "hydra.launcher.comment='run\\recho injected': a control character",
+    ),
+    (["train", "hydra.job.name='run\necho injected'"], "hydra.job.name='run\\necho injected': expected a plain file"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=sbatch_export", *_SLURM],
+        "hydra.launcher.additional_parameters.export=ALL,WANDB_BASE_URL=http://127.0.0.1:9: extra #SBATCH options",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=submitit_folder", *_SLURM],
+        "hydra.launcher.submitit_folder=../victim_dir/%j: submitit keeps the jobs' pickles there",
+    ),
+    (
+        ["train", *_SLURM, "hydra.launcher.submitit_folder={victim_dir}/%j"],
+        "hydra.launcher.submitit_folder={victim_dir}",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=swept_setup", "hydra/launcher=slurm"],
+        "hydra.sweeper.params.hydra.launcher.setup: a sweep's jobs share Hydra's own settings",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=wandb_base_url"],
+        "hydra.job.env_set.WANDB_BASE_URL: a config may not set WANDB_BASE_URL (it authenticates or redirects",
+    ),
+    (["train", "+hydra.job.env_set.WANDB_API_KEY=0123456789"], "hydra.job.env_set.WANDB_API_KEY: a config may not"),
+    (["train", "+hydra.job.env_set.HF_TOKEN=hf_x"], "hydra.job.env_set.HF_TOKEN: a config may not set HF_TOKEN"),
+    (["train", "+hydra.job.env_set.HF_ENDPOINT=http://127.0.0.1:9"], "hydra.job.env_set.HF_ENDPOINT"),
+    (["train", "+hydra.job.env_set.OPENAI_BASE_URL=http://127.0.0.1:9"], "hydra.job.env_set.OPENAI_BASE_URL"),
+    (["train", "+hydra.job.env_set.MY_SETTING=1"], "hydra.job.env_set.MY_SETTING: a config may not set MY_SETTING (a"),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_token"],
+        "logger.project=${oc.env:ALIGN_KIT_TEST_TOKEN} comes from a config file; a shared file may not use ${oc.env",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_decoded"],
+        "comes from a config file; a shared file may not use ${oc.decode:...}",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=env_run_dir"],
+        "hydra.run.dir=outputs/${oc.env:HOME} comes from a config file",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=env_params"],
+        "hydra.sweeper.params.logger.project=${oc.env:ALIGN_KIT_TEST_TOKEN},b: a sweep file may not read",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=push"],
+        "trainer.push_to_hub=true comes from a config file; it uploads the trained model to the Hugging Face Hub",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=push", "trainer.push_to_hub=true"],
+        "trainer.hub_model_id=someone/model comes from a config file; with trainer.push_to_hub=true",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=completions_repo"],
+        "trainer.log_completions_hub_repo=someone/completions comes from a config file",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=push"],
+        "hydra.sweeper.params.trainer.push_to_hub: a sweep file may not upload the trained model",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=remote_server"],
+        "rollout.server_base_url=http://203.0.113.9:8000 comes from a config file; the run would send its prompts",
+    ),
+    (["train", "trainer.hub_token=hf_secret"], "trainer.hub_token would be saved with the run's config"),
+    (
+        ["train", "trainer.resume_from_checkpoint=outputs/run/checkpoint-4"],
+        "trainer.resume_from_checkpoint is not read by the trainer (a fresh run would start); resume a run with "
+        "train.resume=true",
+    ),
+]
 # Run folders and sweeps: empty sweeps, job folders that are not distinct, two sweeps, over-long names, dangling
 # symlinks, resumes of damaged runs ({data}/runs/*, made below), malformed sweep manifests ({data}/manifests/*).
 RESUME = ["logger=none", "seed=5", "trainer.max_steps=8", "trainer.save_steps=4", "train.resume=true"]
@@ -902,6 +988,124 @@ LIFECYCLE = [
     (["sweep", "--status", "{data}/manifests/launches_text"], "launches is not a whole number"),
     (["sweep", "--status", "{data}/manifests/error_number"], "jobs[0].error is not text"),
 ]
+# The real model's GGUF: files of {data}/gguf (make_gguf_files) a pre-flight must refuse before the model
+# loads, each naming the file and the header field. `_GGUF` points model=hf at one of them.
+_GGUF = ["train", "model=hf", "model.name_or_path={data}/gguf", "task=hf_dataset", "task.path={data}/good.jsonl"]
+_GYM = ["task=reasoning_gym", "reward=[gym_correctness,gym_format]"]
+REAL_MODEL = [
+    ([*_GGUF, "model.gguf_file=empty.gguf"], "empty.gguf is empty (0 bytes)"),
+    ([*_GGUF, "model.gguf_file=foreign.gguf"], "foreign.gguf is not a GGUF file (it starts with b'PK"),
+    ([*_GGUF, "model.gguf_file=cut.gguf"], "cut.gguf cannot be read as GGUF (truncated or damaged"),
+    ([*_GGUF, "model.gguf_file=header_only.gguf"], "header_only.gguf holds a header and no tensors"),
+    ([*_GGUF, "model.gguf_file=bert.gguf"], "bert.gguf is a bert model, which transformers cannot convert"),
+    ([*_GGUF, "model.gguf_file=t5.gguf"], "t5.gguf is a t5 model, which transformers cannot convert from GGUF into a"),
+    ([*_GGUF, "model.gguf_file=../good.jsonl"], "model.gguf_file=../good.jsonl leaves the folder model.name_or_path"),
+    ([*_GGUF, "model.gguf_file={data}/gguf/ok.gguf"], "ok.gguf leaves the folder model.name_or_path={data}/gguf"),
+    ([*_GGUF, "model.gguf_file=context_0.gguf"], "context_0.gguf says llama.context_length=0: a model needs at least"),
+    ([*_GGUF, "model.gguf_file=context_text.gguf"], "says llama.context_length='8192', not a whole number"),
+    ([*_GGUF, "model.gguf_file=no_context.gguf"], "no_context.gguf has no llama.context_length in its header"),
+    ([*_GGUF, "model.gguf_file=no_vocab.gguf"], "no_vocab.gguf has no tokenizer.ggml.tokens in its header"),
+    ([*_GGUF, "model.gguf_file=eos_out.gguf"], "tokenizer.ggml.eos_token_id=999, outside its vocabulary of 261 tokens"),
+    ([*_GGUF, "model.gguf_file=pad_out.gguf"], "tokenizer.ggml.padding_token_id=261, outside its vocabulary of 261"),
+    (
+        [*_GGUF, "model.gguf_file=no_eos.gguf"],
+        "no_eos.gguf names no end-of-sequence token (tokenizer.ggml.eos_token_id)",
+    ),
+    ([*_GGUF, "model.gguf_file=broken_template.gguf"], "cannot render a conversation (TemplateSyntaxError:"),
+    ([*_GGUF, "model.gguf_file=raising_template.gguf"], "cannot render a conversation (TemplateError: no chat here)"),
+    (
+        [*_GGUF[:3], "model.gguf_file=no_template.gguf", *_GYM],
+        "row 1: prompt is a message list, but model.gguf_file=no_template.gguf has no chat template",
+    ),
+    (
+        [*_GGUF[:3], "model.gguf_file=user_only.gguf", *_GYM],
+        "row 1: prompt cannot be rendered by the chat template of model.gguf_file=user_only.gguf (TemplateError: ",
+    ),
+    (
+        [*_GGUF[:4], "task.path={data}/long.jsonl", "model.gguf_file=small_context.gguf"],
+        "long.jsonl row 5: prompt is 302 tokens, more than the 224 positions the GGUF's context_length=256 leaves",
+    ),
+    (
+        [*_GGUF[:4], "task.path={data}/good.jsonl", "model.gguf_file=ok.gguf", "trainer.max_completion_length=8192"],
+        "trainer.max_completion_length=8192 does not fit the model's context of 8192 positions",
+    ),
+    (
+        [
+            "train",
+            "model=hf",
+            "model.name_or_path={data}/hf_zero_positions",
+            "task=hf_dataset",
+            "task.path={data}/good.jsonl",
+        ],
+        "config.json says max_position_embeddings=0, not a whole number > 0",
+    ),
+]
+# reasoning-gym options of the wrong type: each names the option and the type its config declares.
+_GYM_TASK = ["train", "task=reasoning_gym", "reward=[gym_correctness,gym_format]"]
+GYM_OPTIONS = [
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:abc}}"], 'task.options.chain_sum.max_terms="abc": chain_sum\'s'),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:'3'}}"], 'max_terms="3": chain_sum\'s max_terms must be a whole'),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:3.5}}"], "max_terms=3.5: chain_sum's max_terms must be a whole"),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{max_terms:true}}"],
+        "max_terms=true: chain_sum's max_terms must be a whole",
+    ),
+    ([*_GYM_TASK, "task.options={chain_sum:{max_terms:[1,2]}}"], "max_terms=[1, 2]: chain_sum's max_terms must be"),
+    ([*_GYM_TASK, "task.options={chain_sum:{size:abc}}"], 'task.options.chain_sum.size="abc": chain_sum\'s size'),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{size:0}}"],
+        "chain_sum.size=0: chain_sum's size must be a whole number >= 1",
+    ),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{seed:abc}}"],
+        'seed="abc": chain_sum\'s seed must be a whole number or null',
+    ),
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{seed:-1}}"],
+        "seed=-1: chain_sum's seed must be a whole number in [0, 2^32)",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[basic_arithmetic]", "task.options={basic_arithmetic:{format_style:bogus}}"],
+        'format_style="bogus": basic_arithmetic\'s format_style must be one of [simple, natural]',
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[complex_arithmetic]", "task.options={complex_arithmetic:{operations:[1,2]}}"],
+        "operations=[1, 2]: complex_arithmetic's operations must be a list of texts",
+    ),
+    (
+        [
+            *_GYM_TASK,
+            "task.datasets=[complex_arithmetic]",
+            "task.options={complex_arithmetic:{operations_weights:[0.5,nan]}}",
+        ],
+        "operations_weights=[0.5, NaN]: complex_arithmetic's operations_weights must be a list of finite numbers",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[word_sorting]", "task.options={word_sorting:{transformation:bogus}}"],
+        "word_sorting's transformation must be one of [lowercase, uppercase, original, randomcase]",
+    ),
+]
+# SLURM resource counts no scheduler grants, refused before the sweep folder is made (counts come
+# before the check for sbatch/srun, so these rows hold with or without SLURM installed).
+_SLURM = ["train", "-m", "seed=1,2", "hydra/launcher=slurm"]
+SLURM_COUNTS = [
+    ([*_SLURM, "hydra.launcher.timeout_min=-5"], "hydra.launcher.timeout_min=-5: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.timeout_min=0"], "hydra.launcher.timeout_min=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.mem_gb=-1"], "hydra.launcher.mem_gb=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.gpus_per_node=-1"], "hydra.launcher.gpus_per_node=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.gpus_per_task=-1"], "hydra.launcher.gpus_per_task=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.cpus_per_task=0"], "hydra.launcher.cpus_per_task=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.cpus_per_gpu=-2"], "hydra.launcher.cpus_per_gpu=-2: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.nodes=0"], "hydra.launcher.nodes=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.tasks_per_node=-1"], "hydra.launcher.tasks_per_node=-1: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.array_parallelism=0"], "array_parallelism=0: expected a whole number >= 1"),
+    ([*_SLURM, "hydra.launcher.max_num_timeout=-1"], "max_num_timeout=-1: expected a whole number >= 0"),
+    ([*_SLURM, "hydra.launcher.signal_delay_s=-1"], "hydra.launcher.signal_delay_s=-1: expected a whole number >= 0"),
+    (
+        [*_SLURM, "hydra.launcher.signal_delay_s=600", "hydra.launcher.timeout_min=10"],
+        "hydra.launcher.signal_delay_s=600 is not shorter than hydra.launcher.timeout_min=10 (600 s)",
+    ),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -914,7 +1118,11 @@ CASES = (
     + DATA_STRICT
     + STEP_ZERO
     + SECURITY
+    + SHARED_FILE_SECRETS
     + LIFECYCLE
+    + REAL_MODEL
+    + GYM_OPTIONS
+    + SLURM_COUNTS
 )
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
@@ -980,7 +1188,7 @@ DOCTOR = [
     (["doctor", "{data}/doctor/rising.json", "--figures", "/sys/kernel/figs"], _DOCTOR, "the kernel's own file system"),
 ]
 
-# The doctor's silences (issue 44): what it cannot read is one line, never a folder judged on what happened to read.
+# The doctor's silences: what it cannot read is one line, never a folder judged on what happened to read.
 _SILENT = "{data}/doctor_silences"
 DOCTOR_SILENCES = [
     (["doctor", f"{_SILENT}/many"], _DOCTOR, "many: holds 201 log files, more than the 200 the doctor reads from one"),
@@ -1099,7 +1307,9 @@ def make_data_files(folder: Path) -> Path:
     make_lifecycle_files(folder)
     make_doctor_files(folder / "doctor")
     make_doctor_silence_files(folder / "doctor_silences")
-    for name, text in PRESETS.items():
+    make_gguf_files(folder / "gguf")
+    make_unfinished_runs(folder / "unfinished")
+    for name, text in {**PRESETS, **SECRET_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
     return folder
@@ -1188,6 +1398,51 @@ def make_doctor_files(folder: Path) -> None:
     (folder / "nothing").mkdir()
     (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     os.mkfifo(folder / "fifo")
+
+
+def make_gguf_files(folder: Path) -> None:
+    """The REAL_MODEL rows' GGUF files (tests/gguf_files.py writes a whole one; each here breaks one thing)."""
+    from tests.gguf_files import write_gguf
+
+    folder.mkdir()
+    whole = write_gguf(folder / "ok.gguf").read_bytes()
+    (folder / "empty.gguf").write_bytes(b"")
+    (folder / "foreign.gguf").write_bytes(b"PK\x03\x04" + bytes(200))  # a zip archive
+    (folder / "cut.gguf").write_bytes(whole[: len(whole) // 2])
+    write_gguf(folder / "header_only.gguf", tensors=False)
+    write_gguf(folder / "bert.gguf", arch="bert")
+    write_gguf(folder / "t5.gguf", arch="t5")  # transformers reads t5 GGUFs, but not as a causal LM
+    write_gguf(folder / "context_0.gguf", context_length=0)
+    write_gguf(folder / "context_text.gguf", context_length="8192")
+    write_gguf(folder / "no_context.gguf", context_length=None)
+    write_gguf(folder / "small_context.gguf", context_length=256)
+    write_gguf(folder / "no_vocab.gguf", tokens=None)
+    write_gguf(folder / "eos_out.gguf", eos_token_id=999)  # 3 special + 256 byte + 2 space-run tokens: 261
+    write_gguf(folder / "pad_out.gguf", pad_token_id=261)
+    write_gguf(folder / "no_eos.gguf", eos_token_id=None)
+    write_gguf(folder / "broken_template.gguf", chat_template="{% for message in messages %}{{ message['content'] }")
+    write_gguf(folder / "raising_template.gguf", chat_template="{{ raise_exception('no chat here') }}")
+    write_gguf(folder / "no_template.gguf", chat_template=None)
+    system = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system role') }}{% endif %}x"
+    write_gguf(folder / "user_only.gguf", chat_template=system)
+    (folder.parent / "hf_zero_positions").mkdir()
+    for name, text in {
+        "config.json": '{"model_type": "qwen3", "max_position_embeddings": 0}',
+        "model.safetensors": "",
+        "tokenizer.json": "{}",
+    }.items():
+        (folder.parent / "hf_zero_positions" / name).write_text(text)
+
+
+def make_unfinished_runs(folder: Path) -> None:
+    """The COMPARE_UNFINISHED rows' runs: one crashed after 2 of its 6 steps, one halted by the monitor at step 3."""
+    for name, steps, summary in (("crashed", 2, None), ("halted", 3, {"steps": 3, "halted": {"step": 3}})):
+        run = folder / name
+        run.mkdir(parents=True)
+        (run / "config.yaml").write_text("seed: 1\ntrainer:\n  max_steps: 6\n")
+        (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in range(1, steps + 1)]))
+        if summary is not None:
+            (run / "summary.json").write_text(json.dumps(summary))
 
 
 def _manifest(jobs: list, **changes) -> str:
@@ -1300,6 +1555,32 @@ PRESETS = {
     "hydra/callbacks/evil.yaml": "telemetry: {_target_: os.makedirs, name: ../victim_dir/made}\n",
 }
 
+# The SHARED_FILE_SECRETS cases' shared files.
+SECRET_PRESETS = {
+    "recipe/partition_newline.yaml": _GLOBAL + 'hydra:\n  launcher:\n    partition: "gpu\\necho injected"\n',
+    "recipe/sbatch_key_newline.yaml": _GLOBAL
+    + 'hydra:\n  launcher:\n    additional_parameters:\n      "mail-type\\necho injected #": END\n',
+    "recipe/sbatch_export.yaml": _GLOBAL
+    + "hydra:\n  launcher:\n    additional_parameters: {export: 'ALL,WANDB_BASE_URL=http://127.0.0.1:9'}\n",
+    "recipe/submitit_folder.yaml": _GLOBAL + "hydra:\n  launcher:\n    submitit_folder: ../victim_dir/%j\n",
+    "sweep/swept_setup.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n      hydra.launcher.setup: '[echo swept]'\n",
+    "recipe/wandb_base_url.yaml": _GLOBAL + "hydra:\n  job:\n    env_set: {WANDB_BASE_URL: 'http://127.0.0.1:9'}\n",
+    "recipe/env_token.yaml": _GLOBAL + "logger:\n  project: ${oc.env:ALIGN_KIT_TEST_TOKEN}\n",
+    # builds `oc.env` at resolve time: the file never spells it
+    "recipe/env_decoded.yaml": _GLOBAL
+    + "logger:\n  project: '${oc.decode:\"\\${oc.e${seed}:ALIGN_KIT_TEST_TOKEN}\"}'\n",
+    "recipe/env_run_dir.yaml": _GLOBAL + "hydra:\n  run:\n    dir: outputs/${oc.env:HOME}\n",
+    "sweep/env_params.yaml": _GLOBAL
+    + "hydra:\n  sweeper:\n    params:\n      logger.project: ${oc.env:ALIGN_KIT_TEST_TOKEN},b\n",
+    "recipe/push.yaml": _GLOBAL + "trainer:\n  push_to_hub: true\n  hub_model_id: someone/model\n",
+    "recipe/completions_repo.yaml": _GLOBAL
+    + "trainer:\n  log_completions: true\n  log_completions_hub_repo: someone/completions\n",
+    "sweep/push.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      trainer.push_to_hub: 'true'\n",
+    "recipe/remote_server.yaml": _GLOBAL
+    + "defaults:\n  - override /rollout: vllm\nrollout:\n  mode: server\n  server_base_url: http://203.0.113.9:8000\n",
+}
+
 
 @pytest.fixture
 def entry(tmp_path, monkeypatch, capsys, cache_dir):
@@ -1347,7 +1628,17 @@ def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["victim.txt", "victim_dir", "work"]
 
 
-OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES
+# compare over runs none of which finished: a crashed run (2 of 6 steps, no summary.json) and a halted one.
+_COMPARE = "align-kit: compare error: "
+COMPARE_UNFINISHED = [
+    (["compare", "{data}/unfinished"], _COMPARE, "no finished run in {data}/unfinished: {data}/unfinished/crashed: no"),
+    (
+        ["compare", "--power", "reward", "{data}/unfinished"],
+        _COMPARE,
+        "short of trainer.max_steps=6: it did not finish (crashed, killed, stopped, or still running) (and 1 more)",
+    ),
+]
+OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES + COMPARE_UNFINISHED
 
 # The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
 # that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.

@@ -14,6 +14,7 @@ from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import TAGGED_GROUPS, build_plan
 from align_kit.train import component_choices
 from tests.behaviour.config_nodes import GROUPS, NODES, node_override, on_the_real_model, real_model_stand_in
+from tests.gguf_files import write_gguf
 
 RECIPE_DIR = PROJECT_ROOT / "recipes"
 RECIPES = sorted(str(path.relative_to(RECIPE_DIR).with_suffix("")) for path in RECIPE_DIR.rglob("*.yaml"))
@@ -27,7 +28,7 @@ def saved_model_dir(tmp_path_factory) -> str:
     (folder / "config.json").write_text('{"model_type": "qwen3"}')
     (folder / "model.safetensors").write_bytes(b"")
     (folder / "tokenizer.json").write_text("{}")
-    (folder / "model.gguf").write_bytes(b"GGUF")  # model=smollm2 (any GGUF): the file's name is enough to validate
+    write_gguf(folder / "model.gguf")  # model=smollm2 (any GGUF): its header is what the pre-flight reads
     return str(folder)
 
 

@@ -249,7 +249,9 @@ def machine_as_the_command_expects(command: Command, monkeypatch) -> None:
 
     if smollm2.wheel_folder() is None:  # a fresh clone's tiers run without the wheel (model=smollm2, its sweeps)
         folder = Path(tempfile.mkdtemp())
-        (folder / smollm2.SmolLM2.__dataclass_fields__["gguf_file"].default).write_bytes(b"GGUF")  # its name suffices
+        from tests.gguf_files import write_gguf
+
+        write_gguf(folder / smollm2.SmolLM2.__dataclass_fields__["gguf_file"].default)  # a header the pre-flight reads
         monkeypatch.setattr(smollm2, "wheel_folder", lambda: str(folder))
     args = list(command.argv)
     for flag in ("--nproc_per_node", "--num_processes"):

@@ -154,3 +154,13 @@ def test_huge_or_tiny_numbers_answer_by_their_ratio_or_are_refused_in_one_line()
     for effect, sd, arm in ((1e-300, 1, None), (1, 1, 1e200)):
         with pytest.raises(CompareError, match=r"is \S+, outside \[1e-06, 1e\+06\]"):
             seeds_needed(effect, sd, arm, draws=100)
+
+
+def test_an_effect_past_the_cap_is_shown_as_stated_and_said_to_be_computed_at_the_cap():
+    from align_kit.compare.power import seeds_needed
+
+    line = seeds_needed(5e6, 1.0).line()
+    assert line.startswith(
+        "effect +5e+06, sd of paired difference 1 (arms taken as independent) [effect / sd = 5e+06, beyond 1e+06: "
+        "computed at effect / sd = 1e+06, where the answer no longer changes]: 2 paired seeds"
+    )

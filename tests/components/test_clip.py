@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from align_kit.components.clip import ClipEngagement, SequenceClip, TokenClip, distinct_correct
-from align_kit.core.hooks import BatchState, LossState
+from align_kit.core.hooks import BatchState, LossState, on_host
 
 
 def clip_loss_state(old_logps: bool = True) -> LossState:
@@ -29,7 +29,7 @@ def clip_loss_state(old_logps: bool = True) -> LossState:
 
 @pytest.mark.parametrize(("eps_high", "low_prob_hits"), [(0.2, 0.5), (0.28, 0.5), (0.5, 0.0)])
 def test_clip_engagement_by_hand(eps_high, low_prob_hits):
-    metrics = ClipEngagement(eps_high).on_loss(None, clip_loss_state())
+    metrics = on_host(ClipEngagement(eps_high).on_loss(None, clip_loss_state()))
     # Positive-advantage tokens are row 0's three. Below probability 0.1: tokens 0 (ratio 1.4) and 2 (1.05);
     # at or above: token 1 (1.1), which no bound of 1.2 or more reaches.
     assert metrics["clip/upper_bound_low_prob"] == pytest.approx(low_prob_hits)
@@ -44,17 +44,17 @@ def test_clip_engagement_by_hand(eps_high, low_prob_hits):
 def test_low_prob_per_positive_averages_over_the_favoured_completions():
     state = clip_loss_state()
     state.inputs["advantages"] = torch.tensor([1.0, 0.5])  # both rows favoured: 2 low tokens and 1 (0.08)
-    assert ClipEngagement(0.2).on_loss(None, state)["clip/low_prob_per_positive"] == pytest.approx(1.5)
+    assert on_host(ClipEngagement(0.2).on_loss(None, state))["clip/low_prob_per_positive"] == pytest.approx(1.5)
     state.inputs["advantages"] = torch.tensor([-1.0, 0.0])  # none favoured: NaN, not 0
-    assert math.isnan(ClipEngagement(0.2).on_loss(None, state)["clip/low_prob_per_positive"])
+    assert math.isnan(on_host(ClipEngagement(0.2).on_loss(None, state))["clip/low_prob_per_positive"])
 
 
 def test_on_policy_nothing_reaches_the_bound_and_empty_groups_are_nan():
-    metrics = ClipEngagement(0.2).on_loss(None, clip_loss_state(old_logps=False))
+    metrics = on_host(ClipEngagement(0.2).on_loss(None, clip_loss_state(old_logps=False)))
     assert metrics["clip/upper_bound_low_prob"] == 0.0  # ratio exactly 1 without old log-probs
     state = clip_loss_state()
     state.inputs["advantages"] = torch.tensor([-1.0, -1.0])  # no positive advantage: the bound clips nothing
-    assert math.isnan(ClipEngagement(0.2).on_loss(None, state)["clip/upper_bound_low_prob"])
+    assert math.isnan(on_host(ClipEngagement(0.2).on_loss(None, state))["clip/upper_bound_low_prob"])
 
 
 def test_token_clip_nodes_attach_the_engagement_hook_and_gspo_does_not():
@@ -69,11 +69,11 @@ def test_covariance_of_old_logprob_and_advantage_by_hand():
     # likelier one. Means -3 and 0.2; cross-products 2*0.8, 1*0.8, 0, -1*-1.2, -2*-1.2 sum to 6, over 5 tokens.
     state.inputs["old_per_token_logps"] = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -9.0]])
     state.inputs["advantages"] = torch.tensor([1.0, -1.0])
-    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(1.2)
+    assert on_host(ClipEngagement(0.2).on_loss(None, state))["entropy/cov_logp_adv"] == pytest.approx(1.2)
     state.inputs["advantages"] = torch.tensor([-1.0, 1.0])  # the reward favours the unlikely one: entropy rises
-    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(-1.2)
+    assert on_host(ClipEngagement(0.2).on_loss(None, state))["entropy/cov_logp_adv"] == pytest.approx(-1.2)
     state.inputs["advantages"] = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])  # constant advantage: none
-    assert ClipEngagement(0.2).on_loss(None, state)["entropy/cov_logp_adv"] == pytest.approx(0.0)
+    assert on_host(ClipEngagement(0.2).on_loss(None, state))["entropy/cov_logp_adv"] == pytest.approx(0.0)
 
 
 def scored_round(correctness):
@@ -90,9 +90,9 @@ def test_distinct_correct_answers_per_group_by_hand():
     # Group 1 all correct: two distinct answers. Group 2: rows 4 and 5 correct and identical (one answer), row 3
     # unscored (NaN counts as not correct). Mean over groups (2 + 1) / 2.
     trainer, state, batch = scored_round([1.0, 1.0, 1.0, math.nan, 1.0, 1.0])
-    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch)["rewards/distinct_correct"] == 1.5
+    assert on_host(ClipEngagement(0.2).on_scored_batch(trainer, state, batch))["rewards/distinct_correct"] == 1.5
     trainer, state, batch = scored_round([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])  # one correct answer; a group with none: 0
-    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch)["rewards/distinct_correct"] == 0.5
+    assert on_host(ClipEngagement(0.2).on_scored_batch(trainer, state, batch))["rewards/distinct_correct"] == 0.5
     trainer.reward_func_names = ["format", "judge"]  # no correctness reward: nothing to count
-    assert ClipEngagement(0.2).on_scored_batch(trainer, state, batch) is None
+    assert on_host(ClipEngagement(0.2).on_scored_batch(trainer, state, batch)) is None
     assert math.isnan(distinct_correct(batch["completion_ids"][:4], batch["completion_mask"][:4], [1] * 4, 3))

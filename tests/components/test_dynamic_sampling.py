@@ -80,6 +80,7 @@ def test_flat_groups_are_replaced_by_groups_with_signal(build_trainer):
     groups = batch["advantages"].view(-1, 8)
     assert bool((groups.abs().sum(dim=1) > 0).all())  # every kept group carries a gradient signal
     assert batch["num_items_in_batch"].item() == batch["completion_mask"].sum().item()
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     rounds = metrics["sampling/gen_batches"][-1]
     assert rounds >= 2 and metrics["sampling/filled_groups"][-1] == 0
@@ -90,6 +91,7 @@ def test_flat_groups_are_replaced_by_groups_with_signal(build_trainer):
 def test_round_budget_spent_trains_on_what_there_is(build_trainer):
     trainer = dynamic_trainer(build_trainer, ["11+11=", "22+22="], max_gen_batches=2)
     batch = trainer._generate_and_score_completions(rows(trainer, ["11+11=", "22+22="] * 4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     assert metrics["sampling/gen_batches"][-1] == 2
     assert metrics["sampling/kept_group_fraction"][-1] == 0.0
@@ -122,6 +124,7 @@ def known_share_trainer(build_trainer, max_gen_batches: int):
 def test_metrics_describe_the_batch_that_trains_and_the_rounds_before_the_filter(build_trainer):
     trainer, first = known_share_trainer(build_trainer, max_gen_batches=4)
     batch = trainer._generate_and_score_completions(first)
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     # Round 1: 4 flat + 4 kept; round 2 draws 8 groups from the mixed prompts (none flat): 16 drawn,
     # 4 flat before the filter; the training batch holds 8 groups with spread.
@@ -140,6 +143,7 @@ def test_metrics_describe_the_batch_that_trains_and_the_rounds_before_the_filter
 def test_a_short_batch_reports_its_filled_flat_groups(build_trainer):
     trainer, first = known_share_trainer(build_trainer, max_gen_batches=1)
     trainer._generate_and_score_completions(first)
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     # One round: 4 kept, topped up with the 4 flat groups, which train with zero advantage.
     assert metrics["sampling/groups_drawn"] == [8]

@@ -109,6 +109,7 @@ def test_trainer_logs_the_maximum_in_force(build_trainer):
     trainer.state.global_step = 1
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=2, start=2))
     # 0.8 * 1 + 1.0 * 1 before the switch, 0.8 * 1 + 0.2 * 1 after.
+    trainer.flush_metrics()
     assert trainer._metrics["train"]["reward/max_attainable"] == pytest.approx([1.8, 1.0])
 
 

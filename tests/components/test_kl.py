@@ -61,6 +61,7 @@ def test_per_domain_loss_equals_each_samples_beta_applied_by_hand(build_trainer)
     assert loss_of(trainer, batch) == pytest.approx(expected, rel=1e-5)
     assert (betas * sequence_means(kl, mask)).mean().item() > 1e-6
 
+    trainer.flush_metrics()
     logged = trainer._metrics["train"]
     for domain in ("addition", "subtraction"):
         rows = torch.tensor([d == domain for d in domains])

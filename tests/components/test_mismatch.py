@@ -10,6 +10,7 @@ import torch
 
 from align_kit.components.mismatch import importance_ratio, mismatch_metrics
 from align_kit.components.routing_replay import RouteReplay
+from align_kit.core.hooks import on_host
 from align_kit.experiment.compose import compose
 from align_kit.tracking.metrics_file import read_metrics
 from tests.conftest import generation_inputs, sampler_of
@@ -42,7 +43,7 @@ def test_sequence_mask_zeroes_a_sequence_outside_the_caps():
 
 
 def test_mismatch_metrics_by_hand():
-    metrics = mismatch_metrics(TRAIN, SAMPLER, MASK)
+    metrics = on_host(mismatch_metrics(TRAIN, SAMPLER, MASK))
     gaps = [0.5, -1.0, 0.0, 0.0, 0.1]  # the five real tokens
     assert metrics["mismatch/logp_abs_diff/mean"] == pytest.approx(sum(abs(g) for g in gaps) / 5)
     assert metrics["mismatch/logp_abs_diff/max"] == pytest.approx(1.0)
@@ -83,6 +84,7 @@ def test_fp32_control_gap_is_float_rounding(build_trainer):
     trainer = build_trainer("rollout.log_mismatch=true")
     assert sampler_of(trainer) is None
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     assert metrics["mismatch/logp_abs_diff/mean"][0] < 1e-5
     assert metrics["mismatch/logp_abs_diff/max"][0] < 1e-4
@@ -103,6 +105,7 @@ def test_a_perturbed_sampler_copy_shows_a_large_gap(build_trainer):
 
     sampler_of(trainer).sync = sync_then_perturb
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     assert metrics["mismatch/logp_abs_diff/mean"][0] > 0.3  # the healthy bf16 copy: ~0.005
     assert metrics["mismatch/kl"][0] > 0.01
@@ -114,6 +117,7 @@ def test_a_sampler_that_draws_from_other_settings_is_seen_only_by_the_sampling_t
     trainer = build_trainer("rollout.dtype=bfloat16")
     trainer.generation_config.temperature = 2.0  # the trainer still scores at temperature 1.0
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     sampled_gap, rescored_gap = (
         metrics["mismatch/logp_abs_diff/mean"][0],
@@ -163,6 +167,7 @@ def test_bf16_sampler_mismatch_is_measured_and_corrected(build_trainer):
     assert next(sampler_of(trainer).model.parameters()).dtype == torch.bfloat16
     assert next(trainer.model.parameters()).dtype == torch.float32
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     assert 0 < metrics["mismatch/logp_abs_diff/mean"][0] < 0.05
     assert metrics["mismatch/logp_abs_diff/max"][0] >= metrics["mismatch/logp_abs_diff/mean"][0]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from align_kit.components.overlong import OverlongEngagement
-from align_kit.core.hooks import BatchState
+from align_kit.core.hooks import BatchState, on_host
 from align_kit.rewards.correctness import Correctness
 
 EOS, PAD = 2, 0
@@ -75,7 +75,7 @@ def overlong_batch():
 
 def test_truncated_share_in_mixed_groups_by_hand():
     state, batch = overlong_batch()
-    metrics = OverlongEngagement().on_train_batch(toy_trainer([]), state, batch)
+    metrics = on_host(OverlongEngagement().on_train_batch(toy_trainer([]), state, batch))
     assert metrics == {"overlong/truncated_in_mixed_groups": pytest.approx(1 / 3)}  # 3 truncated, 1 in group 0
 
 
@@ -83,13 +83,13 @@ def test_the_probe_continues_truncated_completions_and_checks_them_by_hand():
     checker = Correctness(answer_column="answer")
     state, batch = overlong_batch()
     hook = OverlongEngagement(probe_every=1, probe_samples=2)
-    metrics = hook.on_train_batch(toy_trainer([checker]), state, batch)
+    metrics = on_host(hook.on_train_batch(toy_trainer([checker]), state, batch))
     # The first two truncated rows (1 and 2) are probed. Row 1 ('444', answer 42) + '2' = '4442': finished, wrong;
     # row 2 ('111', answer 12) gets '3333', no EOS: not finished. Neither would have been right.
     assert metrics["overlong/probe_would_finish"] == pytest.approx(1 / 2)
     assert metrics["overlong/probe_would_be_correct"] == 0.0
     state.inputs[1]["answer"] = "4442"
-    metrics = hook.on_train_batch(toy_trainer([checker]), state, batch)
+    metrics = on_host(hook.on_train_batch(toy_trainer([checker]), state, batch))
     assert metrics["overlong/probe_would_be_correct"] == pytest.approx(1 / 2)
     assert math.isnan(hook.on_train_batch(toy_trainer([]), state, batch)["overlong/probe_would_be_correct"])
 

@@ -155,6 +155,7 @@ def test_is_correction_and_r3_run_on_a_quantized_moe_sampler(build_trainer):
         "rollout.is_correction=token_truncate", "routing_replay=r3",
     )  # fmt: skip
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=4))
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     mask = batch["completion_mask"].bool()
     expected = torch.exp(batch["old_per_token_logps"] - batch["sampling_per_token_logps"]).clamp(max=3.0)

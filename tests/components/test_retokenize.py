@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import torch
-
 from align_kit.components.retokenize import RetokenizeCheck, retokenize_differences
 from align_kit.core.hooks import BatchState
 from align_kit.models.char_tokenizer import build_char_tokenizer
@@ -46,14 +44,10 @@ def test_retokenize_rate_is_logged_and_the_first_example_saved(build_trainer, tm
     inputs = generation_inputs(trainer, prompts=1)
     prompts = [row["prompt"] for row in inputs]
     prompt_ids = [trainer.encode_prompts([p])[0] for p in prompts]
-    batch = {
-        "prompt_ids": torch.tensor(prompt_ids),
-        "prompt_mask": torch.ones(len(prompts), len(prompt_ids[0]), dtype=torch.long),
-        "completion_ids": torch.tensor([spelled] + [[5] * 7] * (len(prompts) - 1)),
-        "completion_mask": torch.ones(len(prompts), 7, dtype=torch.long),
-    }
     state = BatchState(inputs=inputs, mode="train", group_size=trainer.num_generations)
-    metrics = trainer.hook(RetokenizeCheck).on_scored_batch(trainer, state, batch)
+    # The check reads TRL's host lists (the trainer sets them as TRL generates), not the batch's tensors.
+    state.sampled_ids = (prompt_ids, [spelled] + [[5] * 7] * (len(prompts) - 1))
+    metrics = trainer.hook(RetokenizeCheck).on_scored_batch(trainer, state, {})
     assert metrics["mismatch/retokenize_rate"] == 1 / len(prompts)
     saved = json.loads((tmp_path / "run" / "retokenize_mismatch.json").read_text())
     assert saved["completion_text"] == "<think>" and saved["sampled_ids"][-7:] == spelled

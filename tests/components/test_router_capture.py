@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from align_kit.components.router_capture import RouterHooks, UnsupportedModelError, flip_metrics, pad_routing
+from align_kit.core.hooks import on_host
 from align_kit.models.moe_routers import is_moe_model
 
 VOCAB = 64
@@ -103,7 +104,7 @@ def test_replay_without_update_reproduces_logps_exactly(family):
     with torch.no_grad(), hooks.replay(routing):
         logps_replayed = token_logps(model, ids)
     assert torch.equal(logps_replayed, logps_recorded)
-    assert hooks.pop_metrics() == {
+    assert on_host(hooks.pop_metrics()) == {
         "routing/flip_rate": 0.0,
         "routing/tokens_any_flip": 0.0,
         "routing/replayed_fraction": 1.0,
@@ -135,7 +136,7 @@ def test_after_updates_routing_flips_and_replay_forces_the_recorded_experts(fami
 
     with torch.no_grad(), hooks.observe(old):
         model(input_ids=ids)
-    observed = hooks.pop_metrics()
+    observed = on_host(hooks.pop_metrics())
     flip_rate, tokens_any_flip = set_flip_metrics(new, old)
     assert flip_rate > 0 and "routing/replayed_fraction" not in observed
     assert observed["routing/flip_rate"] == pytest.approx(flip_rate)
@@ -161,7 +162,7 @@ def test_after_updates_routing_flips_and_replay_forces_the_recorded_experts(fami
             expected = expected / expected.sum(-1, keepdim=True)
         torch.testing.assert_close(seen["weights", layer].float(), expected)
     # 4 x 8 tokens, all masked in, 4 x 7 replayed: 28 / 32.
-    assert hooks.pop_metrics()["routing/replayed_fraction"] == 0.875
+    assert on_host(hooks.pop_metrics())["routing/replayed_fraction"] == 0.875
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -305,13 +306,16 @@ def test_flip_metrics_by_hand():
     mask = torch.tensor([[0, 1, 1], [1, 1, 0]])
     # Masked-in tokens (0,1) (0,2) (1,0) (1,1): 8 (token, layer) pairs, flips at (0,2,l0) (1,0,l0) (1,0,l1) = 3/8;
     # tokens with a flip: (0,2) and (1,0) = 2/4.
-    assert flip_metrics(current, reference, mask) == {"routing/flip_rate": 0.375, "routing/tokens_any_flip": 0.5}
+    assert on_host(flip_metrics(current, reference, mask)) == {
+        "routing/flip_rate": 0.375,
+        "routing/tokens_any_flip": 0.5,
+    }
     # Without (1,1) (no reference there): 6 pairs, 3 flips = 1/2; 2 of 3 tokens flip.
     valid = torch.tensor([[1, 1, 1], [1, 0, 1]], dtype=torch.bool)
-    metrics = flip_metrics(current, reference, mask, valid)
+    metrics = on_host(flip_metrics(current, reference, mask, valid))
     assert metrics == {"routing/flip_rate": 0.5, "routing/tokens_any_flip": pytest.approx(2 / 3)}
     # No mask: all 6 tokens, 12 pairs; flips (0,0)x2 (0,2)x1 (1,0)x2 (1,2)x2 = 7/12; tokens 4/6.
-    assert flip_metrics(current, reference) == {
+    assert on_host(flip_metrics(current, reference)) == {
         "routing/flip_rate": pytest.approx(7 / 12),
         "routing/tokens_any_flip": pytest.approx(4 / 6),
     }
@@ -328,7 +332,7 @@ def test_misuse_is_reported():
         with pytest.raises(RuntimeError, match="one mode at a time"), hooks.observe(routing):
             pass
         model(input_ids=ids)  # the outer block still replays its own routing
-    assert hooks.pop_metrics()["routing/replayed_fraction"] == 1.0
+    assert on_host(hooks.pop_metrics())["routing/replayed_fraction"] == 1.0
     with pytest.raises(ValueError, match=r"routing must be \[batch, seq_len, 2, 2\]"), hooks.replay(routing[:, :, :1]):
         pass
     hooks.close()

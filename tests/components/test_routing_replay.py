@@ -41,6 +41,7 @@ def test_replay_without_a_parameter_change_reproduces_the_old_log_probs_exactly(
     logps = trainer.last_loss.forward[0]
     mask = micro["completion_mask"].bool()
     assert torch.equal(logps[mask], micro["old_per_token_logps"][mask])  # ratio exactly 1 on every token
+    trainer.flush_metrics()
     metrics = trainer._metrics["train"]
     # R2 replays every completion token. R3 has no routing for the last token of a full-width row (never
     # fed during generation), so those tokens route freely: one per row whose last slot is a real token.
@@ -104,6 +105,7 @@ def test_dynamic_sampling_keeps_routing_aligned(build_trainer):
     assert batch["routed_experts"].shape[:2] == (batch["prompt_ids"].size(0), width)
     with torch.no_grad():
         trainer._compute_loss(trainer.model, first_micro_batch(trainer, batch))
+    trainer.flush_metrics()
     assert trainer._metrics["train"]["routing/replayed_fraction"][-1] > 0.9
 
 
@@ -157,6 +159,7 @@ def test_the_sampler_trainer_routing_gap_before_any_update(mode, build_trainer):
     choices = torch.stack([layer.view(ids.size(0), width, -1) for layer in raw], dim=2)
     counted = completion & valid
     differ = (choices.sort(-1).values != sampled.sort(-1).values.long()).any(-1)
+    trainer.flush_metrics()
     assert trainer._metrics["train"]["routing/sampler_gap"][-1] == pytest.approx(differ[counted].float().mean().item())
     assert trainer._metrics["train"]["routing/sampler_gap_tokens"][-1] == pytest.approx(
         differ.any(-1)[counted].float().mean().item()

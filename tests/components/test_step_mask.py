@@ -10,7 +10,7 @@ import torch
 
 from align_kit.components.step_mask import StepLossMask, StepMask, step_loss_mask
 from align_kit.core.errors import ConfigError
-from align_kit.core.hooks import BatchState
+from align_kit.core.hooks import BatchState, on_host
 
 
 def test_the_seeds_five_step_example():
@@ -38,7 +38,7 @@ def test_the_hook_masks_the_loss_mask_not_the_attention():
     batch = {"completion_mask": completion_mask.clone(), "tool_mask": tool_mask.clone(), "num_items_in_batch": 8}
     inputs = [{"tool_steps": [[0, 2, "ok"], [3, 5, "exec_failed"]]}, {"tool_steps": [[0, 1, "bad_json"]]}]
     state = BatchState(inputs=inputs, mode="train", group_size=2)
-    metrics = hook.on_scored_batch(SimpleNamespace(accelerator=FakeAccelerator()), state, batch)
+    metrics = on_host(hook.on_scored_batch(SimpleNamespace(accelerator=FakeAccelerator()), state, batch))
     assert batch["completion_mask"].tolist() == completion_mask.tolist()  # attention untouched
     assert batch["tool_mask"].tolist() == [[1, 1, 0, 0, 0, 1], [0, 1, 1, 1, 1, 1]]
     # Model tokens: 5 in row 0 and 3 in row 1; masked: 2 (exec_failed) + 1 (bad_json).

@@ -22,4 +22,5 @@ def test_one_flat_group_of_eight_is_counted(advantage, build_trainer):
     prompts = ["11+11=", *[f"{a}+{a}=" for a in range(30, 37)]]
     inputs = [{"prompt": p, "answer": "0", "domain": "addition"} for p in prompts for _ in range(8)]
     trainer._generate_and_score_completions(inputs)
+    trainer.flush_metrics()
     assert trainer._metrics["train"]["groups/flat_fraction"] == [1 / 8]

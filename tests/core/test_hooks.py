@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from align_kit.core.hooks import BatchState, masked_mean, per_domain
+from align_kit.core.hooks import BatchState, masked_mean, on_host, per_domain, read_deferred
 from align_kit.experiment.compose import compose
 from align_kit.experiment.plan import build_plan
 from align_kit.tracking.metrics_file import read_metrics
@@ -45,9 +45,11 @@ def test_docs_component_logs_its_metric(overrides_for, tmp_path, monkeypatch):
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=2))
     hook.limit = plan.effective("max_completion_length")
     trainer._generate_and_score_completions(generation_inputs(trainer, prompts=2, start=2))
+    trainer.flush_metrics()  # what the trainer does when it logs
     assert trainer._metrics["train"]["completions/long_fraction"] == [1.0, 0.0]
 
     trainer._record({"hook/value": 0.25, "hook/absent": math.nan}, "train")
+    trainer.flush_metrics()
     assert trainer._metrics["train"]["hook/value"] == [0.25]
     assert "hook/absent" not in trainer._metrics["train"]  # NaN means "no value here"
 
@@ -88,11 +90,12 @@ def test_a_token_mask_reaches_the_loss_mask_and_never_the_attention_mask():
 def test_masked_and_per_domain_means_carry_their_counts():
     values = torch.tensor([[1.0, 3.0], [5.0, 7.0], [2.0, 2.0]])
     mask = torch.tensor([[1, 1], [1, 0], [0, 0]])
-    mean = masked_mean(values, mask)
+    (mean,) = read_deferred([masked_mean(values, mask)])
     assert mean == pytest.approx(3.0) and mean.weight == 3
-    domains = per_domain(values, mask, torch.tensor([0, 1, 1]), ["a", "b"], "x")
+    domains = on_host(per_domain(values, mask, torch.tensor([0, 1, 1]), ["a", "b", "c"], "x"))
     assert domains["x/a"] == pytest.approx(2.0) and domains["x/a"].weight == 2
     assert domains["x/b"] == pytest.approx(5.0) and domains["x/b"].weight == 1
+    assert math.isnan(domains["x/c"]) and domains["x/c"].weight == 0  # no row here: no value, weight 0
 
 
 def test_the_sampler_log_probs_of_each_completion_are_cut_to_its_length():

@@ -1,4 +1,4 @@
-"""What the doctor reads and what it cannot, said every time (issue 44): a folder past a cap, an unreadable or special
+"""What the doctor reads and what it cannot, said every time: a folder past a cap, an unreadable or special
 file, a damaged record, a ragged row, a repeated column or key, steps past a float's precision, and names that would
 drive the terminal. Each either refuses in one line (exit 2) or is read with a note; the expected values are worked
 out by hand in each test."""

@@ -32,7 +32,7 @@ MIXED_FILES = {
     "clip/wide.yaml": """
         _target_: align_kit.components.clip.TokenClip
         eps_low: 0.2
-        eps_high: ${oc.decode:"0.35"}
+        eps_high: ${oc.select:clip.eps_wide,0.35}
     """,
     "clip/broken.yaml": """
         _target_: align_kit.components.clip.TokenClip

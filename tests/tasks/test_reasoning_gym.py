@@ -85,3 +85,23 @@ def test_missing_package_names_the_install_command(monkeypatch):
     )
     with pytest.raises(ConfigError, match="make install-real-model"):
         ReasoningGymTask().validate()
+
+
+def test_a_generator_failing_on_its_options_is_one_line_naming_them(monkeypatch):
+    def failing(config):
+        raise ValueError("non-integer stop for randrange()")
+
+    monkeypatch.setattr("align_kit.tasks.reasoning_gym.build_dataset", failing)
+    task = ReasoningGymTask(datasets=["chain_sum"], num_train=4)
+    with pytest.raises(ConfigError) as refused:
+        task.rows("train")
+    assert str(refused.value) == (
+        "task.options.chain_sum: reasoning-gym cannot generate chain_sum with these options "
+        "(ValueError: non-integer stop for randrange()); change them"
+    )
+
+
+def test_a_null_seed_option_is_the_tasks_seed():
+    task = ReasoningGymTask(datasets=["chain_sum"], options={"chain_sum": {"seed": None}}, seed=77)
+    task.validate()
+    assert task.config("chain_sum", "train")["seed"] == 77
