@@ -31,7 +31,7 @@ from align_kit.core.run_files import latest_checkpoint
 from align_kit.monitor.callback import HealthMonitorCallback
 from align_kit.monitor.rules import Alert, HealthMonitor, RunContext
 from align_kit.monitor.rules.context import STATED_GRPO_FIELDS
-from align_kit.monitor.samples import SampleBook, generation_from_log
+from align_kit.monitor.samples import SampleBook, generation_from_log, weights_reader
 from align_kit.monitor.settings import HealthMonitorConfig
 
 REWARD_PREFIX, REWARD_SUFFIX = "rewards/", "/mean"
@@ -225,9 +225,14 @@ class HealthCallback(HealthMonitorCallback):
         generation = generation_from_log(
             logged_generations(self._trainer, len(completions)), state.global_step - 1, args.num_generations
         )
-        weights = self._trainer.reward_weights.tolist()
-        generation.weights = dict(zip(generation.rewards, weights, strict=False))
-        generation.measure = measure_by_tokenizer(self._trainer.processing_class, args.max_completion_length)
+        by_tokenizer = measure_by_tokenizer(self._trainer.processing_class, args.max_completion_length)
+        with_weights = weights_reader(self._trainer.reward_weights.clone())
+
+        def measure(generation) -> None:
+            by_tokenizer(generation)
+            with_weights(generation)
+
+        generation.measure = measure
         self.samples.ring.add(generation)
 
     def _learn_rewards(self, logs: Mapping[str, Any]) -> None:

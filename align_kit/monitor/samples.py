@@ -66,11 +66,13 @@ class Generation:
     truncated: list[bool] | None = None  # cut at the length budget (no stop token)
     lengths_source: str = "generated ids"
     weights: dict[str, float] | None = None  # the reward weights in force (the total is their weighted sum)
-    # Measures lengths and truncation when a file is written, for a trainer that keeps no ids (plain TRL).
+    # Fills what is measured only when a file is written: the reward weights, and for a trainer that keeps no ids
+    # (plain TRL) the lengths and truncation.
     measure: Callable[[Generation], None] | None = None
 
     def ensure_lengths(self) -> None:
-        if self.lengths is None and self.measure is not None:
+        """What the record left to measure until a file needs it (lengths, reward weights)."""
+        if self.measure is not None:
             self.measure(self)
             self.measure = None
 
@@ -108,6 +110,16 @@ def as_text(value: Any) -> str:
 
 def cut(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max(0, max_chars - len(CUT_MARK))] + CUT_MARK
+
+
+def weights_reader(weights: Any) -> Callable[[Generation], None]:
+    """Sets a generation's reward weights from the weights tensor in force when it was scored (a copy per round),
+    when its file is written."""
+
+    def measure(generation: Generation) -> None:
+        generation.weights = dict(zip(generation.rewards, weights.tolist(), strict=False))
+
+    return measure
 
 
 def generation_from_log(log: dict[str, Any], step: int, group_size: int) -> Generation:
@@ -323,7 +335,7 @@ class SampleRecorder(TrainerHook):
         rows = len(state.inputs) * trainer.accelerator.num_processes  # TRL logs the rows of every process
         generation = generation_from_log(logged_generations(trainer, rows), trainer.state.global_step, state.group_size)
         weights = state.reward_weights if state.reward_weights is not None else trainer.reward_weights
-        generation.weights = dict(zip(generation.rewards, weights.tolist(), strict=False))  # a CPU tensor in TRL
+        generation.measure = weights_reader(weights)  # read when a file is written, never on the training path
         ids = state.sampled_ids[1] if state.sampled_ids is not None else None
         if ids is not None and len(ids) == len(generation.completions):  # one process: the ids are every row
             stops = set(stop_token_ids(trainer))
