@@ -1,9 +1,10 @@
 """A run's logged history replayed through the live health monitor (`align_kit.monitor.rules`, unchanged: one
 implementation of every rule), then a verdict, the timeline of what fired, which rules could judge and the advice.
 
-Verdict: failing when an alert of severity failing fired; warning when a warning fired; unjudged when the history was
-read but no rule could judge it (a healthy verdict the doctor never established is not given, nor a warning nothing
-raised); healthy otherwise, saying how many rules judged. Alerts whose
+Verdict: failing when an alert of severity failing fired; warning when a warning fired; unjudged when nothing fired
+but no rule could judge the history, or none could judge whether the run learns (its reward's trend: a healthy
+verdict the doctor never established is not given, nor a warning nothing raised); healthy otherwise, saying how many
+rules judged. The summary ends with the central questions answered and not (questions.py). Alerts whose
 action is `log` are notes: listed in the timeline, not counted in the verdict and not advised on.
 
 The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else, when every reward logged
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from align_kit.doctor.advice import Advice, advise
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
+from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
 from align_kit.monitor.rules import RULES, Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -47,6 +49,7 @@ class Diagnosis:
     advice: list[Advice]
     notes: list[str] = field(default_factory=list)  # how the doctor read it (reward scale assumed, ...)
     context: RunContext | None = None
+    questions: dict[str, bool] = field(default_factory=dict)  # the central questions -> answered (questions.py)
 
     @property
     def counted(self) -> list[Alert]:
@@ -178,6 +181,7 @@ def _conclude(
     judged = sum(item.judged for item in coverage)
     failing = sorted({alert.rule for alert in counted if alert.severity == "failing"})
     warning = sorted({alert.rule for alert in counted if alert.severity != "failing"})
+    answers = answered(coverage)
     if failing:
         verdict, summary = (
             "failing",
@@ -188,15 +192,22 @@ def _conclude(
     elif not judged:
         verdict = "unjudged"
         summary = f"unjudged: read, but no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
+    elif not answers[LEARNS]:  # nothing fired, but nothing judged the trend either: not shown healthy
+        verdict = "unjudged"
+        summary = (
+            f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but whether the run learns could "
+            f"not be judged ({why_unanswered(LEARNS, coverage)})"
+        )
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
+    summary = f"{summary}; {questions_line(answers)}"
     setup = context
     if setup.learning_rate is None:  # the learning rate the run logged last, when the log states none
         last = next((row["learning_rate"] for _, row in reversed(history.rows) if "learning_rate" in row), None)
         if last is not None and math.isfinite(last) and last > 0:
             setup = replace(setup, learning_rate=last)
     advice = advise(((alert.rule, tuple(alert.fixes)) for alert in counted), history.framework, setup)
-    return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context)
+    return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context, answers)
 
 
 def diagnose(

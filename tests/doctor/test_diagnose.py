@@ -35,7 +35,11 @@ def test_healthy_says_how_many_rules_judged():
     judged = sum(item.judged for item in diagnosis.coverage)
     assert diagnosis.verdict == "healthy" and diagnosis.exit_code == 0
     assert judged >= 4  # non_finite, entropy_collapse, entropy_drop, entropy_decline, reward_decline at least
-    assert diagnosis.summary == f"healthy: {judged} of {len(diagnosis.coverage)} rules judged, none fired"
+    # Reward (30 points): does it learn; grad_norm: signal; entropy; loss: stable (non_finite); no length logged.
+    assert diagnosis.summary == (
+        f"healthy: {judged} of {len(diagnosis.coverage)} rules judged, none fired; answered: does it learn, is there "
+        "signal, is entropy collapsing, is it stable; not answered: is it truncated"
+    )
 
 
 def test_a_log_action_alert_is_a_note():
@@ -44,7 +48,14 @@ def test_a_log_action_alert_is_a_note():
     # threshold 0.5 and the drop threshold 0.5 x 1.0 are never crossed (lowest mean 0.55).
     diagnosis = diagnose(history(series("entropy", [1.0] * 10 + [0.55] * 10, loss=0.1)))
     assert [(a.rule, a.step, a.action) for a in diagnosis.alerts] == [("entropy_decline", 19, "log")]
-    assert diagnosis.verdict == "healthy" and diagnosis.counted == [] and diagnosis.advice == []
+    assert diagnosis.counted == [] and diagnosis.advice == []
+    # Nothing counted, but no reward is logged: whether the run learns was not judged, so it is not shown healthy.
+    assert diagnosis.verdict == "unjudged" and diagnosis.exit_code == 4
+    assert diagnosis.summary.startswith("unjudged: nothing fired (")
+    assert "but whether the run learns could not be judged (reward_decline, reward_plateau: lacks reward)" in (
+        diagnosis.summary
+    )
+    assert diagnosis.summary.endswith("not answered: does it learn, is there signal, is it truncated")
 
 
 def test_clip_higher_already_on_advises_a_higher_eps_high_in_trl_terms():
@@ -150,7 +161,7 @@ def test_an_alert_the_rest_of_the_run_reversed_is_a_recovered_note():
     # both false again at step 24 (tests/monitor/rules/test_entropy.py works the numbers): notes, verdict healthy.
     rows = [{"entropy": value} for value in [1.0] * 10 + [0.25] * 10 + [1.0] * 10]
     diagnosis = diagnose(history(rows))
-    assert diagnosis.verdict == "healthy"
+    assert diagnosis.counted == [] and diagnosis.verdict == "unjudged"  # no reward: learning not judged
     drop = next(alert for alert in diagnosis.alerts if alert.rule == "entropy_drop")
     assert drop.action == "log" and drop.message.endswith(
         "[recovered: an episode from step 17 to 24, which the rest of the run reversed]"
@@ -173,4 +184,4 @@ def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not
     diagnosis = diagnose(history(rows))
     (alert,) = [a for a in diagnosis.alerts if a.rule == "reward_collapse"]
     assert alert.action == "log" and "[recovered: an episode from step 20 to 60" in alert.message
-    assert diagnosis.verdict == "healthy"
+    assert diagnosis.counted == [] and diagnosis.verdict == "unjudged"  # no total reward logged

@@ -261,8 +261,8 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
     points=window_points,
     shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
     unjudged=lambda s, history: (
-        f"needs {s.fewest} logged points of reward, every one within the tolerance of the others, at the end of a "
-        f"run shorter than {s.window}; the run has {history['reward'].count}"
+        f"needs {s.fewest} logged points of reward to judge its trend (flat or not) at the end of a run shorter "
+        f"than {s.window}; the run has {history['reward'].count}"
         if 0 < history["reward"].count < s.fewest
         else ""
     ),
@@ -272,6 +272,8 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     `_ShortPlateau`), every point: flat when they all lie within the tolerance of each other."""
     series = history["reward"]
     if series.count < s.window:
+        return None
+    if isinstance(s, _ShortPlateau) and s.window < s.fewest:  # fewer points judge nothing, not even "not flat"
         return None
     window = series.last(s.window)
     change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
@@ -301,7 +303,7 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         values["spread"] = spread
         if spread >= tolerance:
             return Finding(False, values, "reward")
-        return Finding(True, values, "reward") if s.window >= s.fewest else None
+        return Finding(True, values, "reward")
     return Finding(abs(change) < tolerance, values, "reward")
 
 

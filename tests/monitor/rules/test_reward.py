@@ -52,11 +52,15 @@ def test_a_short_history_is_a_plateau_only_when_every_point_is_flat_in_the_lower
     monitor, alerts = replay(rows[:4])
     assert fired(alerts, "reward_plateau") == []
     assert not {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
-    # 4 rows spread 0.37-0.41 (0.04 >= 0.02): not flat, judged so (no plateau shown).
-    monitor, alerts = replay([{"reward": r} for r in (0.39, 0.40, 0.37, 0.41)])
-    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
-    # 2 rows at 0.99: above the ceiling, a run at its top is no plateau, judged from any number of points.
-    monitor, alerts = replay([{"reward": 0.99}] * 2)
+    # 4 rows spread 0.37-0.41, or 2 rows at 0.99 (at the top), or 1 row: too few points to judge a trend either
+    # way; the rule claims no judgement (a single reward point is no plateau judged, nor a judged absence of one).
+    for rewards in ((0.39, 0.40, 0.37, 0.41), (0.99, 0.99), (0.2,)):
+        monitor, alerts = replay([{"reward": r} for r in rewards])
+        plateau = {c.rule: c for c in monitor.coverage()}["reward_plateau"]
+        assert fired(alerts, "reward_plateau") == [] and not plateau.judged
+        assert plateau.reason.startswith("needs 5 logged points of reward to judge its trend")
+    # 5 rows spread 0.37-0.41 (0.04 >= 0.02): not flat, judged so (no plateau shown).
+    monitor, alerts = replay([{"reward": r} for r in (0.39, 0.40, 0.37, 0.41, 0.38)])
     assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
 
 
