@@ -7,9 +7,9 @@ verdict the doctor never established is not given, nor a warning nothing raised)
 rules judged. The summary ends with the central questions answered and not (questions.py). Alerts whose
 action is `log` are notes: listed in the timeline, not counted in the verdict and not advised on.
 
-The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else, when every reward logged
-lies in [0, 1], [0, 1] is assumed and the diagnosis says so; else the rules that read rewards as shares of the
-range cannot judge, and the coverage says to pass --reward-max / --reward-min.
+The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else none is assumed, whatever
+the rewards' values: the reward rules judge the run against its own noise (monitor/rules/own_noise.py), so a run
+gets the same verdict on any scale (a * reward + b, a > 0), and the notes say so.
 """
 
 from __future__ import annotations
@@ -22,20 +22,17 @@ from align_kit.doctor.advice import Advice, advise
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
 from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
-from align_kit.monitor.rules import RULES, Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
+from align_kit.monitor.rules import Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
 from align_kit.monitor.settings import HealthMonitorConfig
 
-# The rules whose thresholds are shares of the reward range (reward_max - reward_min).
-REWARD_SCALE_RULES = ("reward_plateau", "reward_decline", "no_signal")
-# Reward-scale rules that judge a run with no scale on its own spread instead (RunContext.reward_scale_stated).
-SPREAD_READERS = ("reward_decline",)
-# Rules whose words name the reward level (too easy / too hard): without a scale, the difficulty is unknown.
-DIFFICULTY_RULES = ("zero_std_groups", "zero_advantage")
-SCALE_UNKNOWN = "reward scale unknown: pass --reward-max/--reward-min"
+SCALE_FREE = (
+    "reward scale not stated: the reward rules judged the run against its own noise (a flat or rising reward by its "
+    "slope's standard error, a decline by the range its rewards covered), so the verdict is the same on any scale; "
+    "flat groups are not called too easy or too hard (pass --reward-max/--reward-min to judge shares of the range)"
+)
 # In the order the worst of several runs is taken: a run nothing judged outranks a healthy one (the set is not shown
 # healthy), a warning outranks both.
 VERDICTS = ("healthy", "unjudged", "warning", "failing")
-_RULE = {rule.name: rule for rule in RULES}
 
 
 @dataclass
@@ -88,41 +85,22 @@ class Replay:
         self.context = RunContext.from_stated(stated, max_completion_length, reward_max, reward_min)
         self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
         self.alerts: list[Alert] = []
-        self.low, self.high = math.inf, -math.inf  # the range of the rewards logged
+        self.rewarded = False  # whether a finite reward was logged
 
     def feed(self, rows: Iterable[tuple[int, Mapping[str, float]]]) -> list[Alert]:
         fired: list[Alert] = []
         for step, row in rows:
             reward = row.get("reward")
-            if reward is not None and math.isfinite(reward):
-                self.low, self.high = min(self.low, reward), max(self.high, reward)
+            self.rewarded = self.rewarded or (reward is not None and math.isfinite(reward))
             fired += self.monitor.update(step, row)
         self.alerts += fired
         return fired
-
-    @property
-    def scale_known(self) -> bool:
-        """The reward range is stated, or every reward logged lies in [0, 1] (or none was logged)."""
-        return self.scale_stated or self.high == -math.inf or (self.low >= 0.0 and self.high <= 1.0)
 
     def finish(self) -> Diagnosis:
         self.alerts += self.monitor.finish()
         alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
         coverage = list(self.monitor.coverage())
-        notes: list[str] = []
-        if not self.scale_stated and self.high != -math.inf:
-            if self.scale_known:
-                notes.append(
-                    "reward scale not stated: the rewards logged lie in [0, 1], so [0, 1] is assumed "
-                    "(pass --reward-max/--reward-min if it differs)"
-                )
-            else:
-                alerts, coverage = _without_scale(alerts, coverage)
-                unjudged = [item.rule for item in coverage if item.reason == SCALE_UNKNOWN]
-                notes.append(
-                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g})"
-                    + (f"; {', '.join(unjudged)} could not judge" if unjudged else "")
-                )
+        notes = [SCALE_FREE] if not self.scale_stated and self.rewarded else []
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
@@ -144,29 +122,6 @@ def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
             )
         kept.append(alert)
     return kept
-
-
-def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[list[Alert], list[RuleCoverage]]:
-    """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
-    kept = []
-    for alert in alerts:
-        # no_signal's zero-spread reading and reward_decline's fall against the run's own spread need no scale.
-        if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
-            continue
-        if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
-            words = {**alert.words, "difficulty": ""}
-            alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
-        kept.append(alert)
-    # Rules that judged on a reading needing no scale: those with alerts kept, and reward_decline, which reads the
-    # run's own spread whenever its rewards left [0, 1] with no range stated (the only case with no scale).
-    spread = {alert.rule for alert in kept} | set(SPREAD_READERS)
-    covered = [
-        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN)
-        if item.rule in REWARD_SCALE_RULES and item.rule not in spread
-        else item
-        for item in coverage
-    ]
-    return kept, covered
 
 
 def _conclude(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, worst
+from align_kit.doctor.diagnose import SCALE_FREE, diagnose, worst
 from align_kit.monitor.rules import RunContext
 from tests.doctor.histories import history, series
 
@@ -88,23 +88,16 @@ def _falling(high: float, low: float) -> list[dict[str, float]]:
     return series("reward", [high] * 20 + [low] * 20, loss=0.1)
 
 
-def test_rewards_in_0_1_assume_that_scale_and_say_so():
-    # 0.8 x 20 then 0.2 x 20: the 20-point mean after j low rows is 0.8 - 0.03 j, below best 0.8 - 0.1 x 1 = 0.7
-    # first at j = 4 (step 24).
-    diagnosis = diagnose(history(_falling(0.8, 0.2)))
-    assert [(a.rule, a.step) for a in diagnosis.alerts] == [("reward_decline", 24)]
-    assert any("[0, 1] is assumed" in note for note in diagnosis.notes)
-
-
-def test_rewards_outside_0_1_without_a_scale_are_judged_only_against_their_own_spread():
-    # No scale: the scale-based readings cannot judge (reward_plateau), but reward_decline reads the run's own
-    # spread: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step 31).
-    diagnosis = diagnose(history(_falling(4.0, 1.0)))
-    assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
-    coverage = {item.rule: item for item in diagnosis.coverage}
-    assert not coverage["reward_plateau"].judged and coverage["reward_plateau"].reason == SCALE_UNKNOWN
-    assert coverage["reward_decline"].judged  # on the spread
-    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+def test_rewards_without_a_stated_scale_are_judged_against_their_own_spread_in_0_1_or_not():
+    # No range stated, none assumed from the values: reward_decline reads the run's own spread. 4.0 x 20 then
+    # 1.0 x 20: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step
+    # 31). The same run on [0, 1] (0.8 then 0.2, i.e. x / 5): 0.8 - 0.03 j < 0.8 - 0.5 x 0.6 = 0.5 first at j = 11.
+    for high, low in ((4.0, 1.0), (0.8, 0.2)):
+        diagnosis = diagnose(history(_falling(high, low)))
+        assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
+        coverage = {item.rule: item for item in diagnosis.coverage}
+        assert coverage["reward_plateau"].judged and coverage["reward_decline"].judged  # on the run's own noise
+        assert SCALE_FREE in diagnosis.notes
 
 
 def test_a_stated_scale_judges_them():
@@ -114,7 +107,7 @@ def test_a_stated_scale_judges_them():
     assert diagnosis.verdict == "failing"
     same = diagnose(history(_falling(4.0, 1.0), context={"reward_max": 5.0}))
     assert [(a.rule, a.step) for a in same.alerts] == [("reward_decline", 24)]
-    assert not any(SCALE_UNKNOWN in note for note in same.notes)
+    assert SCALE_FREE not in same.notes
 
 
 def test_run_context_from_what_the_log_states():
@@ -139,11 +132,15 @@ def test_the_worst_verdict_decides():
 
 
 def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
-    # A pasted excerpt of one row: reward 0.0 (the minimum of [0, 1]) and every group flat (1.0).
-    diagnosis = diagnose(history([{"reward": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0}]))
+    # A pasted excerpt of one row: reward 0.0, the minimum of the stated [0, 1], and every group flat (1.0).
+    row = {"reward": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0}
+    diagnosis = diagnose(history([row], context={"reward_max": 1.0, "reward_min": 0.0}))
     assert diagnosis.verdict == "failing"
     assert "no_signal" in {alert.rule for alert in diagnosis.counted}
     assert diagnosis.advice[0].priority == 1  # a data fix first (18.3.8)
+    # With no range stated, 0.0 is no known minimum: every group flat on one batch, not yet sustained, a warning.
+    (alert,) = [alert for alert in diagnose(history([row])).counted if alert.rule == "no_signal"]
+    assert (alert.severity, alert.words["basis"]) == ("warning", "spread")
 
 
 def test_a_converging_run_is_healthy_with_a_note():
@@ -169,12 +166,11 @@ def test_an_alert_the_rest_of_the_run_reversed_is_a_recovered_note():
 
 
 def test_no_reward_spread_fails_without_a_reward_scale():
-    # Rewards 3.0 outside [0, 1] and no scale stated: the scale rules cannot judge, but reward_std 0 on two rows is
-    # no signal whatever the scale.
+    # Rewards 3.0 and no scale stated: reward_std 0 on two rows is no signal whatever the scale.
     rows = [{"reward": 3.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0, "grad_norm": 0.0}] * 2
     diagnosis = diagnose(history(rows))
     assert diagnosis.verdict == "failing" and "no_signal" in diagnosis.summary
-    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+    assert SCALE_FREE in diagnosis.notes
 
 
 def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not_failing():

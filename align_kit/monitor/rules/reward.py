@@ -17,6 +17,7 @@ from align_kit.monitor.rules.base import (
     History,
     Memory,
     Rule,
+    Series,
     first_logged,
     fmean,
     half_change,
@@ -29,6 +30,7 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, flat_t, rise_t, rose
 from align_kit.monitor.settings import (
     AboveThreshold,
     NoSignal,
@@ -46,7 +48,7 @@ def _difficulty(history: History, context: RunContext, flat: float, span: int) -
     all score the maximum has its reward at least `flat` of the way up the range, one whose flat groups all score
     the minimum at most 1 - `flat`: the reward's level over the same points says which, "" when both or neither."""
     rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
-    if not rewards.count or scale <= 0:
+    if not rewards.count or scale <= 0 or not context.reward_scale_stated:  # no range: the level says nothing
         return ""
     level = (rewards.mean_last(span) - context.reward_min) / scale
     easy, hard = level >= flat, level <= 1 - flat
@@ -145,29 +147,47 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     inputs=_components,
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
-    reversed_over_run=lambda s, history, _context: _accuracy_rose_over_run(s, history),
+    reversed_over_run=lambda s, history, context: _accuracy_rose_over_run(s, history, context),
 )
-def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
+def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
     format_metric, accuracy_metric = first_logged(history, format_group), first_logged(history, accuracy_group)
     formats, correct = history[format_metric], history[accuracy_metric]
     if min(formats.count, correct.count) < s.window:
         return None
     format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
+    unit = _component_unit(history, context, formats, correct)
     return Finding(
-        format_gain > s.min_format_gain and correctness_gain < s.max_correctness_gain,
+        # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
+        format_gain > (s.min_format_gain + ROUNDING) * unit and correctness_gain < s.max_correctness_gain * unit,
         {
             "format_gain": format_gain,
             "correctness_gain": correctness_gain,
-            "min_format_gain": s.min_format_gain,
-            "max_correctness_gain": s.max_correctness_gain,
+            "min_format_gain": s.min_format_gain * unit,
+            "max_correctness_gain": s.max_correctness_gain * unit,
         },
         format_metric,
         {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
 
 
-def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
+# A share of the unit this small is rounding (float64 rounds a * x + b at about 1e-16 of its size).
+ROUNDING = 1e-9
+
+
+def _component_unit(history: History, context: RunContext, *components: Series) -> float:
+    """What a gain of 1 in a reward component is: 1 (a share of [0, 1]) with a stated range; with none, the range
+    the total reward covered so far (else the components' own), so the gains read the same on any scale."""
+    if context.reward_scale_stated:
+        return 1.0
+    total = history[TRAIN_REWARD]
+    found = [total] if total.count and total.high > total.low else [series for series in components if series.count]
+    if not found:
+        return 1.0
+    return max(series.high for series in found) - min(series.low for series in found)
+
+
+def _accuracy_rose_over_run(s: RewardCollapse, history: History, context: RunContext) -> bool:
     """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
     stall the rule reads in a window (`max_correctness_gain`): over the whole run the content was learned, not
     stalled, so a window where the format outpaced it (a format learned first, as tutorials' runs do) is an episode
@@ -176,7 +196,8 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
     half = max(s.window // 2, 1)
     if accuracy.count < 2 * half:
         return False
-    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain
+    unit = _component_unit(history, context, accuracy)
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain * unit
 
 
 def _named(metric: str) -> str:
@@ -215,9 +236,10 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
 
 
 def _no_scale(context: RunContext, low: float, high: float) -> bool:
-    """No reward range is stated and the rewards left [0, 1], the range otherwise assumed: the run's own spread is
-    the only scale (a stated or assumed range is read by the `scale` basis, never by the looser spread)."""
-    return not context.reward_scale_stated and (low < 0.0 or high > 1.0)
+    """No reward range is stated: the run's own spread is the only scale (a stated range is read by the `scale`
+    basis). Whatever the rewards' values: a range assumed from them would judge the same run differently once its
+    rewards were shifted or scaled."""
+    return not context.reward_scale_stated
 
 
 def _spread(how: str) -> dict[str, str]:
@@ -253,10 +275,10 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
 @rule(
     "reward_plateau",
     ("reward",),
-    "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    "reward flat at {window_mean:.4g} (change {change:+.3g}{how})",
     reads=(ACCURACY,),
     inputs=lambda _s: (("reward",),),
-    memory=last_window,
+    memory=lambda s: Memory(head=PLATEAU_HEAD, tail=s.window),
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
     shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
@@ -276,6 +298,8 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     if isinstance(s, _ShortPlateau) and s.window < s.fewest:  # fewer points judge nothing, not even "not flat"
         return None
     window = series.last(s.window)
+    if not context.reward_scale_stated:
+        return _plateau_on_own_noise(s, history, window)
     change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
     # Stuck: at most `gap` below the maximum, and below the `highest` share of the range (the middle is no lower half).
@@ -289,6 +313,7 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         "reward_max": context.reward_max,
         "ceiling": ceiling,
     }
+    how = {"how": f", tolerance {tolerance:g}, below {ceiling:.3f}"}
     accuracy = history[ACCURACY].last(s.window)
     # A run that learned: its reward in the upper part of its range, or its accuracy high or rising.
     learned = (
@@ -297,14 +322,48 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         or (len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance))
     )
     if learned:
-        return Finding(False, values, "reward")
+        return Finding(False, values, "reward", how)
     if isinstance(s, _ShortPlateau):  # a short history's halves are noise: every point within the tolerance
         spread = max(window) - min(window)
         values["spread"] = spread
         if spread >= tolerance:
-            return Finding(False, values, "reward")
-        return Finding(True, values, "reward")
-    return Finding(abs(change) < tolerance, values, "reward")
+            return Finding(False, values, "reward", how)
+        return Finding(True, values, "reward", how)
+    return Finding(abs(change) < tolerance, values, "reward", how)
+
+
+# The run's first points, the level a reward with no stated range is compared with (has it risen since?).
+PLATEAU_HEAD = 10
+
+
+def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float]) -> Finding:
+    """With no range stated: flat when the window's slope is within FLAT_T standard errors of 0, stuck when the
+    window is not above the run's first PLATEAU_HEAD points by RISE_T standard errors (a run that rose and levelled
+    off learned; the upper half of a range nobody stated is unknown), and the accuracy neither rose since its first
+    points nor trends up. A history shorter than the window compares its own halves."""
+    series, accuracy = history["reward"], history[ACCURACY]
+    if isinstance(s, _ShortPlateau):
+        head, recent = window[: len(window) // 2], window[-(len(window) // 2) :]
+    else:
+        head, recent = series.first[:PLATEAU_HEAD], window
+    trend, risen = flat_t(window), rise_t(head, recent)
+    accuracies = accuracy.last(s.window)
+    learned = len(accuracies) >= s.fewest and (
+        rose(accuracy.first[: min(PLATEAU_HEAD, len(accuracies) // 2)], accuracies) or flat_t(accuracies) >= FLAT_T
+    )
+    values = {
+        "window_mean": fmean(window),
+        "change": half_change(window),
+        "trend_t": trend,
+        "rise_t": risen,
+        "flat_t": FLAT_T,
+    }
+    how = (
+        f"; no range stated: its slope within {FLAT_T:g} standard errors of 0 (t {trend:+.2f}) and no higher than "
+        f"its first {len(head)} points (rise t {risen:+.2f} <= {RISE_T:g})"
+    )
+    holds = abs(trend) < FLAT_T and risen <= RISE_T and not learned
+    return Finding(holds, values, "reward", {"how": how})
 
 
 @dataclass
@@ -333,7 +392,7 @@ def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | 
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
-    if min(rewards.count, flats.count) >= s.span:
+    if context.reward_scale_stated and min(rewards.count, flats.count) >= s.span:
         highest, flat = max(rewards.last(s.span)), flats.mean_last(s.span)
         spreads = history["reward_std"].last(s.span)
         signal = bool(spreads) and max(spreads) > NO_SPREAD  # some group's rewards differ: an advantage to learn from

@@ -2,8 +2,42 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from align_kit.monitor.rules import RunContext
 from tests.monitor.rules.helpers import fired, replay
+
+NO_RANGE = RunContext(reward_scale_stated=False)
+
+
+def _slope_t(values: list[float]) -> float:
+    """The least-squares slope's t-statistic, by numpy (a second implementation of own_noise.trend_t)."""
+    x = np.arange(len(values), dtype=float)
+    (slope, intercept), residuals, *_ = np.polyfit(x, values, 1, full=True)
+    scatter = residuals[0] / (len(values) - 2)
+    return slope / np.sqrt(scatter / np.sum((x - x.mean()) ** 2))
+
+
+def test_a_plateau_without_a_stated_range_is_read_against_the_runs_own_noise():
+    # 120 rows on a custom scale: -1.3 + 0.05 x (+1, -1, ...) with a slow wave 0.02 x sin(i / 7) so the scatter is
+    # not a pure alternation. Its slope over the last 100 rows is within 2 standard errors of 0, its mean no higher
+    # than its first 10 points': a plateau, first at step 100 (the window's first full reading).
+    flat = [-1.3 + 0.05 * (-1) ** i + 0.02 * np.sin(i / 7) for i in range(120)]
+    assert abs(_slope_t(flat[:100])) < 2.0
+    monitor, alerts = replay([{"reward": r} for r in flat], NO_RANGE)
+    assert fired(alerts, "reward_plateau") == [(100, "reward_plateau")]
+    assert "no range stated" in alerts[0].message
+    # Rising by 0.002 a row under the same noise: the slope is many standard errors from 0, not flat.
+    rising = [r + 0.002 * i for i, r in enumerate(flat)]
+    assert _slope_t(rising[-100:]) > 2.0
+    monitor, alerts = replay([{"reward": r} for r in rising], NO_RANGE)
+    assert fired(alerts, "reward_plateau") == [] and {c.rule: c for c in monitor.coverage()}["reward_plateau"].judged
+    # Risen from -3.0 (its first 10 rows) to the flat -1.3: a run that learned and levelled off is no plateau.
+    learned = [-3.0] * 10 + flat[10:]
+    assert fired(replay([{"reward": r} for r in learned], NO_RANGE)[1], "reward_plateau") == []
+    # The flat run mapped by 40 x + 7 (any scale, any offset): the same alert at the same step.
+    scaled = [{"reward": 40 * r + 7} for r in flat]
+    assert fired(replay(scaled, NO_RANGE)[1], "reward_plateau") == [(100, "reward_plateau")]
 
 
 def test_no_reward_spread_on_two_rows_is_no_signal_whatever_the_scale():
@@ -118,7 +152,8 @@ def test_a_long_run_without_a_scale_declines_against_its_own_spread():
     _, alerts = replay(rows, RunContext(reward_scale_stated=False))
     (alert,) = [a for a in alerts if a.rule == "reward_decline"]
     assert (alert.step, alert.words["basis"]) == (41, "spread")
-    # Rewards within [0, 1] keep the [0, 1] reading (the scale basis), never the spread's.
+    # Rewards within [0, 1] are read the same way (no range is assumed from the values): 0.9 then 0.7, best
+    # 0.9 - 0.5 x 0.2 = 0.8, reached exactly at row 40 and passed at row 41.
     inside = [{"reward": 0.9 if i < 30 else 0.7} for i in range(60)]
     (alert,) = [a for a in replay(inside, RunContext(reward_scale_stated=False))[1] if a.rule == "reward_decline"]
-    assert alert.words["basis"] == "scale"
+    assert (alert.step, alert.words["basis"]) == (41, "spread")
