@@ -90,8 +90,8 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
     reward_change = half_change(rewards)
     flat = s.tolerance * (context.reward_max - context.reward_min)
     # No range stated: the reward is flat when its slope is within its own noise (own_noise.py), on any scale.
-    reward_flat = abs(reward_change) <= flat if context.reward_scale_stated else is_flat(rewards)
     # The trend is read only where the halves and the reward already say a drift (its cost is the window's).
+    reward_flat = growth > s.rise and (abs(reward_change) <= flat if context.reward_scale_stated else is_flat(rewards))
     candidate = growth > s.rise and reward_flat
     trend = trend_t(window) if candidate and len(window) > 2 else 0.0
     values = {

@@ -66,4 +66,5 @@ def _variance(values: list[float]) -> float:
     if len(values) < 2:
         return 0.0
     mean = fmean(values)
-    return math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    centred = [value - mean for value in values]
+    return math.fsum(map(mul, centred, centred)) / (len(values) - 1)

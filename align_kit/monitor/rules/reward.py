@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
@@ -297,9 +298,13 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         return None
     if isinstance(s, _ShortPlateau) and s.window < s.fewest:  # fewer points judge nothing, not even "not flat"
         return None
-    window = series.last(s.window)
     if not context.reward_scale_stated:
-        return _plateau_on_own_noise(s, history, window)
+        # Read every PLATEAU_STRIDE points during a run (its statistics cost the window; a 100-point plateau is
+        # no less one 9 points later), at every point at the end of a shorter history.
+        if not isinstance(s, _ShortPlateau) and series.count % PLATEAU_STRIDE:
+            return None
+        return _plateau_on_own_noise(s, history, series.last(s.window))
+    window = series.last(s.window)
     change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
     # Stuck: at most `gap` below the maximum, and below the `highest` share of the range (the middle is no lower half).
@@ -334,6 +339,9 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
 
 # The run's first points, the level a reward with no stated range is compared with (has it risen since?).
 PLATEAU_HEAD = 10
+# With no range stated, the plateau is read at every 10th logged point of a run (the window's t statistics are its
+# cost per reading).
+PLATEAU_STRIDE = 10
 
 
 def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float]) -> Finding:
@@ -346,8 +354,10 @@ def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float
         head, recent = window[: len(window) // 2], window[-(len(window) // 2) :]
     else:
         head, recent = series.first[:PLATEAU_HEAD], window
-    trend, risen = flat_t(window), rise_t(head, recent)
-    accuracies = accuracy.last(s.window)
+    # Cheapest first, each only while the plateau still holds: a rising run is told by its rise alone.
+    risen = rise_t(head, recent)
+    trend = flat_t(window) if risen <= RISE_T else math.nan
+    accuracies = accuracy.last(s.window) if abs(trend) < FLAT_T else []
     learned = len(accuracies) >= s.fewest and (
         rose(accuracy.first[: min(PLATEAU_HEAD, len(accuracies) // 2)], accuracies) or flat_t(accuracies) >= FLAT_T
     )
