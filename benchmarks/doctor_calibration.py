@@ -33,6 +33,8 @@ Scoring (only runs labelled healthy or failing are scored; unlabelled ones count
 
 Run: python benchmarks/doctor_calibration.py --align-kit-runs outputs/alert_calibration \
        --out benchmarks/doctor_runs/RESULTS.md [--tools doctor rldoctor rlprobe rlvr-audit]
+Runs named in doctor_runs/heldback.txt (--heldback) were held back from the rules' development: the
+report scores them apart from the rest (in-sample) as well as together.
 Tests may pass --doctor-command (any command taking `--json PATH`).
 """
 
@@ -51,6 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ROOT / "benchmarks" / "doctor_runs" / "labels.csv"
 CONVERT = ROOT / "benchmarks" / "doctor_runs" / "convert.py"
+HELDBACK = ROOT / "benchmarks" / "doctor_runs" / "heldback.txt"
 ALIGN_KIT_PREFIX = "outputs/alert_calibration/"
 TOOLS = ("doctor", "rldoctor", "rlprobe", "rlvr-audit")
 RANK = {"healthy": 0, "unjudged": 1, "warning": 2, "failing": 3}
@@ -97,6 +100,14 @@ def load_labels(path: Path) -> list[LabelledRun]:
             rules = tuple(r.strip() for r in (row.get("fitting_rules") or "").split(";") if r.strip())
             runs.append(LabelledRun(name, row["path"].strip(), row.get("format", ""), row["label"].strip(), rules))
     return runs
+
+
+def load_heldback(path: Path) -> frozenset[str]:
+    """Run names held back from the rules' development (one a line, `#` comments); none if absent."""
+    if not path.exists():
+        return frozenset()
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return frozenset(line for line in lines if line and not line.startswith("#"))
 
 
 def resolve(run: LabelledRun, align_kit_runs: Path | None) -> Path:
@@ -269,11 +280,18 @@ def _summary(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
     return lines
 
 
-def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) -> str:
+def markdown(
+    runs: list[LabelledRun], results: dict[str, dict[str, Outcome]], heldback: frozenset[str] = frozenset()
+) -> str:
     lines = _summary(runs, results)
     groups = sorted({group_of(run) for run in runs}, key=lambda g: g != "published")
     for group in groups if len(groups) > 1 else ():
         lines += ["", f"### {group} runs only", "", *_summary([r for r in runs if group_of(r) == group], results)]
+    if heldback & {run.run for run in runs}:
+        # In-sample (the rules were developed on these) beside the runs kept out of that development.
+        development = [r for r in runs if r.run not in heldback]
+        lines += ["", "### development runs (in-sample)", "", *_summary(development, results)]
+        lines += ["", "### held-back runs", "", *_summary([r for r in runs if r.run in heldback], results)]
     for tool, outcomes in results.items():
         caught = "caught (fits)" if tool == "doctor" else "fired on failing runs"
         lines += ["", f"### {tool}: per rule", "", f"| rule | false alarms | {caught} | fired, not fitting | missed |"]
@@ -295,7 +313,8 @@ def markdown(runs: list[LabelledRun], results: dict[str, dict[str, Outcome]]) ->
                 cells.append(f"not read: {outcome.note}"[:110])
             else:
                 cells.append(outcome.verdict + (f" ({', '.join(outcome.rules)})" if outcome.rules else ""))
-        lines.append(f"| {run.run} | {group_of(run)} | {run.label} | " + " | ".join(cells) + " |")
+        group = group_of(run) + (", held back" if run.run in heldback else "")
+        lines.append(f"| {run.run} | {group} | {run.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -313,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the doctor command (--json PATH appended)",
     )
     parser.add_argument("--tools-venv", type=Path, default=Path("/work/tools-venv"))
+    parser.add_argument(
+        "--heldback", type=Path, default=HELDBACK, help="run names held back from the rules' development"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
@@ -334,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     outcome = rlvr_audit_outcome(args.tools_venv, path, Path(scratch))
             results[tool][run.run] = outcome
-    report = markdown(runs, results)
+    report = markdown(runs, results, load_heldback(args.heldback))
     sys.stdout.write(report)
     if args.out:
         args.out.write_text(report)

@@ -244,3 +244,28 @@ def test_convert_reads_a_notebooks_html_progress_table(tmp_path: Path):
     empty.write_text(json.dumps({"cells": []}))
     with pytest.raises(ValueError, match="no progress table"):
         convert.read_records(empty)
+
+
+def test_heldback_runs_are_scored_apart(tmp_path: Path):
+    split = tmp_path / "heldback.txt"
+    split.write_text("# held back before tuning\n\np2\nm1\nnot_in_labels\n")
+    heldback = calibration.load_heldback(split)
+    assert heldback == {"p2", "m1", "not_in_labels"}
+    assert calibration.load_heldback(tmp_path / "absent.txt") == frozenset()
+    labels = {"p1": ("healthy", ()), "p2": ("failing", ("no_signal",)), "m1": ("healthy", ())}
+    runs = [LabelledRun(n, f"benchmarks/doctor_runs/published/{n}.log", "trl", *labels[n]) for n in labels]
+    outcomes = {
+        "p1": Outcome("healthy"),
+        "p2": Outcome("healthy"),  # a failing run called healthy: missed
+        "m1": Outcome("warning", ("reward_plateau",)),  # a false alarm
+    }
+    report = calibration.markdown(runs, {"doctor": outcomes}, heldback)
+    overall, development, held = report.split("| doctor |")[1:4]
+    # by hand: development = p1 only (1/1 correct); held back = p2 (missed) and m1 (false alarm): 0/2
+    assert overall.startswith(" 3 | 0 | 0 | 1/3 | 1/2 | 1/1 | 0 |")
+    assert development.startswith(" 1 | 0 | 0 | 1/1 | 0/1 | 0/0 | 0 |")
+    assert held.startswith(" 2 | 0 | 0 | 0/2 | 1/1 | 1/1 | 0 |")
+    assert report.index("### development runs (in-sample)") < report.index("### held-back runs")
+    assert "| p2 | published, held back | failing | healthy |" in report
+    # no held-back run among the labelled ones: no split tables
+    assert "held-back runs" not in calibration.markdown(runs, {"doctor": outcomes}, frozenset({"x"}))
