@@ -99,6 +99,7 @@ class Replay:
     def finish(self) -> Diagnosis:
         self.alerts += self.monitor.finish()
         alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
+        alerts = [_saturation_noted(alert) for alert in alerts]
         coverage = list(self.monitor.coverage())
         notes = [SCALE_FREE] if not self.scale_stated and self.rewarded else []
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
@@ -122,6 +123,14 @@ def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
             )
         kept.append(alert)
     return kept
+
+
+def _saturation_noted(alert: Alert) -> Alert:
+    """Flat groups because every completion reached the ceiling (no_signal's `saturated` state): the run learned
+    what its data holds, a note saying so, not the verdict (the chapters' no signal is a run that never could learn)."""
+    if alert.words.get("state") != "saturated" or alert.action == "log":
+        return alert
+    return replace(alert, action="log", message=f"{alert.message} [saturated: a state of a run that learned, a note]")
 
 
 def _conclude(

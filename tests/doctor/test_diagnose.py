@@ -181,3 +181,14 @@ def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not
     (alert,) = [a for a in diagnosis.alerts if a.rule == "reward_collapse"]
     assert alert.action == "log" and "[recovered: an episode from step 20 to 60" in alert.message
     assert diagnosis.counted == [] and diagnosis.verdict == "unjudged"  # no total reward logged
+
+
+def test_saturation_is_a_note_and_the_run_is_judged_on_the_rest():
+    # Rising 0.1 -> 0.955 with spread, then flat at 1.0 with reward_std 0 (every group solved): no_signal's saturated
+    # state is a note; the reward rose, so no plateau; nothing counted, the run learns: healthy.
+    rows = [{"reward": 0.1 + 0.045 * i, "reward_std": 0.3, "loss": 0.1} for i in range(20)]
+    rows += [{"reward": 1.0, "reward_std": 0.0, "loss": 0.0}] * 20
+    diagnosis = diagnose(history(rows))
+    (alert,) = [a for a in diagnosis.alerts if a.rule == "no_signal"]
+    assert alert.action == "log" and alert.message.endswith("[saturated: a state of a run that learned, a note]")
+    assert diagnosis.counted == [] and diagnosis.verdict == "healthy"

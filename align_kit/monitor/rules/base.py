@@ -17,6 +17,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from align_kit.monitor.rules.own_noise import RISE_T, rise_t
+from align_kit.monitor.rules.spreadless import SpreadlessRows
 
 
 def fmean(values: Any) -> float:
@@ -247,6 +248,7 @@ class History(dict):
         super().__init__()
         self.train_eval = TrainEvalPairs(train_eval_window)
         self.grad_norm_zeros = GradNormZeros()
+        self.spreadless = SpreadlessRows()
 
     def __missing__(self, name: str) -> Series:
         return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged

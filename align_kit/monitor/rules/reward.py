@@ -32,6 +32,7 @@ from align_kit.monitor.rules.base import (
 )
 from align_kit.monitor.rules.context import RunContext
 from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, flat_t, rise_t, rose
+from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
     AboveThreshold,
     NoSignal,
@@ -386,7 +387,7 @@ class _ShortPlateau(RewardPlateau):
     (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
     "{what}: {why}, nothing is learnt",
     reads=("loss", "grad_norm"),
-    memory=lambda s: Memory(tail=max(s.span, s.rows)),
+    memory=lambda s: Memory(head=PLATEAU_HEAD, tail=max(s.span, s.rows)),
     severity="failing",
     fixes=("fix_reward", "easier_data"),
     points=span_points,
@@ -395,10 +396,21 @@ class _ShortPlateau(RewardPlateau):
     shorten=lambda s, points: _no_signal_shortened(s, points),
 )
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
-    """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
-    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis). A row
-    whose reward_std is above zero has signal: the scale basis does not hold over a span holding one."""
+    """Three readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis) or on
+    most of the history's rows, `rows` at least (the `most` basis). A row whose reward_std is above zero has signal:
+    the scale basis does not hold over a span holding one. Groups flat because every completion reached the ceiling
+    are another state, saturation (`_saturated`): said so, at most a warning."""
+    return _saturation_said(_no_signal_read(s, history, context), s, history, context)
+
+
+def _no_signal_read(s: NoSignal, history: History, context: RunContext) -> Finding | None:
     spread = _no_spread(s, history)
+    if (spread is None or not spread.holds) and history.spreadless.most(s.rows):
+        counted = history.spreadless
+        what = f"reward_std <= {NO_SPREAD:g} on {counted.spreadless} of the {counted.rows} rows logging it (most)"
+        values = {"spreadless_rows": counted.spreadless, "rows": counted.rows}
+        spread = Finding(True, values, "reward_std", {"what": what, "basis": "most", "why": _ALIKE}, counted.rows)
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
@@ -419,11 +431,31 @@ def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | 
     return spread
 
 
+def _saturation_said(found: Finding | None, s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    if found is None or not found.holds or found.words.get("basis") == "scale" or not _saturated(s, history, context):
+        return found
+    why = (
+        "every group scores alike because the reward rose to its ceiling (saturated, not starved: the data is too "
+        "easy to learn more from)"
+    )
+    return replace(found, words={**found.words, "why": why, "state": "saturated"}, severity="warning")
+
+
+def _saturated(s: NoSignal, history: History, context: RunContext) -> bool:
+    """Flat groups at the ceiling: the recent rewards at the stated maximum (within `floor` of the range), or, with
+    no range stated, risen above the run's first points by RISE_T standard errors (a run that learned into it; one
+    flat from its start is no signal whatever its level)."""
+    rewards = history[TRAIN_REWARD]
+    recent = rewards.last(max(s.rows, PLATEAU_HEAD))
+    if len(recent) < 2 or rewards.count < 2 * PLATEAU_HEAD:
+        return False
+    if context.reward_scale_stated:
+        return min(recent) >= context.reward_max - s.floor * (context.reward_max - context.reward_min)
+    return rose(rewards.first[:PLATEAU_HEAD], recent)
+
+
 _NO_EARNING = "no completion earns anything"
 _ALIKE = "every completion of a group scores alike (no advantage, no policy gradient)"
-
-# A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
-NO_SPREAD = 1e-8
 
 
 def _no_signal_shortened(s: NoSignal, points: int) -> NoSignal | None:

@@ -157,3 +157,29 @@ def test_a_long_run_without_a_scale_declines_against_its_own_spread():
     inside = [{"reward": 0.9 if i < 30 else 0.7} for i in range(60)]
     (alert,) = [a for a in replay(inside, RunContext(reward_scale_stated=False))[1] if a.rule == "reward_decline"]
     assert (alert.step, alert.words["basis"]) == (41, "spread")
+
+
+def test_no_spread_on_most_of_the_history_is_no_signal_even_when_the_last_rows_are_not_all_flat():
+    # 20 rows, reward 0.44, reward_std 0.3 on rows 1, 6, 13 and 18, else 0. After row 12: 10 spreadless rows of
+    # 12 (rows 2-5, 7-12), more than half and 10 at least; the last 10 rows (3-12) hold row 6, so the last-rows
+    # reading does not hold: the `most` reading fires at step 12, failing.
+    rows = [{"reward": 0.44, "reward_std": 0.3 if i in (0, 5, 12, 17) else 0.0} for i in range(20)]
+    _, alerts = replay(rows, NO_RANGE)
+    (alert,) = [a for a in alerts if a.rule == "no_signal"]
+    assert (alert.step, alert.words["basis"], alert.severity) == (12, "most", "failing")
+    assert alert.values == {"spreadless_rows": 10, "rows": 12}
+
+
+def test_groups_flat_at_the_ceiling_the_run_rose_to_are_saturation_not_no_signal():
+    # 20 rows rising 0.1 -> 1.0 with spread, then 20 rows at 1.0 with reward_std 0: risen far above its first 10
+    # rows (no range stated), or at the stated maximum 1.0: saturated, a warning saying so.
+    rows = [{"reward": 0.1 + 0.045 * i, "reward_std": 0.3} for i in range(20)]
+    rows += [{"reward": 1.0, "reward_std": 0.0}] * 20
+    for context in (NO_RANGE, RunContext(reward_max=1.0)):
+        (alert,) = [a for a in replay(rows, context)[1] if a.rule == "no_signal"]
+        assert (alert.severity, alert.words["state"]) == ("warning", "saturated")
+        assert "saturated, not starved" in alert.message
+    # Flat at 1.0 with no spread from its first row: no signal whatever the level, failing.
+    flat = [{"reward": 1.0, "reward_std": 0.0}] * 40
+    (alert,) = [a for a in replay(flat, NO_RANGE)[1] if a.rule == "no_signal"]
+    assert alert.severity == "failing" and "state" not in alert.words
