@@ -19,10 +19,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from align_kit.doctor.advice import Advice, advise
+from align_kit.doctor.budget import inferred_budget
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
 from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
 from align_kit.monitor.rules import Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
+from align_kit.monitor.rules.base import MEAN_LENGTH, fmean
+from align_kit.monitor.rules.context import count
+from align_kit.monitor.rules.own_noise import RISE_T, rise_t
 from align_kit.monitor.settings import HealthMonitorConfig
 
 SCALE_FREE = (
@@ -82,6 +86,12 @@ class Replay:
         self.scale_stated = (
             reward_max if reward_max is not None else finite_number(stated.get("reward_max"))
         ) is not None
+        self.budget_note = ""
+        if max_completion_length is None and count(stated.get("max_completion_length")) is None:
+            inferred = inferred_budget(history.rows)  # no option, no statement: the lengths' own cap, said so
+            if inferred is not None:
+                max_completion_length, how = inferred
+                self.budget_note = f"length budget not stated: inferred as {max_completion_length} ({how})"
         self.context = RunContext.from_stated(stated, max_completion_length, reward_max, reward_min)
         self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
         self.alerts: list[Alert] = []
@@ -100,8 +110,12 @@ class Replay:
         self.alerts += self.monitor.finish()
         alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
         alerts = [_saturation_noted(alert) for alert in alerts]
+        learned = _rose_over_run(self.history)
+        if learned is not None:
+            alerts = [_cut_while_learning(alert, learned) for alert in alerts]
         coverage = list(self.monitor.coverage())
         notes = [SCALE_FREE] if not self.scale_stated and self.rewarded else []
+        notes += [self.budget_note] if self.budget_note else []
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
@@ -131,6 +145,39 @@ def _saturation_noted(alert: Alert) -> Alert:
     if alert.words.get("state") != "saturated" or alert.action == "log":
         return alert
     return replace(alert, action="log", message=f"{alert.message} [saturated: a state of a run that learned, a note]")
+
+
+# The rules that say completions are cut at the length budget.
+TRUNCATION_RULES = ("length_near_max", "length_pinned", "all_truncated")
+# Points of the reward at the run's start and at its end compared to tell whether it learned.
+ENDS = 10
+
+
+def _rose_over_run(history: RunHistory) -> float | None:
+    """Welch's t of the reward's last ENDS points over its first ENDS, when it rose by more than RISE_T (a run that
+    learned, on any scale) while the mean completion length's last ENDS points fell below its first ENDS (the cut
+    receding); None otherwise or with fewer than 2 x ENDS points of either."""
+    rewards, lengths = (
+        [row[name] for _, row in history.rows if math.isfinite(row.get(name, math.nan))]
+        for name in ("reward", MEAN_LENGTH)
+    )
+    if min(len(rewards), len(lengths)) < 2 * ENDS or fmean(lengths[-ENDS:]) >= fmean(lengths[:ENDS]):
+        return None
+    t = rise_t(rewards[:ENDS], rewards[-ENDS:])
+    return t if t > RISE_T else None
+
+
+def _cut_while_learning(alert: Alert, t: float) -> Alert:
+    """Completions cut at the budget in a run whose reward rose over the run: the cut did not stop it learning (as
+    in Unsloth's notebooks, cut at 200 tokens while the reward climbs), a note; where the reward is flat or falls,
+    the truncation stands as the rule's severity."""
+    if alert.rule not in TRUNCATION_RULES or alert.action == "log":
+        return alert
+    note = (
+        f" [the reward rose over the run (Welch t {t:.1f} of its last {ENDS} points over its first) and the lengths "
+        "came down from the budget: cut while it learns, a note]"
+    )
+    return replace(alert, action="log", message=alert.message + note)
 
 
 def _conclude(

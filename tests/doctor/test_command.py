@@ -30,7 +30,8 @@ def doctor(capsys, *argv: str) -> tuple[int, str, str]:
 
 # 10 rows, the reward rising 0.30 -> 0.57 by 0.03: its trend is judged (does it learn), nothing fires.
 HEALTHY = [
-    {"loss": 0.1, "grad_norm": 0.5, "reward": 0.30 + 0.03 * i, "completions/mean_length": 500.0} for i in range(10)
+    {"loss": 0.1, "grad_norm": 0.5, "reward": 0.30 + 0.03 * i, "completions/mean_length": 480.0 + 2 * i}
+    for i in range(10)
 ]
 # 3 rows flat at 0.5: too few points to judge whether the run learns; nothing fires, yet it is not shown healthy.
 TOO_SHORT = [{"loss": 0.1, "grad_norm": 0.5, "reward": 0.5, "completions/mean_length": 500.0}] * 3

@@ -16,11 +16,13 @@ from operator import mul
 FLAT_T = 2.0
 # A rise larger than this many standard errors is a rise (the same 5 %, one-sided 2.5 %).
 RISE_T = 2.0
+# A difference this small a share of the values is rounding (float64 rounds at about 1e-16 of a value).
+ROUNDING = 1e-9
 
 
 def flat_t(values: list[float]) -> float:
     """The slope's t over `values` (0 for a constant series, inf for an exact line)."""
-    return trend_t(values) if len(values) > 2 else 0.0
+    return trend_t(values) if len(values) > 2 and max(values) > min(values) else 0.0
 
 
 def is_flat(values: list[float]) -> bool:
@@ -31,8 +33,11 @@ def rise_t(early: list[float], recent: list[float]) -> float:
     """Welch's t of mean(recent) - mean(early); inf (or -inf, 0) when both are constant."""
     change = fmean(recent) - fmean(early)
     error = math.sqrt(_variance(early) / len(early) + _variance(recent) / len(recent))
+    # Within rounding of the values' size (the mean of 13 x 0.7 is not exactly 0.7): no change.
+    if abs(change) <= ROUNDING * max(abs(early[0]), abs(recent[-1]), 1e-300):
+        return 0.0
     if error == 0.0:
-        return math.copysign(math.inf, change) if change else 0.0
+        return math.copysign(math.inf, change)
     return change / error
 
 

@@ -31,7 +31,7 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
-from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, flat_t, rise_t, rose
+from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, ROUNDING, flat_t, rise_t, rose
 from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
     AboveThreshold,
@@ -171,10 +171,6 @@ def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -
         format_metric,
         {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
-
-
-# A share of the unit this small is rounding (float64 rounds a * x + b at about 1e-16 of its size).
-ROUNDING = 1e-9
 
 
 def _component_unit(history: History, context: RunContext, *components: Series) -> float:
