@@ -89,12 +89,13 @@ def _falling(high: float, low: float) -> list[dict[str, float]]:
 
 
 def test_rewards_without_a_stated_scale_are_judged_against_their_own_spread_in_0_1_or_not():
-    # No range stated, none assumed from the values: reward_decline reads the run's own spread. 4.0 x 20 then
-    # 1.0 x 20: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step
-    # 31). The same run on [0, 1] (0.8 then 0.2, i.e. x / 5): 0.8 - 0.03 j < 0.8 - 0.5 x 0.6 = 0.5 first at j = 11.
+    # No range stated, none assumed from the values: reward_decline reads the run's own noise. 4.0 x 20 then
+    # 1.0 x 20: after j low rows the latest 20 points (mean 4 - 0.15 j, variance j (20 - j) 9 / 380) lie below the
+    # first 20 (all 4.0) by 0.15 j / sqrt(j (20 - j) 9 / 7600) standard errors: 2.85 at j = 6, 3.20 at j = 7 (step
+    # 27), past FALL_T = 3. The same run on [0, 1] (0.8 then 0.2, i.e. x / 5): the same t, the same step.
     for high, low in ((4.0, 1.0), (0.8, 0.2)):
         diagnosis = diagnose(history(_falling(high, low)))
-        assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
+        assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 27, "spread")]
         coverage = {item.rule: item for item in diagnosis.coverage}
         assert coverage["reward_plateau"].judged and coverage["reward_decline"].judged  # on the run's own noise
         assert SCALE_FREE in diagnosis.notes

@@ -209,7 +209,7 @@ def _named(metric: str) -> str:
     "reward_decline",
     ("reward",),
     "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f}{how})",
-    memory=lambda s: Memory(tail=s.span, best_span=s.span),
+    memory=lambda s: Memory(head=s.span, tail=s.span, best_span=s.span),
     severity="failing",
     fixes=("lower_lr", "fewer_updates", "routing_replay"),
     points=span_points,
@@ -228,7 +228,9 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
         by_spread = best - SPREAD_DROP * (series.high - series.low)
         how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         values = {"latest": latest, "best": best, "threshold": by_spread}
-        return Finding(latest < by_spread, values, "reward", _spread(how))
+        if latest >= by_spread:  # or fell below its start by FALL_T standard errors (a noisy run falling throughout)
+            return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, how)
+        return Finding(True, values, "reward", _spread(how))
     values = {"latest": latest, "best": best, "threshold": threshold}
     return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
 
@@ -249,6 +251,19 @@ class _ShortDecline(RewardDecline):
     """reward_decline's settings at the end of a run shorter than its span (`span` = half the points logged)."""
 
 
+# With no range stated, a fall of the latest points below the first by this many standard errors (Welch's t) is a
+# decline: stricter than a rise's RISE_T, as the rule reads it at every point of a run.
+FALL_T = 3.0
+
+
+def _fell_on_own_noise(first: list[float], latest: list[float], values: dict[str, float], how: str) -> Finding:
+    fall = rise_t(first, latest) if len(first) >= 2 and len(latest) >= 2 else 0.0
+    values = {**values, "fall_t": fall}
+    if fall < -FALL_T:
+        how = f"; its latest {len(latest)} points below its first {len(first)} by {-fall:.1f} standard errors"
+    return Finding(fall < -FALL_T, values, "reward", _spread(how))
+
+
 # Without a reward scale, the run's own spread measures the fall: its smoothed reward must lose more than this share
 # of the range its rewards covered (a noisy flat run's window means move far less than its single points do).
 SPREAD_DROP = 0.5
@@ -265,7 +280,10 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
         by_spread = best - SPREAD_DROP * (max(values) - min(values))
         how = f"; it lost more than {SPREAD_DROP:g} of the {min(values):.3g}..{max(values):.3g} its rewards covered"
         values_out = {"latest": latest, "best": best, "threshold": by_spread}
-        return Finding(latest < by_spread, values_out, "reward", _spread(how), len(values))
+        if latest >= by_spread:
+            found = _fell_on_own_noise(values[: s.span], values[-s.span :], values_out, how)
+            return replace(found, points=len(values))
+        return Finding(True, values_out, "reward", _spread(how), len(values))
     values_out = {"latest": latest, "best": best, "threshold": by_scale}
     return Finding(latest < by_scale, values_out, "reward", {"basis": "scale", "how": ""}, len(values))
 

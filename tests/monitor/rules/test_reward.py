@@ -146,17 +146,19 @@ def test_a_short_run_declining_over_half_its_own_spread_is_reward_decline_whatev
 
 
 def test_a_long_run_without_a_scale_declines_against_its_own_spread():
-    # 60 rows, no range stated: 3.0 for 30 rows, then 1.0 (rewards leave [0, 1]). The 20-point mean first falls
-    # below best 3.0 - 0.5 x (3.0 - 1.0) = 2.0 at row 41 (10 x 3.0 + 10 x 1.0 averages exactly 2.0 at row 40).
-    rows = [{"reward": 3.0 if i < 30 else 1.0} for i in range(60)]
-    _, alerts = replay(rows, RunContext(reward_scale_stated=False))
+    # 60 rows, no range stated: 3.0 for 30 rows, then 1.0. The 20-point mean would fall below best
+    # 3.0 - 0.5 x (3.0 - 1.0) = 2.0 at row 41, but the latest 20 points fall below the first 20 (all 3.0) by more
+    # than 3 standard errors first: at row 37 (7 rows at 1.0), Welch's t is below -3, at row 36 not.
+    rewards = [3.0 if i < 30 else 1.0 for i in range(60)]
+    assert _welch(rewards[:20], rewards[17:37]) < -3.0 <= _welch(rewards[:20], rewards[16:36])
+    _, alerts = replay([{"reward": r} for r in rewards], RunContext(reward_scale_stated=False))
     (alert,) = [a for a in alerts if a.rule == "reward_decline"]
-    assert (alert.step, alert.words["basis"]) == (41, "spread")
-    # Rewards within [0, 1] are read the same way (no range is assumed from the values): 0.9 then 0.7, best
-    # 0.9 - 0.5 x 0.2 = 0.8, reached exactly at row 40 and passed at row 41.
+    assert (alert.step, alert.words["basis"]) == (37, "spread")
+    # Rewards within [0, 1] are read the same way (no range is assumed from the values): 0.9 then 0.7 is the run
+    # above mapped by 0.1 x + 0.6, the same step.
     inside = [{"reward": 0.9 if i < 30 else 0.7} for i in range(60)]
     (alert,) = [a for a in replay(inside, RunContext(reward_scale_stated=False))[1] if a.rule == "reward_decline"]
-    assert (alert.step, alert.words["basis"]) == (41, "spread")
+    assert (alert.step, alert.words["basis"]) == (37, "spread")
 
 
 def test_no_spread_on_most_of_the_history_is_no_signal_even_when_the_last_rows_are_not_all_flat():
@@ -183,3 +185,23 @@ def test_groups_flat_at_the_ceiling_the_run_rose_to_are_saturation_not_no_signal
     flat = [{"reward": 1.0, "reward_std": 0.0}] * 40
     (alert,) = [a for a in replay(flat, NO_RANGE)[1] if a.rule == "no_signal"]
     assert alert.severity == "failing" and "state" not in alert.words
+
+
+def _welch(first: list[float], latest: list[float]) -> float:
+    """Welch's t of mean(latest) - mean(first), by the statistics module (a second implementation)."""
+    import statistics
+
+    error = (statistics.variance(first) / len(first) + statistics.variance(latest) / len(latest)) ** 0.5
+    return (statistics.fmean(latest) - statistics.fmean(first)) / error
+
+
+def test_a_steady_fall_within_the_spread_declines_against_the_runs_own_noise():
+    # 40 rows, no range stated: -0.025 i with alternating noise +-0.3. The 20-point mean loses 0.5 of the
+    # 0.3..-1.275 its rewards cover (half of 1.575 is more), so the spread reading never fires; the latest 20
+    # points below the first 20 by more than 3 standard errors does, first where Welch's t crosses -3.
+    rewards = [-0.025 * i + 0.3 * (-1) ** i for i in range(40)]
+    alerts = [a for a in replay([{"reward": r} for r in rewards], NO_RANGE)[1] if a.rule == "reward_decline"]
+    (alert,) = alerts
+    step = alert.step
+    assert _welch(rewards[:20], rewards[step - 20 : step]) < -3.0 <= _welch(rewards[:20], rewards[step - 21 : step - 1])
+    assert alert.values["fall_t"] < -3.0 and alert.words["basis"] == "spread"
