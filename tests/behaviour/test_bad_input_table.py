@@ -902,9 +902,18 @@ LIFECYCLE = [
     (["sweep", "--status", "{data}/manifests/launches_text"], "launches is not a whole number"),
     (["sweep", "--status", "{data}/manifests/error_number"], "jobs[0].error is not text"),
 ]
+# The LM head's rows (model.lm_head_rows, align_kit/models/lm_head.py).
+LM_HEAD_ROWS = [
+    (
+        ["train", "model=hf", "model.name_or_path={data}", "model.lm_head_rows=prompt"],
+        "model.lm_head_rows=prompt: expected one of [completion, all]",
+    ),
+    (["train", "model=tiny", "+model.lm_head_rows=all"], "model.lm_head_rows"),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
+    + LM_HEAD_ROWS
     + TRAINER
     + TOP_LEVEL
     + DATA
