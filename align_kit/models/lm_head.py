@@ -5,7 +5,7 @@ whose label is kept, the completion tokens, when its Triton kernel runs (`compac
 every position, prompt and padding included, and zeroes the unused ones afterwards, because on Neuron a changing
 number of kept positions would change the tile shapes and recompile. A CPU compiles nothing. There the full
 projection is arithmetic nobody reads: on SmolLM2 (a 49,152-token vocabulary, 64-token prompts, 32-token completions)
-the head's forward and backward over every position were about an eighth of a GRPO step's work
+the head's forward and backward over every position were 14 % of a GRPO step's work
 (docs/real-model.md, "What a step costs"). The kept rows are the same rows either way, so the log-probabilities and
 entropies are the same numbers; the head's weight gradient sums fewer (zero) rows, which can change its last bit. A
 model node chooses it (`model.lm_head_rows`, hf and smollm2); model=tiny keeps TRL's path, so the parity test holds
