@@ -1,9 +1,9 @@
 """`align-kit doctor PATH...`: read each run's logged history, replay the health monitor's rules over it, print a
 verdict, the timeline of what fired, what could not be judged and the advice; `--json` for automation.
 
-Exit codes: 0 healthy, 1 warning, 3 failing (the worst run decides), 2 bad input (one line naming the file and what
-was expected; with --json also a JSON object with an "error" field on stdout, so a `| jq` consumer reads it). Only
-the standard library is imported at module level, so `align-kit doctor --help` answers at once.
+Exit codes: 0 healthy, 1 warning, 3 failing, 4 unjudged (the worst run decides), 2 bad input (one line naming the
+file and what was expected; with --json also a JSON object with an "error" field on stdout, so a `| jq` consumer
+reads it). Only the standard library is imported at module level, so `align-kit doctor --help` answers at once.
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from typing import NoReturn
 
 DESCRIPTION = """Diagnose GRPO runs from their logs, trained with align_kit, TRL, verl, OpenRLHF or anything that logs a
 CSV/JSONL: the live health monitor's rules replayed over the logged history (one implementation), a verdict
-(healthy / warning / failing), the timeline of what fired, the rules that could not judge and why, and advice in
-the run's own framework's terms, ordered by the tuning priorities of 18.3.8 (data > clipping > KL and learning
-rate > sampling).
+(healthy / warning / failing / unjudged), the timeline of what fired, the rules that could not judge and why, and
+advice in the run's own framework's terms, ordered by the tuning priorities of 18.3.8 (data > clipping > KL and
+learning rate > sampling).
 
 inputs (detected by content): an align_kit run or sweep folder, a TRL trainer_state.json (or an output or
 checkpoint folder holding one), a console log / SLURM output / notebook / pasted excerpt with TRL log dicts or
 verl step lines, a progress table (CSV or text), a W&B offline run folder, wandb:ENTITY/PROJECT/RUN_ID, a W&B CSV
 export, or any CSV/JSONL with --map."""
 
-EPILOG = """exit codes: 0 healthy, 1 warning, 3 failing, 4 unjudged (read, but no rule could judge), 2 bad input
+EPILOG = """exit codes: 0 healthy (whether it learns was judged, nothing fired), 1 warning, 3 failing, 4 unjudged
+(nothing fired, but whether it learns could not be judged), 2 bad input
 (with --json, also {"error": ...} on stdout); with several runs the worst verdict decides.
 files: read when they are regular files of at most 512 MiB (set ALIGN_KIT_DOCTOR_MAX_MB to raise the cap); a
 folder of more than 200 logs or TensorBoard runs is refused (ALIGN_KIT_DOCTOR_MAX_RUNS raises it), never read in part.

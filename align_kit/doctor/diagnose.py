@@ -1,14 +1,15 @@
 """A run's logged history replayed through the live health monitor (`align_kit.monitor.rules`, unchanged: one
 implementation of every rule), then a verdict, the timeline of what fired, which rules could judge and the advice.
 
-Verdict: failing when an alert of severity failing fired; warning when a warning fired; unjudged when the history was
-read but no rule could judge it (a healthy verdict the doctor never established is not given, nor a warning nothing
-raised); healthy otherwise, saying how many rules judged. Alerts whose
+Verdict: failing when an alert of severity failing fired; warning when a warning fired; unjudged when nothing fired
+but no rule could judge the history, or none could judge whether the run learns (its reward's trend: a healthy
+verdict the doctor never established is not given, nor a warning nothing raised); healthy otherwise, saying how many
+rules judged. The summary ends with the central questions answered and not (questions.py). Alerts whose
 action is `log` are notes: listed in the timeline, not counted in the verdict and not advised on.
 
-The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else, when every reward logged
-lies in [0, 1], [0, 1] is assumed and the diagnosis says so; else the rules that read rewards as shares of the
-range cannot judge, and the coverage says to pass --reward-max / --reward-min.
+The reward scale (`reward_min`, `reward_max`): what the caller or the log states; else none is assumed, whatever
+the rewards' values: the reward rules judge the run against its own noise (monitor/rules/own_noise.py), so a run
+gets the same verdict on any scale (a * reward + b, a > 0), and the notes say so.
 """
 
 from __future__ import annotations
@@ -18,22 +19,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from align_kit.doctor.advice import Advice, advise
+from align_kit.doctor.budget import inferred_budget
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
-from align_kit.monitor.rules import RULES, Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
+from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
+from align_kit.monitor.rules import Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
+from align_kit.monitor.rules.base import MEAN_LENGTH, fmean
+from align_kit.monitor.rules.context import count
+from align_kit.monitor.rules.own_noise import RISE_T, rise_t
 from align_kit.monitor.settings import HealthMonitorConfig
 
-# The rules whose thresholds are shares of the reward range (reward_max - reward_min).
-REWARD_SCALE_RULES = ("reward_plateau", "reward_decline", "no_signal")
-# Reward-scale rules that judge a run with no scale on its own spread instead (RunContext.reward_scale_stated).
-SPREAD_READERS = ("reward_decline",)
-# Rules whose words name the reward level (too easy / too hard): without a scale, the difficulty is unknown.
-DIFFICULTY_RULES = ("zero_std_groups", "zero_advantage")
-SCALE_UNKNOWN = "reward scale unknown: pass --reward-max/--reward-min"
+SCALE_FREE = (
+    "reward scale not stated: the reward rules judged the run against its own noise (a flat or rising reward by its "
+    "slope's standard error, a decline by the range its rewards covered), so the verdict is the same on any scale; "
+    "flat groups are not called too easy or too hard (pass --reward-max/--reward-min to judge shares of the range)"
+)
 # In the order the worst of several runs is taken: a run nothing judged outranks a healthy one (the set is not shown
 # healthy), a warning outranks both.
 VERDICTS = ("healthy", "unjudged", "warning", "failing")
-_RULE = {rule.name: rule for rule in RULES}
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Diagnosis:
     advice: list[Advice]
     notes: list[str] = field(default_factory=list)  # how the doctor read it (reward scale assumed, ...)
     context: RunContext | None = None
+    questions: dict[str, bool] = field(default_factory=dict)  # the central questions -> answered (questions.py)
 
     @property
     def counted(self) -> list[Alert]:
@@ -82,44 +86,36 @@ class Replay:
         self.scale_stated = (
             reward_max if reward_max is not None else finite_number(stated.get("reward_max"))
         ) is not None
+        self.budget_note = ""
+        if max_completion_length is None and count(stated.get("max_completion_length")) is None:
+            inferred = inferred_budget(history.rows)  # no option, no statement: the lengths' own cap, said so
+            if inferred is not None:
+                max_completion_length, how = inferred
+                self.budget_note = f"length budget not stated: inferred as {max_completion_length} ({how})"
         self.context = RunContext.from_stated(stated, max_completion_length, reward_max, reward_min)
         self.monitor = HealthMonitor(config or HealthMonitorConfig(), context=self.context)
         self.alerts: list[Alert] = []
-        self.low, self.high = math.inf, -math.inf  # the range of the rewards logged
+        self.rewarded = False  # whether a finite reward was logged
 
     def feed(self, rows: Iterable[tuple[int, Mapping[str, float]]]) -> list[Alert]:
         fired: list[Alert] = []
         for step, row in rows:
             reward = row.get("reward")
-            if reward is not None and math.isfinite(reward):
-                self.low, self.high = min(self.low, reward), max(self.high, reward)
+            self.rewarded = self.rewarded or (reward is not None and math.isfinite(reward))
             fired += self.monitor.update(step, row)
         self.alerts += fired
         return fired
 
-    @property
-    def scale_known(self) -> bool:
-        """The reward range is stated, or every reward logged lies in [0, 1] (or none was logged)."""
-        return self.scale_stated or self.high == -math.inf or (self.low >= 0.0 and self.high <= 1.0)
-
     def finish(self) -> Diagnosis:
         self.alerts += self.monitor.finish()
         alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
+        alerts = [_saturation_noted(alert) for alert in alerts]
+        learned = _rose_over_run(self.history)
+        if learned is not None:
+            alerts = [_cut_while_learning(alert, learned) for alert in alerts]
         coverage = list(self.monitor.coverage())
-        notes: list[str] = []
-        if not self.scale_stated and self.high != -math.inf:
-            if self.scale_known:
-                notes.append(
-                    "reward scale not stated: the rewards logged lie in [0, 1], so [0, 1] is assumed "
-                    "(pass --reward-max/--reward-min if it differs)"
-                )
-            else:
-                alerts, coverage = _without_scale(alerts, coverage)
-                unjudged = [item.rule for item in coverage if item.reason == SCALE_UNKNOWN]
-                notes.append(
-                    f"{SCALE_UNKNOWN} (rewards logged from {self.low:g} to {self.high:g})"
-                    + (f"; {', '.join(unjudged)} could not judge" if unjudged else "")
-                )
+        notes = [SCALE_FREE] if not self.scale_stated and self.rewarded else []
+        notes += [self.budget_note] if self.budget_note else []
         return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
 
 
@@ -143,27 +139,45 @@ def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
     return kept
 
 
-def _without_scale(alerts: list[Alert], coverage: list[RuleCoverage]) -> tuple[list[Alert], list[RuleCoverage]]:
-    """Drop what the reward range decided: the reward-scale rules' alerts, and the difficulty of flat groups."""
-    kept = []
-    for alert in alerts:
-        # no_signal's zero-spread reading and reward_decline's fall against the run's own spread need no scale.
-        if alert.rule in REWARD_SCALE_RULES and alert.words.get("basis") != "spread":
-            continue
-        if alert.rule in DIFFICULTY_RULES and alert.words.get("difficulty"):
-            words = {**alert.words, "difficulty": ""}
-            alert = replace(alert, words=words, fixes=_RULE[alert.rule].fixes_for(words))
-        kept.append(alert)
-    # Rules that judged on a reading needing no scale: those with alerts kept, and reward_decline, which reads the
-    # run's own spread whenever its rewards left [0, 1] with no range stated (the only case with no scale).
-    spread = {alert.rule for alert in kept} | set(SPREAD_READERS)
-    covered = [
-        replace(item, judged=False, fired=False, reason=SCALE_UNKNOWN)
-        if item.rule in REWARD_SCALE_RULES and item.rule not in spread
-        else item
-        for item in coverage
-    ]
-    return kept, covered
+def _saturation_noted(alert: Alert) -> Alert:
+    """Flat groups because every completion reached the ceiling (no_signal's `saturated` state): the run learned
+    what its data holds, a note saying so, not the verdict (the chapters' no signal is a run that never could learn)."""
+    if alert.words.get("state") != "saturated" or alert.action == "log":
+        return alert
+    return replace(alert, action="log", message=f"{alert.message} [saturated: a state of a run that learned, a note]")
+
+
+# The rules that say completions are cut at the length budget.
+TRUNCATION_RULES = ("length_near_max", "length_pinned", "all_truncated")
+# Points of the reward at the run's start and at its end compared to tell whether it learned.
+ENDS = 10
+
+
+def _rose_over_run(history: RunHistory) -> float | None:
+    """Welch's t of the reward's last ENDS points over its first ENDS, when it rose by more than RISE_T (a run that
+    learned, on any scale) while the mean completion length's last ENDS points fell below its first ENDS (the cut
+    receding); None otherwise or with fewer than 2 x ENDS points of either."""
+    rewards, lengths = (
+        [row[name] for _, row in history.rows if math.isfinite(row.get(name, math.nan))]
+        for name in ("reward", MEAN_LENGTH)
+    )
+    if min(len(rewards), len(lengths)) < 2 * ENDS or fmean(lengths[-ENDS:]) >= fmean(lengths[:ENDS]):
+        return None
+    t = rise_t(rewards[:ENDS], rewards[-ENDS:])
+    return t if t > RISE_T else None
+
+
+def _cut_while_learning(alert: Alert, t: float) -> Alert:
+    """Completions cut at the budget in a run whose reward rose over the run: the cut did not stop it learning (as
+    in Unsloth's notebooks, cut at 200 tokens while the reward climbs), a note; where the reward is flat or falls,
+    the truncation stands as the rule's severity."""
+    if alert.rule not in TRUNCATION_RULES or alert.action == "log":
+        return alert
+    note = (
+        f" [the reward rose over the run (Welch t {t:.1f} of its last {ENDS} points over its first) and the lengths "
+        "came down from the budget: cut while it learns, a note]"
+    )
+    return replace(alert, action="log", message=alert.message + note)
 
 
 def _conclude(
@@ -178,6 +192,7 @@ def _conclude(
     judged = sum(item.judged for item in coverage)
     failing = sorted({alert.rule for alert in counted if alert.severity == "failing"})
     warning = sorted({alert.rule for alert in counted if alert.severity != "failing"})
+    answers = answered(coverage)
     if failing:
         verdict, summary = (
             "failing",
@@ -188,15 +203,22 @@ def _conclude(
     elif not judged:
         verdict = "unjudged"
         summary = f"unjudged: read, but no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
+    elif not answers[LEARNS]:  # nothing fired, but nothing judged the trend either: not shown healthy
+        verdict = "unjudged"
+        summary = (
+            f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but whether the run learns could "
+            f"not be judged ({why_unanswered(LEARNS, coverage)})"
+        )
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"
+    summary = f"{summary}; {questions_line(answers)}"
     setup = context
     if setup.learning_rate is None:  # the learning rate the run logged last, when the log states none
         last = next((row["learning_rate"] for _, row in reversed(history.rows) if "learning_rate" in row), None)
         if last is not None and math.isfinite(last) and last > 0:
             setup = replace(setup, learning_rate=last)
     advice = advise(((alert.rule, tuple(alert.fixes)) for alert in counted), history.framework, setup)
-    return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context)
+    return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context, answers)
 
 
 def diagnose(

@@ -1,7 +1,8 @@
 """The doctor's report: a text report per run, a summary table when there are several, and the `--json` document.
 
 JSON (`to_json`): one object `{"schema": 1, "verdict": <worst>, "exit_code": <n>, "runs": [...]}`; each run:
-`name`, `source`, `format`, `framework`, `rows`, `steps` ([first, last] or null), `verdict`, `summary`,
+`name`, `source`, `format`, `framework`, `rows`, `steps` ([first, last] or null), `verdict`, `summary`, `questions`
+(each central question -> whether it was answered),
 `alerts` (each `step`, `rule`, `severity`, `action`, `metric`, `first_step`, `points`, `values`, `message`,
 `fixes`), `coverage` (each `rule`, `judged`, `fired`, `reason`, `missing`), `advice` (each `fix`, `priority`,
 `text`, `rules`), `mapping` (source key -> concept), `unmapped`, `notes`, `artefacts`, `figure` (path or null).
@@ -205,6 +206,7 @@ def run_dict(diagnosis: Diagnosis, figure: str | None = None) -> dict[str, Any]:
             "steps": list(span) if span else None,
             "verdict": diagnosis.verdict,
             "summary": diagnosis.summary,
+            "questions": dict(diagnosis.questions),
             "alerts": [
                 {
                     "step": alert.step,

@@ -12,6 +12,7 @@ from typing import Literal
 from align_kit.core.contracts import ModelNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import knob
+from align_kit.models.lm_head import CompletionOnlyHead
 from align_kit.models.tiny import LoadedPolicy
 
 # What a folder saved with save_pretrained holds besides config.json: any one of each.
@@ -25,6 +26,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 Dtype = Literal["float32", "bfloat16", "float16", "auto", "by_device"]
+HeadRows = Literal["completion", "all"]
 
 
 def looks_like_local_path(name: str) -> bool:
@@ -48,6 +50,12 @@ class HFModel(ModelNode):
         "float32",
         help="The dtype the weights load in (from_pretrained's dtype); float32 trains as the tiny models do, auto "
         "takes the checkpoint's own, by_device is bfloat16 when a GPU is visible and float32 on a CPU.",
+    )
+    lm_head_rows: HeadRows = knob(
+        "completion",
+        help="The positions TRL's fused LM head projects in the trainer's forwards: completion (the tokens scored, "
+        "as TRL does on a GPU) or all (TRL's path on a CPU: every prompt and padding position too, then discarded; "
+        "the same log-probs for more work, and TRL's gradients bit for bit).",
     )
     trust_remote_code: bool = knob(
         False,
@@ -225,6 +233,9 @@ class HFModel(ModelNode):
             info["pad_token"] = "eos"
         info.update(source=path, parameters=sum(p.numel() for p in model.parameters()), dtype=str(model.dtype))
         return LoadedPolicy(model=model, tokenizer=tokenizer, path=path, info=info)
+
+    def trainer_hooks(self) -> list:
+        return [CompletionOnlyHead()] if self.lm_head_rows == "completion" else []
 
     def load_dtype(self) -> str:
         if self.dtype != "by_device":

@@ -1106,9 +1106,18 @@ SLURM_COUNTS = [
         "hydra.launcher.signal_delay_s=600 is not shorter than hydra.launcher.timeout_min=10 (600 s)",
     ),
 ]
+# The LM head's rows (model.lm_head_rows, align_kit/models/lm_head.py).
+LM_HEAD_ROWS = [
+    (
+        ["train", "model=hf", "model.name_or_path={data}", "model.lm_head_rows=prompt"],
+        "model.lm_head_rows=prompt: expected one of [completion, all]",
+    ),
+    (["train", "model=tiny", "+model.lm_head_rows=all"], "model.lm_head_rows"),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
+    + LM_HEAD_ROWS
     + TRAINER
     + TOP_LEVEL
     + DATA

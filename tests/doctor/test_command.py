@@ -28,7 +28,13 @@ def doctor(capsys, *argv: str) -> tuple[int, str, str]:
     return exit_info.value.code, out, err
 
 
-HEALTHY = [{"loss": 0.1, "grad_norm": 0.5, "reward": 0.5, "completions/mean_length": 500.0}] * 3
+# 10 rows, the reward rising 0.30 -> 0.57 by 0.03: its trend is judged (does it learn), nothing fires.
+HEALTHY = [
+    {"loss": 0.1, "grad_norm": 0.5, "reward": 0.30 + 0.03 * i, "completions/mean_length": 480.0 + 2 * i}
+    for i in range(10)
+]
+# 3 rows flat at 0.5: too few points to judge whether the run learns; nothing fires, yet it is not shown healthy.
+TOO_SHORT = [{"loss": 0.1, "grad_norm": 0.5, "reward": 0.5, "completions/mean_length": 500.0}] * 3
 FAILING = [{"loss": 0.1, "grad_norm": 0.5}, {"loss": math.nan, "grad_norm": 0.5}]
 
 
@@ -39,6 +45,7 @@ FAILING = [{"loss": 0.1, "grad_norm": 0.5}, {"loss": math.nan, "grad_norm": 0.5}
         # Mean length 500 >= (1 - 0.05) x 512 = 486.4: length_near_max (a warning) fires once the budget is known.
         (HEALTHY, ["--max-completion-length", "512"], 1, "warning"),
         (FAILING, [], 3, "failing"),
+        (TOO_SHORT, [], 4, "unjudged: nothing fired (2 of 29 rules judged), but whether the run learns could not"),
         # Only the learning rate logged: read, but no rule reads it.
         ([{"learning_rate": 1e-6}] * 3, [], 4, "unjudged"),
     ],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from align_kit.doctor.diagnose import SCALE_UNKNOWN, diagnose, worst
+from align_kit.doctor.diagnose import SCALE_FREE, diagnose, worst
 from align_kit.monitor.rules import RunContext
 from tests.doctor.histories import history, series
 
@@ -35,7 +35,11 @@ def test_healthy_says_how_many_rules_judged():
     judged = sum(item.judged for item in diagnosis.coverage)
     assert diagnosis.verdict == "healthy" and diagnosis.exit_code == 0
     assert judged >= 4  # non_finite, entropy_collapse, entropy_drop, entropy_decline, reward_decline at least
-    assert diagnosis.summary == f"healthy: {judged} of {len(diagnosis.coverage)} rules judged, none fired"
+    # Reward (30 points): does it learn; grad_norm: signal; entropy; loss: stable (non_finite); no length logged.
+    assert diagnosis.summary == (
+        f"healthy: {judged} of {len(diagnosis.coverage)} rules judged, none fired; answered: does it learn, is there "
+        "signal, is entropy collapsing, is it stable; not answered: is it truncated"
+    )
 
 
 def test_a_log_action_alert_is_a_note():
@@ -44,7 +48,14 @@ def test_a_log_action_alert_is_a_note():
     # threshold 0.5 and the drop threshold 0.5 x 1.0 are never crossed (lowest mean 0.55).
     diagnosis = diagnose(history(series("entropy", [1.0] * 10 + [0.55] * 10, loss=0.1)))
     assert [(a.rule, a.step, a.action) for a in diagnosis.alerts] == [("entropy_decline", 19, "log")]
-    assert diagnosis.verdict == "healthy" and diagnosis.counted == [] and diagnosis.advice == []
+    assert diagnosis.counted == [] and diagnosis.advice == []
+    # Nothing counted, but no reward is logged: whether the run learns was not judged, so it is not shown healthy.
+    assert diagnosis.verdict == "unjudged" and diagnosis.exit_code == 4
+    assert diagnosis.summary.startswith("unjudged: nothing fired (")
+    assert "but whether the run learns could not be judged (reward_decline, reward_plateau: lacks reward)" in (
+        diagnosis.summary
+    )
+    assert diagnosis.summary.endswith("not answered: does it learn, is there signal, is it truncated")
 
 
 def test_clip_higher_already_on_advises_a_higher_eps_high_in_trl_terms():
@@ -77,23 +88,17 @@ def _falling(high: float, low: float) -> list[dict[str, float]]:
     return series("reward", [high] * 20 + [low] * 20, loss=0.1)
 
 
-def test_rewards_in_0_1_assume_that_scale_and_say_so():
-    # 0.8 x 20 then 0.2 x 20: the 20-point mean after j low rows is 0.8 - 0.03 j, below best 0.8 - 0.1 x 1 = 0.7
-    # first at j = 4 (step 24).
-    diagnosis = diagnose(history(_falling(0.8, 0.2)))
-    assert [(a.rule, a.step) for a in diagnosis.alerts] == [("reward_decline", 24)]
-    assert any("[0, 1] is assumed" in note for note in diagnosis.notes)
-
-
-def test_rewards_outside_0_1_without_a_scale_are_judged_only_against_their_own_spread():
-    # No scale: the scale-based readings cannot judge (reward_plateau), but reward_decline reads the run's own
-    # spread: the 20-point mean 4 - 0.15 j falls below best 4.0 - 0.5 x (4.0 - 1.0) = 2.5 first at j = 11 (step 31).
-    diagnosis = diagnose(history(_falling(4.0, 1.0)))
-    assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 31, "spread")]
-    coverage = {item.rule: item for item in diagnosis.coverage}
-    assert not coverage["reward_plateau"].judged and coverage["reward_plateau"].reason == SCALE_UNKNOWN
-    assert coverage["reward_decline"].judged  # on the spread
-    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+def test_rewards_without_a_stated_scale_are_judged_against_their_own_spread_in_0_1_or_not():
+    # No range stated, none assumed from the values: reward_decline reads the run's own noise. 4.0 x 20 then
+    # 1.0 x 20: after j low rows the latest 20 points (mean 4 - 0.15 j, variance j (20 - j) 9 / 380) lie below the
+    # first 20 (all 4.0) by 0.15 j / sqrt(j (20 - j) 9 / 7600) standard errors: 2.85 at j = 6, 3.20 at j = 7 (step
+    # 27), past FALL_T = 3. The same run on [0, 1] (0.8 then 0.2, i.e. x / 5): the same t, the same step.
+    for high, low in ((4.0, 1.0), (0.8, 0.2)):
+        diagnosis = diagnose(history(_falling(high, low)))
+        assert [(a.rule, a.step, a.words["basis"]) for a in diagnosis.alerts] == [("reward_decline", 27, "spread")]
+        coverage = {item.rule: item for item in diagnosis.coverage}
+        assert coverage["reward_plateau"].judged and coverage["reward_decline"].judged  # on the run's own noise
+        assert SCALE_FREE in diagnosis.notes
 
 
 def test_a_stated_scale_judges_them():
@@ -103,7 +108,7 @@ def test_a_stated_scale_judges_them():
     assert diagnosis.verdict == "failing"
     same = diagnose(history(_falling(4.0, 1.0), context={"reward_max": 5.0}))
     assert [(a.rule, a.step) for a in same.alerts] == [("reward_decline", 24)]
-    assert not any(SCALE_UNKNOWN in note for note in same.notes)
+    assert SCALE_FREE not in same.notes
 
 
 def test_run_context_from_what_the_log_states():
@@ -128,11 +133,15 @@ def test_the_worst_verdict_decides():
 
 
 def test_one_row_at_the_reward_minimum_with_every_group_flat_fails():
-    # A pasted excerpt of one row: reward 0.0 (the minimum of [0, 1]) and every group flat (1.0).
-    diagnosis = diagnose(history([{"reward": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0}]))
+    # A pasted excerpt of one row: reward 0.0, the minimum of the stated [0, 1], and every group flat (1.0).
+    row = {"reward": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0}
+    diagnosis = diagnose(history([row], context={"reward_max": 1.0, "reward_min": 0.0}))
     assert diagnosis.verdict == "failing"
     assert "no_signal" in {alert.rule for alert in diagnosis.counted}
     assert diagnosis.advice[0].priority == 1  # a data fix first (18.3.8)
+    # With no range stated, 0.0 is no known minimum: every group flat on one batch, not yet sustained, a warning.
+    (alert,) = [alert for alert in diagnose(history([row])).counted if alert.rule == "no_signal"]
+    assert (alert.severity, alert.words["basis"]) == ("warning", "spread")
 
 
 def test_a_converging_run_is_healthy_with_a_note():
@@ -150,7 +159,7 @@ def test_an_alert_the_rest_of_the_run_reversed_is_a_recovered_note():
     # both false again at step 24 (tests/monitor/rules/test_entropy.py works the numbers): notes, verdict healthy.
     rows = [{"entropy": value} for value in [1.0] * 10 + [0.25] * 10 + [1.0] * 10]
     diagnosis = diagnose(history(rows))
-    assert diagnosis.verdict == "healthy"
+    assert diagnosis.counted == [] and diagnosis.verdict == "unjudged"  # no reward: learning not judged
     drop = next(alert for alert in diagnosis.alerts if alert.rule == "entropy_drop")
     assert drop.action == "log" and drop.message.endswith(
         "[recovered: an episode from step 17 to 24, which the rest of the run reversed]"
@@ -158,12 +167,11 @@ def test_an_alert_the_rest_of_the_run_reversed_is_a_recovered_note():
 
 
 def test_no_reward_spread_fails_without_a_reward_scale():
-    # Rewards 3.0 outside [0, 1] and no scale stated: the scale rules cannot judge, but reward_std 0 on two rows is
-    # no signal whatever the scale.
+    # Rewards 3.0 and no scale stated: reward_std 0 on two rows is no signal whatever the scale.
     rows = [{"reward": 3.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0, "loss": 0.0, "grad_norm": 0.0}] * 2
     diagnosis = diagnose(history(rows))
     assert diagnosis.verdict == "failing" and "no_signal" in diagnosis.summary
-    assert any(SCALE_UNKNOWN in note for note in diagnosis.notes)
+    assert SCALE_FREE in diagnosis.notes
 
 
 def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not_failing():
@@ -173,4 +181,15 @@ def test_format_outpacing_an_accuracy_that_rose_over_the_whole_run_is_a_note_not
     diagnosis = diagnose(history(rows))
     (alert,) = [a for a in diagnosis.alerts if a.rule == "reward_collapse"]
     assert alert.action == "log" and "[recovered: an episode from step 20 to 60" in alert.message
-    assert diagnosis.verdict == "healthy"
+    assert diagnosis.counted == [] and diagnosis.verdict == "unjudged"  # no total reward logged
+
+
+def test_saturation_is_a_note_and_the_run_is_judged_on_the_rest():
+    # Rising 0.1 -> 0.955 with spread, then flat at 1.0 with reward_std 0 (every group solved): no_signal's saturated
+    # state is a note; the reward rose, so no plateau; nothing counted, the run learns: healthy.
+    rows = [{"reward": 0.1 + 0.045 * i, "reward_std": 0.3, "loss": 0.1} for i in range(20)]
+    rows += [{"reward": 1.0, "reward_std": 0.0, "loss": 0.0}] * 20
+    diagnosis = diagnose(history(rows))
+    (alert,) = [a for a in diagnosis.alerts if a.rule == "no_signal"]
+    assert alert.action == "log" and alert.message.endswith("[saturated: a state of a run that learned, a note]")
+    assert diagnosis.counted == [] and diagnosis.verdict == "healthy"

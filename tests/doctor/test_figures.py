@@ -13,9 +13,10 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_sheet_is_written_with_the_implicated_metrics(tmp_path):
-    # The reward held at 0.6: stalled (entropy_collapse, not convergence) but in the upper half (no reward_plateau).
+    # The reward held at 0.6: stalled (entropy_collapse, not convergence) but in the upper half of the stated [0, 1]
+    # (no reward_plateau).
     rows = series("entropy", [1.0] * 10 + [0.3] * 10, loss=0.1, reward=0.6)
-    diagnosis = diagnose(history(rows, name="job/0"))
+    diagnosis = diagnose(history(rows, name="job/0", context={"reward_max": 1.0, "reward_min": 0.0}))
     assert implicated(diagnosis) == ["entropy"]  # every alert read entropy
     [path] = write_figures([diagnosis], tmp_path / "figs")
     assert path == tmp_path / "figs" / "job_0.png"

@@ -111,13 +111,14 @@ def test_a_file_rewritten_by_a_new_run_is_followed_from_its_first_row(tmp_path):
     # where the file read whole (the new run) is failing.
     path = tmp_path / "train.jsonl"
     diagnoses, lines = _follow_with_rewrite(path, _rows([0.5] * 5), _rows([float("nan")] * 3), at_look=2)
-    assert [d.verdict for d in diagnoses] == ["healthy", "failing"]
+    # The old run's five equal rewards are flat on their own noise and never rose: a plateau, a warning.
+    assert [d.verdict for d in diagnoses] == ["warning", "failing"]
     assert [[step for step, _ in d.history.rows] for d in diagnoses] == [[1, 2, 3, 4, 5], [1, 2, 3]]
     [said] = [line for line in lines if "rewritten by a new run" in line]
     # Each line is 58 bytes ('{"step": 1, "loss": 0.1, "grad_norm": 0.5, "reward": 0.5}' and a newline; NaN is
     # also 3 characters): 5 x 58 = 290 shrank to 3 x 58 = 174.
     assert "(it shrank from 290 to 174 bytes)" in said
-    assert "the run followed so far (steps 1-5) ends healthy" in said
+    assert "the run followed so far (steps 1-5) ends warning" in said
     assert [line for line in lines if line.startswith("step ")][0].startswith("step 1: failing non_finite")
     assert diagnoses[0].history.name == "train (before the rewrite)"
 

@@ -21,7 +21,10 @@ def test_the_text_report_states_verdict_source_mapping_timeline_coverage_and_adv
     text = render(diagnose(run))
     lines = text.splitlines()
     assert lines[0] == "== collapse"
-    assert lines[1] == "verdict: failing: entropy_collapse; warnings: entropy_drop"
+    assert lines[1] == (
+        "verdict: failing: entropy_collapse; warnings: entropy_drop; answered: is entropy collapsing, is it stable; "
+        "not answered: does it learn, is there signal, is it truncated"
+    )
     assert "20 logged rows, steps 1-20" in lines[2] and "as trl_state" in lines[2]
     assert "  - steps from --logging-steps 1" in lines
     assert "  entropy -> entropy" in lines and "  not mapped (no rule reads them): step_time" in lines
@@ -50,7 +53,7 @@ def test_the_summary_table_has_one_line_per_run():
     assert table[0].split() == ["run", "format", "rows", "verdict", "fired", "judged"]
     assert table[2].split()[:4] == ["a", "trl_state", "20", "failing"]
     assert "entropy_collapse, entropy_drop" in table[2]
-    assert table[3].split()[:5] == ["b", "trl_state", "1", "healthy", "-"]
+    assert table[3].split()[:5] == ["b", "trl_state", "1", "unjudged", "-"]  # no reward: learning not judged
 
 
 def test_json_is_one_strict_document_with_stable_keys():
@@ -59,9 +62,17 @@ def test_json_is_one_strict_document_with_stable_keys():
     assert document["schema"] == 1 and document["verdict"] == "failing" and document["exit_code"] == 3
     first = document["runs"][0]
     assert set(first) == {
-        "name", "source", "format", "framework", "rows", "steps", "verdict", "summary", "alerts", "coverage",
-        "advice", "mapping", "unmapped", "notes", "artefacts", "figure",
+        "name", "source", "format", "framework", "rows", "steps", "verdict", "summary", "questions", "alerts",
+        "coverage", "advice", "mapping", "unmapped", "notes", "artefacts", "figure",
     }  # fmt: skip
+    # loss and grad_norm only: stable (non_finite) and signal (grad_norm_vanishing) can judge, the rest cannot.
+    assert first["questions"] == {
+        "does it learn": False,
+        "is there signal": True,
+        "is it truncated": False,
+        "is entropy collapsing": False,
+        "is it stable": True,
+    }
     assert first["figure"] == "doctor/nan.png" and document["runs"][1]["figure"] is None
     assert first["steps"] == [1, 1] and first["rows"] == 1
     alert = first["alerts"][0]

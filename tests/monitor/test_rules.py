@@ -558,11 +558,12 @@ def test_the_monitor_keeps_what_its_windows_read_however_long_the_run(configs):
     assert monitor.history["entropy"].count == 10_000
     assert kept(monitor) == at_1k
     # By hand from conf/monitor/default.yaml: entropy's first 10 (collapse, decline) and its last 100 + 10
-    # (entropy_drop's window_steps plus a span); reward's first 10 and last 110, the same (the entropy rules read
-    # its progress over their points; plateau reads 100); the length's
+    # (entropy_drop's window_steps plus a span); reward's first 20 (reward_decline's first span, its fall read
+    # against the run's own noise) and last 110 (the entropy rules read its progress over their points; plateau
+    # reads 100); the length's
     # first 10 (length_growth); clip ratio's last 2 x 10 (clip_ratio_zero); the zero-advantage share's last 40.
     assert at_1k["entropy"] == (10, 110, 110)
-    assert at_1k["reward"] == (10, 110, 110)
+    assert at_1k["reward"] == (20, 110, 110)
     assert at_1k["completions/mean_length"] == (10, 10, 10)
     assert at_1k["clip_ratio/region_mean"] == (0, 20, 20)
     assert at_1k["adv/zero_std_fraction"] == (0, 40, 40)

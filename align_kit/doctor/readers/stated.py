@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from align_kit.doctor.budget import stated_budget
+
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])"
 _WORD = r"['\"]?([a-z_]+)['\"]?"
 _BOUNDARY = re.compile(r"[\w.-]")
@@ -156,5 +158,8 @@ def stated_context(text: str, framework: str) -> tuple[dict[str, Any], list[str]
             context["beta"] = 0.0  # no KL loss, whatever kl_loss_coef says
         found.append(use_kl.group(0))
     _facts(text, framework, context, found)
+    if "max_completion_length" not in context and (budget := stated_budget(text)) is not None:
+        context["max_completion_length"], statement = budget  # a notebook cell's `max_completion_length = 200`
+        found.append(statement)
     notes = [f"setup stated in the log: {', '.join(found)}"] if found else []
     return context, notes

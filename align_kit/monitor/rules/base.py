@@ -14,8 +14,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
-from operator import mul
 from typing import TYPE_CHECKING, Any
+
+from align_kit.monitor.rules.own_noise import RISE_T, rise_t
+from align_kit.monitor.rules.spreadless import SpreadlessRows
 
 
 def fmean(values: Any) -> float:
@@ -246,6 +248,7 @@ class History(dict):
         super().__init__()
         self.train_eval = TrainEvalPairs(train_eval_window)
         self.grad_norm_zeros = GradNormZeros()
+        self.spreadless = SpreadlessRows()
 
     def __missing__(self, name: str) -> Series:
         return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
@@ -310,24 +313,6 @@ def first_logged(history: History, names: tuple[str, ...]) -> str:
         if history[name].count:
             return name
     return names[0]
-
-
-def trend_t(values: list[float]) -> float:
-    """The t-statistic of the least-squares slope of `values` against their index (inf for an exact line).
-
-    In closed form over the index 0..n-1: Sxx = n (n^2 - 1) / 12, Sxy = sum(x y) - n mean_x mean_y, the residual sum
-    of squares Syy - slope Sxy; a residual within rounding of 0 (1e-12 of Syy) is an exact line."""
-    n = len(values)
-    mean_y = fmean(values)
-    sxx = n * (n * n - 1) / 12
-    centred = [y - mean_y for y in values]
-    sxy = math.fsum(map(mul, range(n), centred))  # sum((x - mean_x)(y - mean_y)) = sum(x (y - mean_y))
-    syy = math.fsum(map(mul, centred, centred))
-    slope = sxy / sxx
-    residual_ss = syy - slope * sxy
-    if residual_ss <= 1e-12 * syy or syy == 0:
-        return math.copysign(math.inf, slope) if slope else 0.0
-    return slope / math.sqrt(residual_ss / (n - 2) / sxx)
 
 
 # FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on
@@ -486,12 +471,15 @@ class Progress:
     early: float
     recent: float
     scale: float  # its range: 1 for the accuracy, reward_max - reward_min for the reward
+    rise_t: float | None = None  # a reward with no stated range: the rise against its own noise (own_noise.py)
 
     @property
     def change(self) -> float:
         return self.recent - self.early
 
     def rose(self, share: float) -> bool:
+        if self.rise_t is not None:
+            return self.rise_t > RISE_T
         return self.change > share * self.scale
 
 
@@ -506,5 +494,7 @@ def progress(history: History, context: RunContext, span: int, since: int | None
             values = [value for step, value in zip(series.steps, series.values, strict=True) if step >= since]
             values, recent, count = values[:span], values[-span:], len(values)
         if count >= 2 and values and scale > 0:
+            if name == TRAIN_REWARD and not context.reward_scale_stated:
+                return Progress(name, fmean(values), fmean(recent), scale, rise_t(values, recent))
             return Progress(name, fmean(values), fmean(recent), scale)
     return None

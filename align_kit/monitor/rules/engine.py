@@ -104,6 +104,7 @@ class HealthMonitor:
         if EVAL_REWARD in present:
             self.history.train_eval.add_eval(present[EVAL_REWARD])
         self.history.grad_norm_zeros.add(metrics)
+        self.history.spreadless.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
         history, context, judged, in_episode = self.history, self.context, self._judged, self._in_episode
@@ -281,6 +282,7 @@ class HealthMonitor:
             "series": {name: series.state_dict() for name, series in self.history.items()},
             "train_eval": self.history.train_eval.state_dict(),
             "grad_norm_zeros": self.history.grad_norm_zeros.state_dict(),
+            "spreadless": self.history.spreadless.state_dict(),
             "judged": sorted(self._judged),
             "fired": sorted(self._fired),
             "seen": sorted(self._seen),
@@ -305,6 +307,8 @@ class HealthMonitor:
         # Saved before these were kept: what the series say.
         if "grad_norm_zeros" in state:
             self.history.grad_norm_zeros.load_state_dict(state["grad_norm_zeros"])
+        if "spreadless" in state:  # states saved before it was counted start it from 0
+            self.history.spreadless.load_state_dict(state["spreadless"])
         self._judged, self._fired = set(state.get("judged", ())), set(state.get("fired", ()))
         self._seen = set(state.get("seen", state["series"]))
         self.history.step = state.get("step", 0)

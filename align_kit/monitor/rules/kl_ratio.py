@@ -21,10 +21,10 @@ from align_kit.monitor.rules.base import (
     register,
     rule,
     span_points,
-    trend_t,
     window_points,
 )
 from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.own_noise import is_flat, trend_t
 from align_kit.monitor.settings import (
     ClipRatioZero,
     KlRisingFlatReward,
@@ -86,10 +86,13 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
         if len(window) < 4:
             return None
     first, second, growth = halves_growth(window)
-    reward_change = half_change(reward.last(s.window))
+    rewards = reward.last(s.window)
+    reward_change = half_change(rewards)
     flat = s.tolerance * (context.reward_max - context.reward_min)
+    # No range stated: the reward is flat when its slope is within its own noise (own_noise.py), on any scale.
     # The trend is read only where the halves and the reward already say a drift (its cost is the window's).
-    candidate = growth > s.rise and abs(reward_change) <= flat
+    reward_flat = growth > s.rise and (abs(reward_change) <= flat if context.reward_scale_stated else is_flat(rewards))
+    candidate = growth > s.rise and reward_flat
     trend = trend_t(window) if candidate and len(window) > 2 else 0.0
     values = {
         "kl_first_half": first,
@@ -98,7 +101,7 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
         "reward_change": reward_change,
         "flat": flat,
     }
-    holds = growth > s.rise and trend >= s.min_t and abs(reward_change) <= flat
+    holds = growth > s.rise and trend >= s.min_t and reward_flat
     # Read without its start-up, a rise is a drift only once the KL is far from the reference.
     holds = holds and (s.skip_start or second >= s.far)
     return Finding(holds, values, "kl", points=len(window))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
@@ -17,6 +18,7 @@ from align_kit.monitor.rules.base import (
     History,
     Memory,
     Rule,
+    Series,
     first_logged,
     fmean,
     half_change,
@@ -29,6 +31,8 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, ROUNDING, flat_t, rise_t, rose
+from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
     AboveThreshold,
     NoSignal,
@@ -46,7 +50,7 @@ def _difficulty(history: History, context: RunContext, flat: float, span: int) -
     all score the maximum has its reward at least `flat` of the way up the range, one whose flat groups all score
     the minimum at most 1 - `flat`: the reward's level over the same points says which, "" when both or neither."""
     rewards, scale = history[TRAIN_REWARD], context.reward_max - context.reward_min
-    if not rewards.count or scale <= 0:
+    if not rewards.count or scale <= 0 or not context.reward_scale_stated:  # no range: the level says nothing
         return ""
     level = (rewards.mean_last(span) - context.reward_min) / scale
     easy, hard = level >= flat, level <= 1 - flat
@@ -145,29 +149,43 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     inputs=_components,
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
-    reversed_over_run=lambda s, history, _context: _accuracy_rose_over_run(s, history),
+    reversed_over_run=lambda s, history, context: _accuracy_rose_over_run(s, history, context),
 )
-def _reward_collapse(s: RewardCollapse, history: History, _: RunContext) -> Finding | None:
+def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
     format_metric, accuracy_metric = first_logged(history, format_group), first_logged(history, accuracy_group)
     formats, correct = history[format_metric], history[accuracy_metric]
     if min(formats.count, correct.count) < s.window:
         return None
     format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
+    unit = _component_unit(history, context, formats, correct)
     return Finding(
-        format_gain > s.min_format_gain and correctness_gain < s.max_correctness_gain,
+        # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
+        format_gain > (s.min_format_gain + ROUNDING) * unit and correctness_gain < s.max_correctness_gain * unit,
         {
             "format_gain": format_gain,
             "correctness_gain": correctness_gain,
-            "min_format_gain": s.min_format_gain,
-            "max_correctness_gain": s.max_correctness_gain,
+            "min_format_gain": s.min_format_gain * unit,
+            "max_correctness_gain": s.max_correctness_gain * unit,
         },
         format_metric,
         {"format": _named(format_metric), "correctness": _named(accuracy_metric), "reward": s.format_reward},
     )
 
 
-def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
+def _component_unit(history: History, context: RunContext, *components: Series) -> float:
+    """What a gain of 1 in a reward component is: 1 (a share of [0, 1]) with a stated range; with none, the range
+    the total reward covered so far (else the components' own), so the gains read the same on any scale."""
+    if context.reward_scale_stated:
+        return 1.0
+    total = history[TRAIN_REWARD]
+    found = [total] if total.count and total.high > total.low else [series for series in components if series.count]
+    if not found:
+        return 1.0
+    return max(series.high for series in found) - min(series.low for series in found)
+
+
+def _accuracy_rose_over_run(s: RewardCollapse, history: History, context: RunContext) -> bool:
     """The accuracy's mean over the run's last `window` / 2 points above its first `window` / 2 by more than the
     stall the rule reads in a window (`max_correctness_gain`): over the whole run the content was learned, not
     stalled, so a window where the format outpaced it (a format learned first, as tutorials' runs do) is an episode
@@ -176,7 +194,8 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History) -> bool:
     half = max(s.window // 2, 1)
     if accuracy.count < 2 * half:
         return False
-    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain
+    unit = _component_unit(history, context, accuracy)
+    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain * unit
 
 
 def _named(metric: str) -> str:
@@ -190,7 +209,7 @@ def _named(metric: str) -> str:
     "reward_decline",
     ("reward",),
     "smoothed reward {latest:.3f} fell below {threshold:.3f} (its best so far {best:.3f}{how})",
-    memory=lambda s: Memory(tail=s.span, best_span=s.span),
+    memory=lambda s: Memory(head=s.span, tail=s.span, best_span=s.span),
     severity="failing",
     fixes=("lower_lr", "fewer_updates", "routing_replay"),
     points=span_points,
@@ -209,15 +228,18 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
         by_spread = best - SPREAD_DROP * (series.high - series.low)
         how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         values = {"latest": latest, "best": best, "threshold": by_spread}
-        return Finding(latest < by_spread, values, "reward", _spread(how))
+        if latest >= by_spread:  # or fell below its start by FALL_T standard errors (a noisy run falling throughout)
+            return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, how)
+        return Finding(True, values, "reward", _spread(how))
     values = {"latest": latest, "best": best, "threshold": threshold}
     return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
 
 
 def _no_scale(context: RunContext, low: float, high: float) -> bool:
-    """No reward range is stated and the rewards left [0, 1], the range otherwise assumed: the run's own spread is
-    the only scale (a stated or assumed range is read by the `scale` basis, never by the looser spread)."""
-    return not context.reward_scale_stated and (low < 0.0 or high > 1.0)
+    """No reward range is stated: the run's own spread is the only scale (a stated range is read by the `scale`
+    basis). Whatever the rewards' values: a range assumed from them would judge the same run differently once its
+    rewards were shifted or scaled."""
+    return not context.reward_scale_stated
 
 
 def _spread(how: str) -> dict[str, str]:
@@ -227,6 +249,19 @@ def _spread(how: str) -> dict[str, str]:
 @dataclass
 class _ShortDecline(RewardDecline):
     """reward_decline's settings at the end of a run shorter than its span (`span` = half the points logged)."""
+
+
+# With no range stated, a fall of the latest points below the first by this many standard errors (Welch's t) is a
+# decline: stricter than a rise's RISE_T, as the rule reads it at every point of a run.
+FALL_T = 3.0
+
+
+def _fell_on_own_noise(first: list[float], latest: list[float], values: dict[str, float], how: str) -> Finding:
+    fall = rise_t(first, latest) if len(first) >= 2 and len(latest) >= 2 else 0.0
+    values = {**values, "fall_t": fall}
+    if fall < -FALL_T:
+        how = f"; its latest {len(latest)} points below its first {len(first)} by {-fall:.1f} standard errors"
+    return Finding(fall < -FALL_T, values, "reward", _spread(how))
 
 
 # Without a reward scale, the run's own spread measures the fall: its smoothed reward must lose more than this share
@@ -245,7 +280,10 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
         by_spread = best - SPREAD_DROP * (max(values) - min(values))
         how = f"; it lost more than {SPREAD_DROP:g} of the {min(values):.3g}..{max(values):.3g} its rewards covered"
         values_out = {"latest": latest, "best": best, "threshold": by_spread}
-        return Finding(latest < by_spread, values_out, "reward", _spread(how), len(values))
+        if latest >= by_spread:
+            found = _fell_on_own_noise(values[: s.span], values[-s.span :], values_out, how)
+            return replace(found, points=len(values))
+        return Finding(True, values_out, "reward", _spread(how), len(values))
     values_out = {"latest": latest, "best": best, "threshold": by_scale}
     return Finding(latest < by_scale, values_out, "reward", {"basis": "scale", "how": ""}, len(values))
 
@@ -253,16 +291,16 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
 @rule(
     "reward_plateau",
     ("reward",),
-    "reward flat at {window_mean:.3f} (change {change:+.3f}, tolerance {tolerance}) below {ceiling:.3f}",
+    "reward flat at {window_mean:.4g} (change {change:+.3g}{how})",
     reads=(ACCURACY,),
     inputs=lambda _s: (("reward",),),
-    memory=last_window,
+    memory=lambda s: Memory(head=PLATEAU_HEAD, tail=s.window),
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
     shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
     unjudged=lambda s, history: (
-        f"needs {s.fewest} logged points of reward, every one within the tolerance of the others, at the end of a "
-        f"run shorter than {s.window}; the run has {history['reward'].count}"
+        f"needs {s.fewest} logged points of reward to judge its trend (flat or not) at the end of a run shorter "
+        f"than {s.window}; the run has {history['reward'].count}"
         if 0 < history["reward"].count < s.fewest
         else ""
     ),
@@ -273,6 +311,14 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
     series = history["reward"]
     if series.count < s.window:
         return None
+    if isinstance(s, _ShortPlateau) and s.window < s.fewest:  # fewer points judge nothing, not even "not flat"
+        return None
+    if not context.reward_scale_stated:
+        # Read every PLATEAU_STRIDE points during a run (its statistics cost the window; a 100-point plateau is
+        # no less one 9 points later), at every point at the end of a shorter history.
+        if not isinstance(s, _ShortPlateau) and series.count % PLATEAU_STRIDE:
+            return None
+        return _plateau_on_own_noise(s, history, series.last(s.window))
     window = series.last(s.window)
     change, mean = half_change(window) if len(window) >= 2 else 0.0, fmean(window)
     scale = context.reward_max - context.reward_min  # tolerance and gap are shares of the reward's range
@@ -287,6 +333,7 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         "reward_max": context.reward_max,
         "ceiling": ceiling,
     }
+    how = {"how": f", tolerance {tolerance:g}, below {ceiling:.3f}"}
     accuracy = history[ACCURACY].last(s.window)
     # A run that learned: its reward in the upper part of its range, or its accuracy high or rising.
     learned = (
@@ -295,14 +342,53 @@ def _reward_plateau(s: RewardPlateau, history: History, context: RunContext) -> 
         or (len(accuracy) >= 2 and (fmean(accuracy) > s.highest or half_change(accuracy) > s.tolerance))
     )
     if learned:
-        return Finding(False, values, "reward")
+        return Finding(False, values, "reward", how)
     if isinstance(s, _ShortPlateau):  # a short history's halves are noise: every point within the tolerance
         spread = max(window) - min(window)
         values["spread"] = spread
         if spread >= tolerance:
-            return Finding(False, values, "reward")
-        return Finding(True, values, "reward") if s.window >= s.fewest else None
-    return Finding(abs(change) < tolerance, values, "reward")
+            return Finding(False, values, "reward", how)
+        return Finding(True, values, "reward", how)
+    return Finding(abs(change) < tolerance, values, "reward", how)
+
+
+# The run's first points, the level a reward with no stated range is compared with (has it risen since?).
+PLATEAU_HEAD = 10
+# With no range stated, the plateau is read at every 10th logged point of a run (the window's t statistics are its
+# cost per reading).
+PLATEAU_STRIDE = 10
+
+
+def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float]) -> Finding:
+    """With no range stated: flat when the window's slope is within FLAT_T standard errors of 0, stuck when the
+    window is not above the run's first PLATEAU_HEAD points by RISE_T standard errors (a run that rose and levelled
+    off learned; the upper half of a range nobody stated is unknown), and the accuracy neither rose since its first
+    points nor trends up. A history shorter than the window compares its own halves."""
+    series, accuracy = history["reward"], history[ACCURACY]
+    if isinstance(s, _ShortPlateau):
+        head, recent = window[: len(window) // 2], window[-(len(window) // 2) :]
+    else:
+        head, recent = series.first[:PLATEAU_HEAD], window
+    # Cheapest first, each only while the plateau still holds: a rising run is told by its rise alone.
+    risen = rise_t(head, recent)
+    trend = flat_t(window) if risen <= RISE_T else math.nan
+    accuracies = accuracy.last(s.window) if abs(trend) < FLAT_T else []
+    learned = len(accuracies) >= s.fewest and (
+        rose(accuracy.first[: min(PLATEAU_HEAD, len(accuracies) // 2)], accuracies) or flat_t(accuracies) >= FLAT_T
+    )
+    values = {
+        "window_mean": fmean(window),
+        "change": half_change(window),
+        "trend_t": trend,
+        "rise_t": risen,
+        "flat_t": FLAT_T,
+    }
+    how = (
+        f"; no range stated: its slope within {FLAT_T:g} standard errors of 0 (t {trend:+.2f}) and no higher than "
+        f"its first {len(head)} points (rise t {risen:+.2f} <= {RISE_T:g})"
+    )
+    holds = abs(trend) < FLAT_T and risen <= RISE_T and not learned
+    return Finding(holds, values, "reward", {"how": how})
 
 
 @dataclass
@@ -315,7 +401,7 @@ class _ShortPlateau(RewardPlateau):
     (TRAIN_REWARD, *FLAT_FRACTION, "reward_std"),
     "{what}: {why}, nothing is learnt",
     reads=("loss", "grad_norm"),
-    memory=lambda s: Memory(tail=max(s.span, s.rows)),
+    memory=lambda s: Memory(head=PLATEAU_HEAD, tail=max(s.span, s.rows)),
     severity="failing",
     fixes=("fix_reward", "easier_data"),
     points=span_points,
@@ -324,14 +410,25 @@ class _ShortPlateau(RewardPlateau):
     shorten=lambda s, points: _no_signal_shortened(s, points),
 )
 def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | None:
-    """Two readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
-    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis). A row
-    whose reward_std is above zero has signal: the scale basis does not hold over a span holding one."""
+    """Three readings: every reward at the scale's minimum with every group flat (the `scale` basis, over `span`
+    points), or, whatever the scale, no reward spread on each of the last `rows` rows (the `spread` basis) or on
+    most of the history's rows, `rows` at least (the `most` basis). A row whose reward_std is above zero has signal:
+    the scale basis does not hold over a span holding one. Groups flat because every completion reached the ceiling
+    are another state, saturation (`_saturated`): said so, at most a warning."""
+    return _saturation_said(_no_signal_read(s, history, context), s, history, context)
+
+
+def _no_signal_read(s: NoSignal, history: History, context: RunContext) -> Finding | None:
     spread = _no_spread(s, history)
+    if (spread is None or not spread.holds) and history.spreadless.most(s.rows):
+        counted = history.spreadless
+        what = f"reward_std <= {NO_SPREAD:g} on {counted.spreadless} of the {counted.rows} rows logging it (most)"
+        values = {"spreadless_rows": counted.spreadless, "rows": counted.rows}
+        spread = Finding(True, values, "reward_std", {"what": what, "basis": "most", "why": _ALIKE}, counted.rows)
     rewards = history[TRAIN_REWARD]
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats = history[flat_metric]
-    if min(rewards.count, flats.count) >= s.span:
+    if context.reward_scale_stated and min(rewards.count, flats.count) >= s.span:
         highest, flat = max(rewards.last(s.span)), flats.mean_last(s.span)
         spreads = history["reward_std"].last(s.span)
         signal = bool(spreads) and max(spreads) > NO_SPREAD  # some group's rewards differ: an advantage to learn from
@@ -348,11 +445,31 @@ def _no_signal(s: NoSignal, history: History, context: RunContext) -> Finding | 
     return spread
 
 
+def _saturation_said(found: Finding | None, s: NoSignal, history: History, context: RunContext) -> Finding | None:
+    if found is None or not found.holds or found.words.get("basis") == "scale" or not _saturated(s, history, context):
+        return found
+    why = (
+        "every group scores alike because the reward rose to its ceiling (saturated, not starved: the data is too "
+        "easy to learn more from)"
+    )
+    return replace(found, words={**found.words, "why": why, "state": "saturated"}, severity="warning")
+
+
+def _saturated(s: NoSignal, history: History, context: RunContext) -> bool:
+    """Flat groups at the ceiling: the recent rewards at the stated maximum (within `floor` of the range), or, with
+    no range stated, risen above the run's first points by RISE_T standard errors (a run that learned into it; one
+    flat from its start is no signal whatever its level)."""
+    rewards = history[TRAIN_REWARD]
+    recent = rewards.last(max(s.rows, PLATEAU_HEAD))
+    if len(recent) < 2 or rewards.count < 2 * PLATEAU_HEAD:
+        return False
+    if context.reward_scale_stated:
+        return min(recent) >= context.reward_max - s.floor * (context.reward_max - context.reward_min)
+    return rose(rewards.first[:PLATEAU_HEAD], recent)
+
+
 _NO_EARNING = "no completion earns anything"
 _ALIKE = "every completion of a group scores alike (no advantage, no policy gradient)"
-
-# A reward spread this small is none (TRL's flat-group test uses 1e-8 on float32 stds).
-NO_SPREAD = 1e-8
 
 
 def _no_signal_shortened(s: NoSignal, points: int) -> NoSignal | None:
