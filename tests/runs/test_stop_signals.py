@@ -35,12 +35,12 @@ def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number:
         env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
     )
     metrics = run / "metrics.jsonl"
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a guard against a hang, not a measure: the run is 500 steps long
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
         assert process.poll() is None and time.time() < deadline, "training never reached step 2"
         time.sleep(0.1)
     process.send_signal(number)
-    stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=600)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
