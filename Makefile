@@ -56,8 +56,10 @@ install-real-model: $(REAL_MODEL_STAMP)
 demo: install
 	$(BIN)/align-kit train
 
+# Two pytest-xdist workers, one per core of a 2-core machine (the tests are single-threaded: OMP_NUM_THREADS=1);
+# the warm-start cache is built once and shared (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # Long runs: every sweep's jobs for one step, killed-and-resumed sweeps, launchers, signals (about 12 minutes).
 test-slow: install
