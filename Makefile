@@ -70,8 +70,8 @@ test-multiprocess: install
 	$(BIN)/python -m pytest -q -m multiprocess
 
 # Sweeps on a real single-node SLURM (tests/slurm/cluster.sh installs Debian's slurm-wlm, slurmdbd, munge and
-# mariadb-server with apt-get when missing, starts the daemons, and ends them after; root): 13-14 minutes at a
-# load average of 9-12 on 2 cores, less on an idle machine.
+# mariadb-server with apt-get when missing, starts the daemons, and ends them after; root): 12-16 minutes at a
+# load average of 5-11 on 2 cores (28 min when it installs the packages first), less on an idle machine.
 test-slurm: install
 	$(BIN)/python -m pytest -q -m slurm tests/slurm
 
