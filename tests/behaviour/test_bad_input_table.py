@@ -1106,6 +1106,21 @@ SLURM_COUNTS = [
         "hydra.launcher.signal_delay_s=600 is not shorter than hydra.launcher.timeout_min=10 (600 s)",
     ),
 ]
+# Variants of the kinds above that their rows did not cover: environment names copied by Hydra (hydra.job.env_copy)
+# or in lower case, and Hydra's modes given together (Hydra's ValueError was a traceback).
+QA_VARIANTS = [
+    (
+        ["train", "+hydra.job.env_copy=[ALIGN_KIT_TEST_UNSET_VARIABLE]"],
+        "hydra.job.env_copy names ALIGN_KIT_TEST_UNSET_VARIABLE, which is not set in the environment",
+    ),
+    (["train", "+hydra.job.env_copy=[HOME]"], "hydra.job.env_copy.HOME: a config may not set HOME"),
+    (
+        ["train", "+hydra.job.env_set.wandb_api_key=x"],
+        "hydra.job.env_set.wandb_api_key: a config may not set wandb_api_key (it authenticates or redirects",
+    ),
+    (["train", "--cfg", "job", "-m", "seed=1"], "-m/--multirun and --cfg job: Hydra takes only one of --run"),
+    (["train", "--info", "-m", "seed=1,2"], "-m/--multirun and --info: Hydra takes only one of --run"),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -1123,6 +1138,7 @@ CASES = (
     + REAL_MODEL
     + GYM_OPTIONS
     + SLURM_COUNTS
+    + QA_VARIANTS
 )
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
@@ -1309,6 +1325,7 @@ def make_data_files(folder: Path) -> Path:
     make_doctor_silence_files(folder / "doctor_silences")
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
+    make_failed_sweep(folder / "failed_sweep")
     for name, text in {**PRESETS, **SECRET_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1443,6 +1460,16 @@ def make_unfinished_runs(folder: Path) -> None:
         (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in range(1, steps + 1)]))
         if summary is not None:
             (run / "summary.json").write_text(json.dumps(summary))
+
+
+def make_failed_sweep(folder: Path) -> None:
+    """The QA_COMPARE_VARIANTS sweep: one job that logged 2 of its 6 steps, which the manifest records as failed."""
+    run = folder / "0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\ntrainer:\n  max_steps: 6\n")
+    (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in (1, 2)]))
+    job = _job(0, status="failed", outcome="failed", error="CUDA error", folder=str(run))
+    (folder / "sweep_manifest.json").write_text(_manifest([{**job, "overrides": ["seed=1"]}]))
 
 
 def _manifest(jobs: list, **changes) -> str:
@@ -1638,7 +1665,15 @@ COMPARE_UNFINISHED = [
         "short of trainer.max_steps=6: it did not finish (crashed, killed, stopped, or still running) (and 1 more)",
     ),
 ]
-OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES + COMPARE_UNFINISHED
+# compare over a sweep whose only job its manifest records as failed: named with its status, not "no runs found"
+QA_COMPARE_VARIANTS = [
+    (
+        ["compare", "{data}/failed_sweep"],
+        _COMPARE,
+        "no finished run in {data}/failed_sweep: sweep job 0 (seed=1) in {data}/failed_sweep/0 is failed: CUDA error",
+    ),
+]
+OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES + COMPARE_UNFINISHED + QA_COMPARE_VARIANTS
 
 # The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
 # that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.
