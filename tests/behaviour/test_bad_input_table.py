@@ -1000,7 +1000,7 @@ REAL_MODEL = [
     ([*_GGUF, "model.gguf_file=bert.gguf"], "bert.gguf is a bert model, which transformers cannot convert"),
     ([*_GGUF, "model.gguf_file=t5.gguf"], "t5.gguf is a t5 model, which transformers cannot convert from GGUF into a"),
     ([*_GGUF, "model.gguf_file=../good.jsonl"], "model.gguf_file=../good.jsonl leaves the folder model.name_or_path"),
-    ([*_GGUF, "model.gguf_file={data}/gguf/ok.gguf"], "ok.gguf leaves the folder model.name_or_path={data}/gguf"),
+    ([*_GGUF, "model.gguf_file={data}/gguf/ok.gguf"], "ok.gguf is an absolute path; transformers reads model.gguf"),
     ([*_GGUF, "model.gguf_file=context_0.gguf"], "context_0.gguf says llama.context_length=0: a model needs at least"),
     ([*_GGUF, "model.gguf_file=context_text.gguf"], "says llama.context_length='8192', not a whole number"),
     ([*_GGUF, "model.gguf_file=no_context.gguf"], "no_context.gguf has no llama.context_length in its header"),
@@ -1119,6 +1119,11 @@ QA_VARIANTS = [
         "hydra.job.env_set.wandb_api_key: a config may not set wandb_api_key (it authenticates or redirects",
     ),
     (["train", "--cfg", "job", "-m", "seed=1"], "-m/--multirun and --cfg job: Hydra takes only one of --run"),
+    ([*_GGUF, "model.gguf_file=$HOME/ok.gguf"], "not a file (~ and $VARIABLES are not expanded here); GGUF files in"),
+    (
+        [*_GGUF, "model.gguf_file=sub/../ok.gguf"],
+        "sub/../ok.gguf is not a file; GGUF files in model.name_or_path={data}/gguf: bert.gguf",
+    ),
     (["train", "--info", "-m", "seed=1,2"], "-m/--multirun and --info: Hydra takes only one of --run"),
 ]
 CASES = (
