@@ -521,3 +521,20 @@ def test_a_pipe_among_a_run_folders_files_is_refused(tmp_path, name):
     assert str(error.value) == (
         f"{tmp_path / name}: is a named pipe (FIFO), not a regular file; expected a file of align_kit's run folder"
     )
+
+
+# -- values that are no number ----------------------------------------------------------------------------------------
+
+
+def test_a_metric_value_that_is_no_number_is_left_out_with_a_note(tmp_path):
+    # a JSONL row logging text as the reward, and a CSV cell holding a NUL byte: both left out, and said
+    rows = [{"step": 1, "reward": 0.5}, {"step": 2, "reward": "abc"}, {"step": 3, "reward": "n/a"}]
+    history = only(jsonl(tmp_path / "t.jsonl", rows))
+    assert series(history, "reward") == [(1, 0.5)]
+    assert "2 value(s) of the metrics read are not numbers, left out: reward='abc' at step 2 and 1 more" in (
+        history.notes
+    )
+    (tmp_path / "nul.csv").write_bytes(b"step,reward\n1,0.5\n2,0\x006\n3,0.7\n")
+    history = only(tmp_path / "nul.csv")
+    assert series(history, "reward") == [(1, 0.5), (3, 0.7)]
+    assert "1 value(s) of the metrics read are not numbers, left out: reward='0\\x006' at step 2" in history.notes
