@@ -56,8 +56,10 @@ install-real-model: $(REAL_MODEL_STAMP)
 demo: install
 	$(BIN)/align-kit train
 
+# Two pytest-xdist workers, one per core of a 2-core machine (the tests are single-threaded: OMP_NUM_THREADS=1);
+# the warm-start cache is built once and shared (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # Long runs: every sweep's jobs for one step, killed-and-resumed sweeps, launchers, signals (about 12 minutes).
 test-slow: install
@@ -68,8 +70,8 @@ test-multiprocess: install
 	$(BIN)/python -m pytest -q -m multiprocess
 
 # Sweeps on a real single-node SLURM (tests/slurm/cluster.sh installs Debian's slurm-wlm, slurmdbd, munge and
-# mariadb-server with apt-get when missing, starts the daemons, and ends them after; root): 13-14 minutes at a
-# load average of 9-12 on 2 cores, less on an idle machine.
+# mariadb-server with apt-get when missing, starts the daemons, and ends them after; root): 12-16 minutes at a
+# load average of 5-11 on 2 cores (28 min when it installs the packages first), less on an idle machine.
 test-slurm: install
 	$(BIN)/python -m pytest -q -m slurm tests/slurm
 

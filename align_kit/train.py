@@ -128,6 +128,13 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
             raise TrainingInterrupted(
                 stop.received.name, stop.exit_code, trainer.state.global_step, saved and str(saved)
             )
+        if stop.received is not None:  # it came during the last generation's steps: the stop fell on the run's end
+            print(
+                f"align-kit: {stop.received.name} received during the last generation's steps; the run finished "
+                f"them (step {trainer.state.global_step} of {trainer.state.max_steps}) instead of stopping: nothing "
+                "to resume",
+                file=sys.stderr,
+            )
         halted = trainer.health_monitor.halted
 
         history = [row for row in trainer.state.log_history if "reward" in row]

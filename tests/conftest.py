@@ -26,7 +26,15 @@ FAST_TRAINING = ["trainer.max_steps=4", "trainer.save_strategy=no", "trainer.dis
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("warm_start_cache"))
+    """The session's warm-start cache. Under pytest-xdist (`make test` runs two workers) each worker has a base
+    folder of its own inside one the workers share: the cache lies there, so a model is built once per session, by
+    the first worker that needs it, while the other waits for it (align_kit.core.build_lock)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    folder = shared / "warm_start_cache"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,12 +23,15 @@ def free_port() -> int:
 
 @pytest.fixture
 def health_server():
-    """A loopback HTTP server whose /health answers with the status in `status[0]`."""
-    status = [200]
+    """A loopback HTTP server whose /health answers with the status in `status[0]`, or with 503 to the first
+    `status[1]` requests; `status[2]` counts the requests."""
+    status = [200, 0, 0]
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the handler's protocol name
-            self.send_response(status[0] if self.path == "/health" else 404)
+            status[2] += 1
+            answer = 503 if status[2] <= status[1] else status[0]
+            self.send_response(answer if self.path == "/health" else 404)
             self.end_headers()
 
         def log_message(self, *args):
@@ -40,34 +43,49 @@ def health_server():
     server.shutdown()
 
 
-def test_nothing_listening_names_host_and_port_after_the_timeout():
+@pytest.fixture
+def waits(monkeypatch) -> list[float]:
+    """The wait's clock made a fake one that moves only when it sleeps (the sleeps are recorded): how long it
+    waits is then decided by its own arithmetic, never by how loaded the machine is."""
+    now, slept = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr("align_kit.vllm_server.time", SimpleNamespace(monotonic=lambda: now[0], sleep=sleep))
+    return slept
+
+
+def test_nothing_listening_names_host_and_port_after_the_timeout(waits):
     port = free_port()
-    started = time.monotonic()
     with pytest.raises(ConfigError) as error:
-        wait_for_server(f"http://127.0.0.1:{port}", timeout_s=0.6, poll_s=0.2)
-    assert time.monotonic() - started < 5
+        wait_for_server(f"http://127.0.0.1:{port}", timeout_s=1.0, poll_s=0.25)
+    assert waits == [0.25] * 4  # asked at 0, 0.25, 0.5, 0.75 and 1.0 s: a fifth wait would pass the timeout
     message = str(error.value)
     assert message.startswith(f"rollout.mode=server: no vLLM server answered at 127.0.0.1:{port} ")
-    assert "within 0.6 s (rollout.server_timeout_s)" in message and "align-kit vllm-serve" in message
+    assert "within 1 s (rollout.server_timeout_s)" in message and "align-kit vllm-serve" in message
 
 
-def test_a_healthy_server_is_found(health_server):
-    url, _ = health_server
+def test_a_healthy_server_is_found(health_server, waits):
+    url, status = health_server
     wait_for_server(url, timeout_s=2.0, poll_s=0.1)
+    assert waits == [] and status[2] == 1
 
 
-def test_an_unhealthy_server_is_reported_with_its_status(health_server):
+def test_an_unhealthy_server_is_reported_with_its_status(health_server, waits):
     url, status = health_server
     status[0] = 503
-    with pytest.raises(ConfigError, match=r"/health: HTTP 503\) within 0.3 s"):
-        wait_for_server(url, timeout_s=0.3, poll_s=0.1)
+    with pytest.raises(ConfigError, match=r"/health: HTTP 503\) within 0.5 s"):
+        wait_for_server(url, timeout_s=0.5, poll_s=0.25)
+    assert status[2] == 3  # at 0, 0.25 and 0.5 s
 
 
-def test_a_server_that_comes_up_late_is_waited_for(health_server):
+def test_a_server_that_comes_up_late_is_waited_for(health_server, waits):
     url, status = health_server
-    status[0] = 503
-    threading.Timer(0.4, lambda: status.__setitem__(0, 200)).start()
-    wait_for_server(url, timeout_s=3.0, poll_s=0.1)
+    status[1] = 3  # 503 to the first three requests, then 200
+    wait_for_server(url, timeout_s=3.0, poll_s=0.25)
+    assert waits == [0.25] * 3 and status[2] == 4
 
 
 def test_address_defaults_to_trls_and_bad_urls_are_refused():

@@ -200,6 +200,15 @@ def load_inputs(inputs: list[str], metrics: Collection[str] | None = None) -> tu
     if empty:
         notes.append(f"left out {len(empty)} run(s) that logged no metric: {', '.join(empty)}")
     runs = [run for run in runs if run.logged]
+    if not runs and left_out:  # every run folder found was a sweep job its manifest records as not done
+        folder, outcome = next(iter(left_out.items()))
+        error = f": {outcome['error']}" if outcome.get("error") else ""
+        raise CompareError(
+            f"no finished run in {', '.join(inputs)}: sweep {_job_name(outcome)} in {folder} is "
+            f"{outcome.get('status')}{error}"
+            + (f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else "")
+            + "; finish the sweep first (align-kit sweep --resume <sweep folder>)"
+        )
     if not runs:
         raise CompareError(
             f"no runs found in {', '.join(inputs)}: no {METRICS_FILE} (or wandb/offline-run-*) with a metric in them "

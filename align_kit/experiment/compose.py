@@ -93,8 +93,27 @@ def compose_with_hydra(overrides: list[str], config_dir: str | None = None) -> D
     initialize_app(JOB_NAME, search_path(config_dir))
     try:
         return hydra_compose(config_name=CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+    except KeyError as error:
+        raise unset_env_copy(error) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def unset_env_copy(error: KeyError) -> Exception:
+    """Hydra copies each name of `hydra.job.env_copy` from os.environ while composing, and a name not set there ends
+    in its KeyError: that one becomes a ConfigError line; any other KeyError is returned as it is."""
+    import traceback
+
+    from align_kit.core.errors import ConfigError
+
+    frames = traceback.extract_tb(error.__traceback__)
+    name = error.args[0] if error.args else None
+    if not any(frame.name == "_load_configuration_impl" for frame in frames) or name in os.environ:
+        return error
+    return ConfigError(
+        f"hydra.job.env_copy names {name}, which is not set in the environment align-kit starts from; set it there "
+        "or remove it from hydra.job.env_copy"
+    )
 
 
 def job_config(with_hydra: DictConfig, job_num: int | None = None) -> DictConfig:

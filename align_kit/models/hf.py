@@ -80,16 +80,26 @@ class HFModel(ModelNode):
     def _check_gguf(self) -> None:
         key = f"model.gguf_file={self.gguf_file}"
         inside = Path(os.path.normpath(self.gguf_file))
-        if inside.is_absolute() or inside.parts[:1] == ("..",):
+        if inside.is_absolute():  # transformers joins it to the folder; an absolute name replaces the folder
+            raise ConfigError(
+                f"{key} is an absolute path; transformers reads model.gguf_file inside model.name_or_path="
+                f"{self.name_or_path}: name the file relative to that folder"
+            )
+        if inside.parts[:1] == ("..",):
             raise ConfigError(
                 f"{key} leaves the folder model.name_or_path={self.name_or_path}; name a file inside it (or point "
                 "model.name_or_path at the folder that holds the GGUF)"
             )
         path = self.gguf_path()
         if not path.is_file():
-            present = sorted(p.name for p in path.parent.glob("*.gguf")) if path.parent.is_dir() else []
+            folder = Path(self.name_or_path).expanduser()  # the listing is of the model folder, where the name is read
+            present = sorted(p.name for p in folder.glob("*.gguf")) if folder.is_dir() else []
+            # the name reaches transformers as written: a shell's `~` or `$NAME` is never expanded in it
+            unexpanded = (
+                " (~ and $VARIABLES are not expanded here)" if "$" in self.gguf_file or "~" in self.gguf_file else ""
+            )
             raise ConfigError(
-                f"{key}: {path} is not a file; GGUF files in model.name_or_path={self.name_or_path}: "
+                f"{key}: {path} is not a file{unexpanded}; GGUF files in model.name_or_path={self.name_or_path}: "
                 f"{', '.join(present) or 'none'}"
             )
         from align_kit.models.gguf import read_model_header, require_gguf_package

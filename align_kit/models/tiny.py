@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from align_kit.core.build_lock import building
 from align_kit.core.contracts import ModelNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, knob
@@ -174,7 +175,9 @@ class TinyModel(ModelNode):
 
         path = self.cache_path(task, cache_dir)
         if not (path / WARM_START_FILE).exists():
-            self._build(path, task, reward, max_new_tokens)
+            with building(path):
+                if not (path / WARM_START_FILE).exists():  # else another process built it while this one waited
+                    self._build(path, task, reward, max_new_tokens)
         info = json.loads((path / WARM_START_FILE).read_text())
         info["cached_at"] = str(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")

@@ -98,6 +98,7 @@ def check_hydra_tree(hydra: DictConfig, allowed: list[str]) -> None:
             "folder the command starts in (set hydra.run.dir for where the run goes)"
         )
     check_job_files(job.name, hydra.output_subdir)
+    check_job_environment(job.env_copy or [], "hydra.job.env_copy")
     check_job_environment(job.env_set or {})
     for group, plugins in HYDRA_PLUGINS.items():
         node = tree[group] or {}

@@ -36,19 +36,20 @@ CREDENTIAL_OR_ENDPOINT = re.compile(r"(_API_KEY|_TOKEN|_BASE_URL|_ENDPOINT|_HOST
 CODE_PATHS = re.compile(r"^(ALIGN_KIT_|HYDRA_|LD_|PYTHON)|^PATH$")
 
 
-def check_job_environment(names: Iterable) -> None:
-    """Each name in `hydra.job.env_set` is one of ALLOWED_ENV; one ConfigError line naming the first that is not."""
+def check_job_environment(names: Iterable, key: str = "hydra.job.env_set") -> None:
+    """Each name in `key` (`hydra.job.env_set`, or `hydra.job.env_copy`, whose names Hydra copies into env_set) is
+    one of ALLOWED_ENV; one ConfigError line naming the first that is not."""
     for name in names:
         name = str(name)
         if name in ALLOWED_ENV:
             continue
-        if CREDENTIAL_OR_ENDPOINT.search(name):
+        # upper-cased: environment names are case-sensitive, but a lower-case credential is still one
+        if CREDENTIAL_OR_ENDPOINT.search(name.upper()):
             why = "it authenticates or redirects where a run's data goes: a shared file could send your keys elsewhere"
-        elif CODE_PATHS.search(name):
+        elif CODE_PATHS.search(name.upper()):
             why = "it changes what code runs or how align_kit isolates it"
         else:
             why = f"a config sets only {', '.join(ALLOWED_ENV)}"
         raise ConfigError(
-            f"hydra.job.env_set.{name}: a config may not set {name} ({why}); set it in the environment you start "
-            "align-kit from"
+            f"{key}.{name}: a config may not set {name} ({why}); set it in the environment you start align-kit from"
         )

@@ -488,6 +488,7 @@ def check_entry_arguments(args) -> str | None:
                 f"{flag} {value}: align-kit composes its own train config; add your configs with --config-dir DIR "
                 "(recipe/NAME.yaml, sweep/NAME.yaml or any group's NAME.yaml there) and select them, e.g. recipe=NAME"
             )
+    check_one_mode(args)
     try:
         check_hydra_overrides(args.overrides)
     except COMPOSE_ERRORS as error:
@@ -495,6 +496,24 @@ def check_entry_arguments(args) -> str | None:
     if args.config_dir is not None:
         check_search_folder(f"--config-dir {args.config_dir}", args.config_dir)
     return args.config_dir
+
+
+def check_one_mode(args) -> None:
+    """Hydra runs one of --run, --multirun, --cfg, --info, --shell-completion and raises a ValueError (a traceback)
+    when given two: the same rule, as one line."""
+    modes = {
+        "--run": args.run,
+        "-m/--multirun": args.multirun,
+        f"--cfg {args.cfg}": args.cfg,
+        "--info": args.info is not None,
+        "--shell-completion": args.shell_completion,
+    }
+    given = [flag for flag, on in modes.items() if on]
+    if len(given) > 1:
+        raise ConfigError(
+            f"{' and '.join(given)}: Hydra takes only one of --run, --multirun, --cfg, --info, --shell-completion; "
+            "e.g. `align-kit train --cfg job seed=1` shows one job's config (drop -m and give one value per key)"
+        )
 
 
 def check_inspecting(overrides: list[str], config_dir: str | None) -> None:

@@ -1000,7 +1000,7 @@ REAL_MODEL = [
     ([*_GGUF, "model.gguf_file=bert.gguf"], "bert.gguf is a bert model, which transformers cannot convert"),
     ([*_GGUF, "model.gguf_file=t5.gguf"], "t5.gguf is a t5 model, which transformers cannot convert from GGUF into a"),
     ([*_GGUF, "model.gguf_file=../good.jsonl"], "model.gguf_file=../good.jsonl leaves the folder model.name_or_path"),
-    ([*_GGUF, "model.gguf_file={data}/gguf/ok.gguf"], "ok.gguf leaves the folder model.name_or_path={data}/gguf"),
+    ([*_GGUF, "model.gguf_file={data}/gguf/ok.gguf"], "ok.gguf is an absolute path; transformers reads model.gguf"),
     ([*_GGUF, "model.gguf_file=context_0.gguf"], "context_0.gguf says llama.context_length=0: a model needs at least"),
     ([*_GGUF, "model.gguf_file=context_text.gguf"], "says llama.context_length='8192', not a whole number"),
     ([*_GGUF, "model.gguf_file=no_context.gguf"], "no_context.gguf has no llama.context_length in its header"),
@@ -1114,6 +1114,26 @@ LM_HEAD_ROWS = [
     ),
     (["train", "model=tiny", "+model.lm_head_rows=all"], "model.lm_head_rows"),
 ]
+# Variants of the kinds above that their rows did not cover: environment names copied by Hydra (hydra.job.env_copy)
+# or in lower case, and Hydra's modes given together (Hydra's ValueError was a traceback).
+QA_VARIANTS = [
+    (
+        ["train", "+hydra.job.env_copy=[ALIGN_KIT_TEST_UNSET_VARIABLE]"],
+        "hydra.job.env_copy names ALIGN_KIT_TEST_UNSET_VARIABLE, which is not set in the environment",
+    ),
+    (["train", "+hydra.job.env_copy=[HOME]"], "hydra.job.env_copy.HOME: a config may not set HOME"),
+    (
+        ["train", "+hydra.job.env_set.wandb_api_key=x"],
+        "hydra.job.env_set.wandb_api_key: a config may not set wandb_api_key (it authenticates or redirects",
+    ),
+    (["train", "--cfg", "job", "-m", "seed=1"], "-m/--multirun and --cfg job: Hydra takes only one of --run"),
+    ([*_GGUF, "model.gguf_file=$HOME/ok.gguf"], "not a file (~ and $VARIABLES are not expanded here); GGUF files in"),
+    (
+        [*_GGUF, "model.gguf_file=sub/../ok.gguf"],
+        "sub/../ok.gguf is not a file; GGUF files in model.name_or_path={data}/gguf: bert.gguf",
+    ),
+    (["train", "--info", "-m", "seed=1,2"], "-m/--multirun and --info: Hydra takes only one of --run"),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -1132,6 +1152,7 @@ CASES = (
     + REAL_MODEL
     + GYM_OPTIONS
     + SLURM_COUNTS
+    + QA_VARIANTS
 )
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
@@ -1318,6 +1339,7 @@ def make_data_files(folder: Path) -> Path:
     make_doctor_silence_files(folder / "doctor_silences")
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
+    make_failed_sweep(folder / "failed_sweep")
     for name, text in {**PRESETS, **SECRET_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1452,6 +1474,16 @@ def make_unfinished_runs(folder: Path) -> None:
         (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in range(1, steps + 1)]))
         if summary is not None:
             (run / "summary.json").write_text(json.dumps(summary))
+
+
+def make_failed_sweep(folder: Path) -> None:
+    """The QA_COMPARE_VARIANTS sweep: one job that logged 2 of its 6 steps, which the manifest records as failed."""
+    run = folder / "0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 1\ntrainer:\n  max_steps: 6\n")
+    (run / "metrics.jsonl").write_text(_jsonl([{"step": step, "reward": 0.5} for step in (1, 2)]))
+    job = _job(0, status="failed", outcome="failed", error="CUDA error", folder=str(run))
+    (folder / "sweep_manifest.json").write_text(_manifest([{**job, "overrides": ["seed=1"]}]))
 
 
 def _manifest(jobs: list, **changes) -> str:
@@ -1647,7 +1679,15 @@ COMPARE_UNFINISHED = [
         "short of trainer.max_steps=6: it did not finish (crashed, killed, stopped, or still running) (and 1 more)",
     ),
 ]
-OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES + COMPARE_UNFINISHED
+# compare over a sweep whose only job its manifest records as failed: named with its status, not "no runs found"
+QA_COMPARE_VARIANTS = [
+    (
+        ["compare", "{data}/failed_sweep"],
+        _COMPARE,
+        "no finished run in {data}/failed_sweep: sweep job 0 (seed=1) in {data}/failed_sweep/0 is failed: CUDA error",
+    ),
+]
+OTHER = LIFECYCLE_OTHER + DOCTOR + DOCTOR_SILENCES + COMPARE_UNFINISHED + QA_COMPARE_VARIANTS
 
 # The plain-TRL callback's bad arguments, refused before the first training step (a ConfigError, one line): Python
 # that builds the callback (`begin(callback, output_dir)` runs its on_train_begin), and a fragment of the line.

@@ -47,7 +47,7 @@ states = Path(os.environ["FAKE_SLURM_STATES"])
 for task in range(last + 1):
     job = sys.argv[2] + "_" + str(task) if array else sys.argv[2]
     pickle = Path(folder.replace("%j", job)) / (job + "_submitted.pkl")
-    deadline = time.time() + 60
+    deadline = time.time() + 300
     while not pickle.exists() and time.time() < deadline:
         time.sleep(0.05)
     (states / job).write_text("RUNNING")

@@ -45,7 +45,7 @@ if os.environ.get("STUB_LOG"):
                 (folder / "checkpoint-2").mkdir()
                 (folder / "checkpoint-2" / "trainer_state.json").write_text("{}")
                 (folder / "checkpoint-3").mkdir()
-                deadline = time.time() + 30
+                deadline = time.time() + 300  # a hang guard: seed 4 starts at once unless the machine is loaded
                 while os.environ.get("STUB_WAIT_FOR_SEED_4") and time.time() < deadline:
                     if any(json.loads(line)["seed"] == 4 for line in log.read_text().splitlines()):
                         break
@@ -67,9 +67,9 @@ def stub(args: list[str], env: dict, calm: bool = False) -> subprocess.Completed
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
     )
-    stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=600)
     if process.returncode == -signal.SIGKILL:  # killed by the stub: no job of the sweep may outlive it
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         with contextlib.suppress(ProcessLookupError):
             while time.time() < deadline:
                 os.killpg(process.pid, 0)

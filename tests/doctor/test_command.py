@@ -367,7 +367,7 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback():
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
+            timeout=600,
         )
     finally:
         os.close(write_end)

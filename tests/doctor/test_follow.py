@@ -1,11 +1,9 @@
-"""--follow on a growing file: a thread appends rows while the doctor watches; it stops after --idle. A file that a
-new run truncates and rewrites is followed anew from the new run's first row."""
+"""--follow on a growing file: rows are appended while the doctor watches (on a fake clock); it stops after --idle.
+A file that a new run truncates and rewrites is followed anew from the new run's first row."""
 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -15,32 +13,34 @@ from align_kit.doctor.history import DoctorInputError
 from align_kit.doctor.readers import read_runs
 
 
-def _append(path: Path, rows: list[dict], pause: float) -> None:
-    for row in rows:
-        with open(path, "a") as out:
-            out.write(json.dumps(row) + "\n")
-        time.sleep(pause)
-
-
 def test_alerts_print_as_they_fire_and_it_stops_when_idle(tmp_path):
+    # A fake clock, one second per pause; the run writes its next row during each of the first three pauses.
     path = tmp_path / "metrics.jsonl"
     path.write_text(json.dumps({"step": 1, "loss": 0.1, "grad_norm": 0.5}) + "\n")
     later = [{"step": step, "loss": 0.1, "grad_norm": 0.5} for step in (2, 3)] + [
         {"step": 4, "loss": float("nan"), "grad_norm": 0.5}
     ]
-    writer = threading.Thread(target=_append, args=(path, later, 0.15))
-    lines: list[str] = []
-    writer.start()
-    started = time.monotonic()
-    [diagnosis] = follow(str(path), read_runs, idle=0.6, interval=0.05, out=lines.append)
-    writer.join()
-    assert lines[0].startswith(f"following {path}: checking every 0.05 s; stops after 0.6 s without growth")
-    fired = [line for line in lines if line.startswith("step ")]
-    assert fired == [fired[0]] and fired[0].startswith("step 4: failing non_finite: loss is nan")
-    assert lines[-1] == f"stopped: {path} has not grown for 0.6 s"
+    now, lines, printed_at = [0.0], [], []
+
+    def pause(seconds: float) -> None:
+        now[0] += 1.0
+        if later:
+            with open(path, "a") as out:
+                out.write(json.dumps(later.pop(0)) + "\n")
+
+    def out(line: str) -> None:
+        lines.append(line)
+        printed_at.append(now[0])
+
+    [diagnosis] = follow(str(path), read_runs, idle=3, interval=1, out=out, clock=lambda: now[0], sleep=pause)
+    assert lines[0].startswith(f"following {path}: checking every 1 s; stops after 3 s without growth")
+    fired = [i for i, line in enumerate(lines) if line.startswith("step ")]
+    assert len(fired) == 1 and lines[fired[0]].startswith("step 4: failing non_finite: loss is nan")
+    assert printed_at[fired[0]] == 3.0  # when step 4 was written, not at the end
+    assert lines[-1] == f"stopped: {path} has not grown for 3 s"
+    assert now[0] == 3.0 + 3  # the last growth, then 3 s without any
     assert [step for step, _ in diagnosis.history.rows] == [1, 2, 3, 4]
     assert diagnosis.verdict == "failing" and [a.step for a in diagnosis.alerts] == [4]  # fed once, not per re-read
-    assert time.monotonic() - started >= 0.6 + 3 * 0.15 - 0.2
 
 
 def test_trainer_state_rewritten_whole_feeds_only_the_new_steps(tmp_path):

@@ -81,7 +81,8 @@ def test_a_folder_past_the_log_file_cap_is_refused_not_cut_short(tmp_path, capsy
     monkeypatch.setenv("ALIGN_KIT_DOCTOR_MAX_RUNS", "3")
     status, out, _ = doctor(capsys, str(tmp_path), "--json")
     assert status == 3
-    assert [run["verdict"] for run in json.loads(out)["runs"]] == ["healthy", "healthy", "failing"]
+    # The two short healthy logs are unjudged (too few points to say whether the run learns), the failing one fails.
+    assert [run["verdict"] for run in json.loads(out)["runs"]] == ["unjudged", "unjudged", "failing"]
 
 
 def test_the_default_cap_reads_a_folder_of_60_logs_whole(tmp_path, capsys):
@@ -364,7 +365,7 @@ def test_escape_sequences_in_names_are_printed_escaped(tmp_path, capsys):
     path = folder / "log.csv"
     path.write_text("step,reward,\x1b[2Jwipe\x9b\n1,0.5,1\n2,0.5,2\n3,0.5,3\n")
     status, out, err = doctor(capsys, str(folder))
-    assert status == 0 and err == ""
+    assert status == 4 and err == ""  # read whole; 3 points cannot say whether the run learns: unjudged
     assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
     assert "not mapped (no rule reads them): \\x1b[2Jwipe\\x9b" in out
     assert f"read: {tmp_path}/run\\x1b]0;pwned\\x07/log.csv as table" in out
@@ -385,7 +386,7 @@ def test_lone_surrogates_in_names_print_without_a_traceback(tmp_path, capsys):
     (tmp_path / raw_name).write_text(path.read_text())
     for target in (path, tmp_path / raw_name):
         status, out, _ = doctor(capsys, str(target))
-        assert status == 0
+        assert status == 4  # read and reported (3 points: unjudged), no traceback
         assert "bad\\ud800key" in out
     assert f"read: {tmp_path}/run\\udcff.jsonl as" in out
     status, out, _ = doctor(capsys, str(path), "--json")
@@ -484,7 +485,7 @@ def test_a_surrogate_in_a_run_name_draws_its_figure(tmp_path, capsys):
     path = tmp_path / os.fsdecode(b"run\xff.jsonl")
     jsonl(path, HEALTHY)
     status, out, _ = doctor(capsys, str(path), "--figures", str(tmp_path / "figures"))
-    assert status == 0
+    assert status == 4  # 3 points: unjudged; the sheet is drawn all the same
     assert f"figure: {tmp_path}/figures/run.png" in out
     assert (tmp_path / "figures" / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -520,3 +521,20 @@ def test_a_pipe_among_a_run_folders_files_is_refused(tmp_path, name):
     assert str(error.value) == (
         f"{tmp_path / name}: is a named pipe (FIFO), not a regular file; expected a file of align_kit's run folder"
     )
+
+
+# -- values that are no number ----------------------------------------------------------------------------------------
+
+
+def test_a_metric_value_that_is_no_number_is_left_out_with_a_note(tmp_path):
+    # a JSONL row logging text as the reward, and a CSV cell holding a NUL byte: both left out, and said
+    rows = [{"step": 1, "reward": 0.5}, {"step": 2, "reward": "abc"}, {"step": 3, "reward": "n/a"}]
+    history = only(jsonl(tmp_path / "t.jsonl", rows))
+    assert series(history, "reward") == [(1, 0.5)]
+    assert "2 value(s) of the metrics read are not numbers, left out: reward='abc' at step 2 and 1 more" in (
+        history.notes
+    )
+    (tmp_path / "nul.csv").write_bytes(b"step,reward\n1,0.5\n2,0\x006\n3,0.7\n")
+    history = only(tmp_path / "nul.csv")
+    assert series(history, "reward") == [(1, 0.5), (3, 0.7)]
+    assert "1 value(s) of the metrics read are not numbers, left out: reward='0\\x006' at step 2" in history.notes

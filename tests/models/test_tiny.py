@@ -4,6 +4,7 @@ and its prompt check."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from align_kit.models.tiny import WARM_START_FILE, TinyModel
@@ -52,3 +53,30 @@ def test_tiny_prompt_problem_names_the_character_and_the_positions():
     assert model.prompt_problem("x" * 32, 32) is None
     assert model.prompt_problem("x" * 33, 32).startswith("is 33 tokens, more than the 32 positions")
     assert model.prompt_problem("<think>" + "x" * 31, 32) is None  # the tag is one token: 32 in all
+
+
+def test_a_load_that_finds_a_build_in_progress_waits_for_it_and_builds_nothing(tmp_path, monkeypatch):
+    # Parallel sweep jobs, or the suite's parallel workers, needing the same model: one builds, the others wait.
+    from types import SimpleNamespace
+
+    import align_kit.core.build_lock as build_lock
+
+    node = TinyModel(warm_start={"steps": 1, "eval_prompts": 0})
+    entry = node.cache_path(ArithmeticTask(), tmp_path)
+    builds, waiting, loaded = [], threading.Event(), []
+    real_build = TinyModel._build
+    with build_lock.building(entry):  # this test is the first builder
+        flock = build_lock.fcntl.flock
+
+        def announced(handle, operation):
+            waiting.set()  # the other load reached the lock: it found no entry and now waits for this build
+            flock(handle, operation)
+
+        monkeypatch.setattr(build_lock, "fcntl", SimpleNamespace(flock=announced, LOCK_EX=build_lock.fcntl.LOCK_EX))
+        monkeypatch.setattr(TinyModel, "_build", lambda *args: builds.append(args) or real_build(*args))
+        other = threading.Thread(target=lambda: loaded.append(node.load(ArithmeticTask(), tmp_path)))
+        other.start()
+        assert waiting.wait(timeout=600)
+        real_build(node, entry, ArithmeticTask(), None, 8)
+    other.join(timeout=600)
+    assert builds == [] and [policy.path for policy in loaded] == [str(entry)]

@@ -102,7 +102,7 @@ def start(env: dict, *args: str) -> subprocess.Popen:
 
 
 def finish(process: subprocess.Popen) -> tuple[int, list[str]]:
-    _, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=600)
     return process.returncode, [line for line in stderr.splitlines() if line.strip()]
 
 
@@ -110,7 +110,7 @@ def rows(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def wait_until(condition, seconds: float = 60) -> None:
+def wait_until(condition, seconds: float = 300) -> None:  # a guard against a hang: loaded machines start late
     deadline = time.time() + seconds
     while not condition():
         assert time.time() < deadline, "timed out"

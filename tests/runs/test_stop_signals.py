@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import TrainerControl, TrainerState
 
+from align_kit.core.errors import TrainingInterrupted
 from align_kit.experiment.compose import compose
 from align_kit.runs.run_folder import check_resume
 from align_kit.runs.stop_signals import StopOnSignal, ends_a_generation
@@ -33,12 +35,12 @@ def interrupt_after_step_two(cache_dir: str, args: list[str], run: Path, number:
         env=dict(cli_env(cache_dir), PYTHONPATH=str(ROOT)),
     )
     metrics = run / "metrics.jsonl"
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a guard against a hang, not a measure: the run is 500 steps long
     while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
         assert process.poll() is None and time.time() < deadline, "training never reached step 2"
         time.sleep(0.1)
     process.send_signal(number)
-    stdout, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=600)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
@@ -116,3 +118,49 @@ def test_sigterm_without_checkpointing_exits_143_and_says_so(overrides_for, cach
         "; no checkpoint saved (trainer.save_strategy=no); "
         "start a new run (or train.overwrite=true to reuse this folder)"
     )
+
+
+def signalled_at(monkeypatch, step: int, number: signal.Signals) -> None:
+    """The run's own process raises `number` at the end of optimizer step `step`, just before the stop callback
+    looks at it: when the signal arrives is fixed by construction, whatever the machine's load."""
+    original = StopOnSignal.on_step_end
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == step:
+            assert threading.current_thread() is threading.main_thread()  # where the callback's handler is
+            signal.raise_signal(number)  # its Python handler runs before the next line
+        return original(self, args, state, control, **kwargs)
+
+    monkeypatch.setattr(StopOnSignal, "on_step_end", on_step_end)
+
+
+SIX_STEPS = ["logger=none", "trainer.max_steps=6", "trainer.save_strategy=no", "trainer.disable_tqdm=true"]
+
+
+# trainer.steps_per_generation=2: generations begin at steps 1, 3 and 5, so a stop waits for step 2, 4 or 6.
+@pytest.mark.parametrize(("signalled", "stopped"), [(3, 4), (4, 4)])
+def test_a_signal_before_the_last_generation_stops_at_its_boundary(
+    train_once, monkeypatch, tmp_path, signalled, stopped
+):
+    signalled_at(monkeypatch, signalled, signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted) as stop:
+        train_once(tmp_path / "run", *SIX_STEPS, fast_training=False)
+    assert (
+        str(stop.value) == f"interrupted by SIGTERM at step {stopped}; no checkpoint saved (trainer.save_strategy=no)"
+    )
+    assert stop.value.exit_code == 143
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == stopped
+
+
+@pytest.mark.parametrize("signalled", [5, 6])
+def test_a_signal_during_the_last_generation_lets_the_run_finish_and_says_so(
+    train_once, monkeypatch, tmp_path, capsys, signalled
+):
+    signalled_at(monkeypatch, signalled, signal.SIGTERM)
+    summary = train_once(tmp_path / "run", *SIX_STEPS, fast_training=False)
+    assert summary["steps"] == 6
+    assert (
+        "align-kit: SIGTERM received during the last generation's steps; the run finished them (step 6 of 6) instead "
+        "of stopping: nothing to resume"
+    ) in capsys.readouterr().err

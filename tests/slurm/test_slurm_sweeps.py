@@ -3,14 +3,17 @@
 A small sweep (three seeds, six steps each, a checkpoint every two) runs once on the local launcher (the reference
 and the baseline of the timing) and then through SLURM: the array, the SLURM ids in the manifest, `--status` with
 the scheduler's view, a second sweep into the folder refused, every job compared. A second SLURM sweep is
-pre-empted the way a cluster does it: job 0 gets submitit's signal (SIGUSR2, `scancel --signal`), saves a
-checkpoint at the step boundary, requeues and resumes to the same metrics as the uninterrupted run; job 1 is
-cancelled while queued, shows as interrupted with SLURM's reason, and `--resume` submits it alone.
+pre-empted the way a cluster does it: job 0 gets submitit's signal (SIGUSR2, `scancel --signal`) during its second
+generation's steps, saves a checkpoint at that generation's end, requeues and resumes to the same metrics as the
+uninterrupted run; job 1 is cancelled while queued, shows as interrupted with SLURM's reason, and `--resume` submits
+it alone, where the signal comes during its last generation's steps: it finishes, says so, and is not requeued. Each
+signalled job holds at a known step until its signal is handled (HOLD), so neither order depends on the machine.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -19,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.behaviour.test_sweep_resume import job_metrics
-from tests.conftest import FAST_POLICY, cli_env
+from tests.conftest import FAST_POLICY, ROOT, cli_env
 
 pytestmark = pytest.mark.slurm
 
@@ -170,6 +173,42 @@ def test_a_sweep_runs_as_a_slurm_array_with_the_schedulers_view(setup, local_swe
           f"{per_job:.1f} s more per job\n{records}")  # fmt: skip
 
 
+# Loaded by every Python process of a launch made with `held_env` (its SLURM jobs too: sbatch passes the environment
+# on). Training holds at the end of optimizer step HOLD_AT_STEP, once (HOLD_MARKER records it; the test waits for
+# it), until the stop callback has handled a signal: the test's signal then reaches the job at that step, never
+# after the job ended nor at a step the machine's load picked. A hold that no signal ends fails the job after 600 s.
+HOLD = """
+import os
+if os.environ.get("HOLD_AT_STEP"):
+    import time
+    from pathlib import Path
+    from align_kit.runs.stop_signals import StopOnSignal
+
+    step, marker = int(os.environ["HOLD_AT_STEP"]), Path(os.environ["HOLD_MARKER"])
+    on_step_end = StopOnSignal.on_step_end
+
+    def held(self, args, state, control, **kwargs):
+        if state.global_step == step and not marker.exists():
+            marker.touch()
+            deadline = time.monotonic() + 600
+            while self.received is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"held at step {step} for 600 s and no signal came")
+                time.sleep(0.05)
+        return on_step_end(self, args, state, control, **kwargs)
+
+    StopOnSignal.on_step_end = held
+"""
+
+
+def held_env(env: dict, folder: Path, step: int) -> tuple[dict, Path]:
+    """`env` whose training holds at the end of `step` until signalled; the marker file appears when it holds."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(HOLD)
+    marker = folder / "held"
+    return dict(env, PYTHONPATH=f"{folder}{os.pathsep}{ROOT}", HOLD_AT_STEP=str(step), HOLD_MARKER=str(marker)), marker
+
+
 def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_resumes_alone(
     setup, local_sweep, tmp_path
 ):
@@ -177,7 +216,9 @@ def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_re
     sweep = tmp_path / "sweep"
     launch = ["sweep", "slurm_small", f"hydra.searchpath=[file://{config}]", *training, "seed=1,2"]
     launch.append("hydra/launcher=slurm")
-    running = start(env, *launch, f"hydra.sweep.dir={sweep}")
+    # trainer.steps_per_generation=2: generations begin at steps 1, 3 and 5, so a stop waits for step 2, 4 or 6.
+    held, marker = held_env(env, tmp_path / "hold_at_3", 3)
+    running = start(held, *launch, f"hydra.sweep.dir={sweep}")
 
     def submitted():
         """both jobs' SLURM ids in the manifest"""
@@ -185,9 +226,15 @@ def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_re
         return ids if len(ids) == 2 and all(ids) else None
 
     ids = wait_for(submitted, 120, running)
-    wait_for(lambda: steps_logged(sweep / "0") >= 2, 600, running)
 
-    # Job 1 cancelled while queued; job 0 sent the signal SLURM sends before a time limit (sbatch --signal).
+    def holding():
+        """job 0 holding at the end of step 3 (job 1 queued behind it: array_parallelism=1)"""
+        return marker.exists()
+
+    wait_for(holding, 600, running)
+
+    # Job 1 cancelled while queued; job 0 sent the signal SLURM sends before a time limit (sbatch --signal) during
+    # the second generation's steps: it stops at that generation's end, step 4, and requeues.
     slurm(env, "scancel", ids[1])
     slurm(env, "scancel", "--signal=USR2", ids[0])
     stdout, stderr = running.communicate(timeout=900)
@@ -196,8 +243,8 @@ def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_re
     assert (jobs[0]["status"], jobs[0]["outcome"]) == ("done", "ok")
     assert jobs[1]["status"] == "pending" and jobs[1]["slurm_state"].startswith("CANCELLED"), jobs[1]
     log = next((sweep / ".submitit" / ids[0]).glob("*_log.err")).read_text()
-    assert "interrupted by SIGUSR2 at step" in log and "requeueing the SLURM job" in log, log[-3000:]
-    assert "job 0: resumes from checkpoint-" in log, log[-3000:]
+    assert "interrupted by SIGUSR2 at step 4; saved" in log and "requeueing the SLURM job" in log, log[-3000:]
+    assert "job 0: resumes from checkpoint-4" in log, log[-3000:]
     history = slurm(env, "sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", ids[0]).split()
     assert f"{ids[0]}|REQUEUED" in history and f"{ids[0]}|COMPLETED" in history, history
     assert job_metrics(sweep / "0") == job_metrics(local_sweep[0] / "0")  # as if never interrupted
@@ -207,11 +254,41 @@ def test_a_preempted_job_requeues_and_resumes_identically_and_a_cancelled_one_re
     assert "interrupted" in row and "ended by SLURM: CANCELLED" in row, status
     assert any(line.split()[:3] == ["1", ids[1], "CANCELLED"] for line in status.splitlines()), status
 
-    resumed = align_kit(env, "sweep", "--resume", str(sweep))
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "1 of 2 jobs finished in an earlier launch; the array holds the other 1" in resumed.stderr
+    # The resumed sweep runs job 1 alone; it is sent the signal during the last generation's steps (at step 5):
+    # no boundary is left before the run's end, so it finishes, says so, and is not requeued.
+    held, marker = held_env(env, tmp_path / "hold_at_5", 5)
+    resuming = start(held, "sweep", "--resume", str(sweep))
+
+    def resubmitted():
+        """job 1's new SLURM id in the manifest"""
+        again = manifest(sweep)["jobs"][1].get("slurm_job")
+        return again if again and again != ids[1] else None
+
+    def holding_again():
+        """job 1 holding at the end of step 5"""
+        return marker.exists()
+
+    again = wait_for(resubmitted, 120, resuming)
+    wait_for(holding_again, 600, resuming)
+    slurm(env, "scancel", "--signal=USR2", again)
+    stdout, stderr = resuming.communicate(timeout=900)
+    assert resuming.returncode == 0, stderr[-3000:]
+    assert "1 of 2 jobs finished in an earlier launch; the array holds the other 1" in stderr
     jobs = manifest(sweep)["jobs"]
     assert [(job["status"], job["outcome"]) for job in jobs] == [("done", "ok")] * 2
-    assert jobs[1]["slurm_job"] != ids[1] and jobs[0]["slurm_job"] == ids[0]  # job 1 alone, in a job of its own
+    assert jobs[1]["slurm_job"] == again and jobs[0]["slurm_job"] == ids[0]  # job 1 alone, in a job of its own
+    log = next((sweep / ".submitit" / again).glob("*_log.err")).read_text()
+    assert (
+        "align-kit: SIGUSR2 received during the last generation's steps; the run finished them (step 6 of 6) "
+        "instead of stopping: nothing to resume"
+    ) in log, log[-3000:]
+    assert "requeueing" not in log, log[-3000:]
+
+    def completed():
+        """SLURM's records of job 1's new job: COMPLETED, never requeued"""
+        states = slurm(env, "sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", again).split()
+        return states if f"{again}|COMPLETED" in states else None
+
+    assert f"{again}|REQUEUED" not in wait_for(completed, 120)
     assert job_metrics(sweep / "1") == job_metrics(local_sweep[0] / "1")
     assert json.loads((sweep / "1" / "summary.json").read_text())["steps"] == 6

@@ -226,6 +226,7 @@ def history_from_rows(
         notes.append(f"{key} read through its conversion to {mapping[key]} (see the key maps)")
     by_step: dict[int, dict[str, float]] = {}
     nulls = fillers = 0
+    not_numbers: list[tuple[int, str, object]] = []  # (step, key, value) of metric values that are no number
     repeated: dict[int, None] = {}  # steps whose values some later row logs again
     for step, row in raw:
         values = by_step.get(step)
@@ -240,6 +241,8 @@ def history_from_rows(
                         number = float("nan")
                         nulls += 1
                     else:
+                        if value is not None:  # text, a list, a mapping: a metric that is no number is said
+                            not_numbers.append((step, key, value))
                         continue
                 if conversions and key in conversions:
                     number = conversions[key](number)
@@ -251,6 +254,8 @@ def history_from_rows(
                 values[concept] = number
     if repeated:
         notes.append(_repeated_note(list(repeated)))
+    if not_numbers:
+        notes.append(_not_numbers_note(not_numbers))
     if nulls:
         notes.append(f"{nulls} null value(s) read as NaN (the file writes non-finite values as null)")
     if fillers:
@@ -336,3 +341,12 @@ def as_step(value: Any) -> int | None:
     if number is None or number != number or number in (float("inf"), float("-inf")):
         return None
     return int(number)
+
+
+def _not_numbers_note(found: list[tuple[int, str, object]]) -> str:
+    """One note for the values of read metrics that are no number (left out of the rules), with the first one shown
+    escaped (a shared log's text must not reach the terminal raw)."""
+    step, key, value = found[0]
+    shown = ascii(value) if len(ascii(value)) <= 40 else ascii(value)[:37] + "..."
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    return f"{len(found)} value(s) of the metrics read are not numbers, left out: {key}={shown} at step {step}{more}"
