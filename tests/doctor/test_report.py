@@ -63,8 +63,9 @@ def test_json_is_one_strict_document_with_stable_keys():
     first = document["runs"][0]
     assert set(first) == {
         "name", "source", "format", "framework", "rows", "steps", "verdict", "summary", "questions", "alerts",
-        "coverage", "advice", "mapping", "unmapped", "notes", "artefacts", "figure",
+        "coverage", "advice", "mapping", "unmapped", "notes", "artefacts", "figure", "samples",
     }  # fmt: skip
+    assert first["samples"] is None  # read from no run folder: nowhere samples could be
     # loss and grad_norm only: stable (non_finite) and signal (grad_norm_vanishing) can judge, the rest cannot.
     assert first["questions"] == {
         "does it learn": False,
