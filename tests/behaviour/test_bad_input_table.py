@@ -1154,6 +1154,45 @@ CASES = (
     + SLURM_COUNTS
     + QA_VARIANTS
 )
+
+
+# The default tier runs every DEFAULT_TIER_EVERY-th row of each list (its first included: each kind at least once);
+# the slow tier runs them all (`make test-slow`, in .ci/run). Each row costs a composition and a pre-flight (1-2.5 s),
+# so the whole table alone took most of the default tier's time.
+DEFAULT_TIER_EVERY = 8
+
+
+def tiered(lists: dict[str, list], ids) -> list:
+    """The rows of `lists` as pytest params, each named by `ids(row)`, every DEFAULT_TIER_EVERY-th of a list in the
+    default tier and the others marked slow."""
+    params = []
+    for rows in lists.values():
+        for index, row in enumerate(rows):
+            marks = () if index % DEFAULT_TIER_EVERY == 0 else (pytest.mark.slow,)
+            params.append(pytest.param(*row, id=ids(row), marks=marks))
+    return params
+
+
+CASE_LISTS = {
+    "TYPES": TYPES,
+    "MODEL_TASK_ROLLOUT": MODEL_TASK_ROLLOUT,
+    "LM_HEAD_ROWS": LM_HEAD_ROWS,
+    "TRAINER": TRAINER,
+    "TOP_LEVEL": TOP_LEVEL,
+    "DATA": DATA,
+    "TOOLS": TOOLS,
+    "SANDBOX": SANDBOX,
+    "QUANTIZED_SAMPLER": QUANTIZED_SAMPLER,
+    "DATA_STRICT": DATA_STRICT,
+    "STEP_ZERO": STEP_ZERO,
+    "SECURITY": SECURITY,
+    "SHARED_FILE_SECRETS": SHARED_FILE_SECRETS,
+    "LIFECYCLE": LIFECYCLE,
+    "REAL_MODEL": REAL_MODEL,
+    "GYM_OPTIONS": GYM_OPTIONS,
+    "SLURM_COUNTS": SLURM_COUNTS,
+    "QA_VARIANTS": QA_VARIANTS,
+}
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
     (["sweep", "clip_higher", "overlong"], "align-kit sweep: ", "2 sweeps named (clip_higher, overlong)"),
@@ -1650,7 +1689,7 @@ def test_the_table_holds_at_least_120_distinct_bad_inputs():
     assert len({" ".join(argv) for argv, _ in CASES}) == len(CASES) >= 120
 
 
-@pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(argv[1:]) for argv, _ in CASES])
+@pytest.mark.parametrize(("argv", "fragment"), tiered(CASE_LISTS, lambda row: " ".join(row[0][1:])))
 def test_bad_input_exits_2_with_one_line_and_leaves_nothing(argv, fragment, entry, data, tmp_path):
     victim, victim_dir = make_victims(tmp_path)
     fill = {"{data}": str(data), "{victim_dir}": str(victim_dir), "{victim}": str(victim)}

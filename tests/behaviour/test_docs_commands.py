@@ -38,6 +38,11 @@ LAUNCHERS = ("python", "torchrun", "accelerate")  # they run `-m align_kit.train
 EXPECTED_EXIT = re.compile(r"#\s*exits (\d+)")
 
 SHOWN_ONLY = {
+    "align-kit sweep docs/alert_to_answer/fix_overlong_budget_12.yaml logger=none "
+    "hydra.sweep.dir=outputs/sweeps/fix_overlong_budget_12": (
+        "a committed sweep file run from the repository's root, not from the fresh folder each command runs in here; "
+        "a sweep file run by its path is tested in docs/sweeps.md's block and tests/doctor/test_advice_sweep.py"
+    ),
     "align-kit compare wandb:ENTITY/PROJECT/GROUP": (
         "reads a W&B group through wandb.Api, which needs a W&B server and a login; the compare tests run the same "
         "path on a stand-in for the API"
