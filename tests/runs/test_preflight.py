@@ -137,7 +137,8 @@ def test_a_folder_that_refuses_a_new_file_is_refused_even_for_root(tmp_path):
     try:
         if _can_create(locked):
             pytest.skip("this user can write in the locked folder")
-        with pytest.raises(ConfigError, match="hydra.run.dir=.*/locked/run is not writable .*refuses a new file"):
+        # (the value may be shown shortened when the path is long; the folder that refused is named whole)
+        with pytest.raises(ConfigError, match="hydra.run.dir=.* is not writable \\(.*/locked refuses a new file"):
             check_writable("hydra.run.dir", str(locked / "run"))
     finally:
         subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
