@@ -125,11 +125,6 @@ class Composition:
             node = node[part]
         return node
 
-    def overrides(self) -> list[str]:
-        """The composition as command-line overrides (each choice, then each value)."""
-        chosen = [f"{group}={_override_value(node)}" for group, node in self.choices.items()]
-        return chosen + [f"{key}={_override_value(value)}" for key, value in self.values.items()]
-
 
 def _override_value(value: Any) -> str:
     if isinstance(value, list):

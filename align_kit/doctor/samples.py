@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from align_kit.monitor.samples import ALERT_PREFIX, PERIODIC_PREFIX, SAMPLES_DIR
+from align_kit.monitor.samples import ALERT_PREFIX, SAMPLES_DIR
 
 SHOWN = 4  # completions shown under an alert
 SHOWN_CHARS = 160  # of each, on the terminal (--json carries the file's text)
@@ -111,10 +111,6 @@ def alert_samples(folder: Path) -> dict[tuple[str, int], AlertSamples]:
         if isinstance(rule, str) and isinstance(step, int):
             found[(rule, step)] = AlertSamples(rule, step, str(path), choose(_entries(document)))
     return found
-
-
-def periodic_steps(folder: Path) -> list[int]:
-    return [doc["step"] for _, doc in _documents(folder, PERIODIC_PREFIX) if isinstance(doc.get("step"), int)]
 
 
 def one_line(text: str, width: int = SHOWN_CHARS) -> str:
