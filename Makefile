@@ -61,9 +61,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -n 2
 
-# Long runs: every sweep's jobs for one step, killed-and-resumed sweeps, launchers, signals (about 12 minutes).
+# Long runs: every sweep's jobs for one step, killed-and-resumed sweeps, launchers, signals, trainings moved out of
+# the default tier, every row of the bad-input table; two workers like `make test`.
 test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow -n 2
 
 # Two-process training under torchrun (gloo on CPU), about 4 minutes.
 test-multiprocess: install

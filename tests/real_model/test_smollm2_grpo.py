@@ -130,13 +130,35 @@ def test_every_component_trains_the_real_model(runs, name):
     assert "start_success_rate" not in policy  # pretrained: no warm start
 
 
-def test_completions_stop_at_the_chat_end_token_and_re_encode_as_sampled(runs):
+def converted_tokenizer():
+    from transformers import AutoTokenizer
+
+    from align_kit.models.gguf import ensure_converted
+    from align_kit.models.smollm2 import SmolLM2
+
+    node = SmolLM2()
+    node.validate()
+    cache = os.environ.get("ALIGN_KIT_CACHE", str(Path.home() / ".cache" / "align_kit"))
+    return AutoTokenizer.from_pretrained(ensure_converted(node.gguf_path(), cache))  # converted by the runs
+
+
+def test_completions_stop_at_the_chat_end_token_and_re_encode_to_the_same_text(runs):
     # With the converted tokenizer's EOS (<|im_start|>, transformers' GGUF conversion) no completion ever ended:
-    # each ran into a new chat turn up to the budget. With <|im_end|> some stop early; the BPE re-encoding of the
-    # rendered conversation gives back the sampled ids.
+    # each ran into a new chat turn up to the budget. With <|im_end|> some stop early.
     rows = [row for name in RUNS for row in metrics(runs[name]) if "completions/mean_terminated_length" in row]
     assert any(row["completions/clipped_ratio"] < 1.0 for row in rows)
-    assert all(row["mismatch/retokenize_rate"] == 0.0 for row in rows if "mismatch/retokenize_rate" in row)
+    assert any("mismatch/retokenize_rate" in row for row in rows)
+    # A rollout may still re-encode to other ids: sampling at temperature 1 can pick a split BPE never makes (e.g.
+    # "\n\n" as one token before a digit, which the pre-tokenizer encodes as two "\n"), the mismatch the check is
+    # for (the training-stability chapter, 16.6.1 (3)). What the chat rendering must not do is change the text: each
+    # saved example decodes to the same string both ways.
+    tokenizer = converted_tokenizer()
+    for name in RUNS:
+        example_file = runs[name] / "retokenize_mismatch.json"
+        if example_file.exists():
+            example = json.loads(example_file.read_text())
+            assert example["sampled_ids"] != example["reencoded_ids"]
+            assert tokenizer.decode(example["sampled_ids"]) == tokenizer.decode(example["reencoded_ids"]), name
 
 
 def test_the_doctor_reads_the_real_models_run(runs):
@@ -144,8 +166,13 @@ def test_the_doctor_reads_the_real_models_run(runs):
     result = subprocess.run(
         [sys.executable, "-m", "align_kit.cli", "doctor", str(folder)], capture_output=True, text=True, env=env()
     )
-    assert result.returncode in (0, 1, 3), result.stderr[-2000:]  # healthy, warning, failing: never bad input
+    # Never bad input (2). Two steps log one reward point: too few to judge whether the run learns, so it is never
+    # healthy (0); with no alert it is unjudged (4) and says which question it could not answer.
+    assert result.returncode in (1, 3, 4), result.stderr[-2000:]
     assert "verdict:" in result.stdout
+    rewards = [row for row in metrics(folder) if "reward" in row and "loss" in row]
+    if result.returncode == 4:
+        assert f"the run has {len(rewards)}" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize(
@@ -168,16 +195,7 @@ def test_what_a_dense_chat_model_cannot_take_is_refused_before_it_loads(override
 
 
 def test_the_converted_tokenizer_ends_a_turn_where_the_chat_template_does(runs):
-    from transformers import AutoTokenizer
-
-    from align_kit.models.gguf import ensure_converted
-    from align_kit.models.smollm2 import SmolLM2
-
-    node = SmolLM2()
-    node.validate()
-    cache = os.environ.get("ALIGN_KIT_CACHE", str(Path.home() / ".cache" / "align_kit"))
-    folder = ensure_converted(node.gguf_path(), cache)  # converted by the runs
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = converted_tokenizer()
     assert (tokenizer.eos_token, tokenizer.pad_token, tokenizer.bos_token) == (
         "<|im_end|>",
         "<|im_end|>",
