@@ -411,6 +411,7 @@ def test_a_process_that_detaches_and_drops_the_token_dies_with_the_call(mode, ma
     assert survivors(marker) == []
 
 
+@pytest.mark.slow
 def test_detached_processes_die_at_the_timeout_too(mode, marker):
     # The code detaches two processes within its first 5 s (WAIT_SEEN), then sleeps: 10 s leave a loaded machine
     # room to start them, and the call still ends at the timeout (the sleep would take 60 s).
@@ -427,6 +428,7 @@ def test_code_that_kills_its_own_process_group_leaves_nothing_either(mode, marke
     assert survivors(marker) == []
 
 
+@pytest.mark.slow
 def test_a_stopped_supervisor_is_killed_after_the_deadline_with_what_kept_the_token(monkeypatch, token):
     # What the process mode cannot promise (the code runs as the caller's user): once the code stops or kills its
     # own supervisor, only processes that kept the token are found. run_python still returns, as a timeout, after

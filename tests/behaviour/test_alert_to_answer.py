@@ -25,6 +25,7 @@ def cut_run(tmp_path_factory, cache_dir) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_doctor_prints_the_completions_under_the_alert(cut_run, capsys):
     assert doctor([str(cut_run)]) == 3  # all_truncated is failing
     out = capsys.readouterr().out

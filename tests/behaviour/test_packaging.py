@@ -85,6 +85,7 @@ def source_value(path: Path, key: str):
     return OmegaConf.select(OmegaConf.load(path), key)
 
 
+@pytest.mark.slow
 def test_wheel_composes_every_recipe_and_sweep_from_any_folder(installed, tmp_path):
     result = run_in(tmp_path, str(installed / "python"), "-c", COMPOSE_ALL)
     assert result.returncode == 0, result.stderr[-3000:]

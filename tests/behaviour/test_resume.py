@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from align_kit.tracking.metrics_file import read_metrics
 from tests.behaviour.logged_steps import step_rows, without_timing
 from tests.conftest import cli_env
@@ -39,6 +41,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_matches_an_uninterrupted_run(train_once, overrides_for, cache_dir, tmp_path):
     train_once(tmp_path / "whole", *RESUME_RUN, fast_training=False)
 

@@ -107,12 +107,14 @@ def test_failed_jobs_do_not_stop_the_sweep_and_are_reported(cache_dir, tmp_path)
     assert "RuntimeError: loss exploded" in (tmp_path / "1" / "error.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_sweep_without_failures_exits_zero_with_its_summary(cache_dir, tmp_path):
     result = stub_sweep(cache_dir, tmp_path, "1,5")
     assert result.returncode == 0, result.stderr[-2000:]
     assert recorded(tmp_path) == [outcome(0, 1, "ok", None, tmp_path), outcome(1, 5, "ok", None, tmp_path)]
 
 
+@pytest.mark.slow
 def test_an_interrupted_job_ends_the_sweep_with_the_sweep_resume_command(cache_dir, tmp_path):
     result = stub_sweep(cache_dir, tmp_path, "1,6,5")
     assert result.returncode == 143, result.stderr[-2000:]

@@ -241,6 +241,7 @@ def test_sigkill_mid_sweep_then_resume_equals_an_uninterrupted_sweep(overrides_f
         assert job_metrics(sweep / job) == job_metrics(tmp_path / "whole" / job), job
 
 
+@pytest.mark.slow
 def test_a_resume_with_a_bad_value_is_refused_before_any_job_runs(stub_env, tmp_path):
     env, log = stub_env
     sweep = tmp_path / "sweep"

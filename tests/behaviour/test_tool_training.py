@@ -50,6 +50,7 @@ def expected_loss_mask(tokens: list[str], eos: str) -> list[int]:
     return mask
 
 
+@pytest.mark.slow
 def test_a_generation_round_masks_observations_and_failed_steps(build_trainer):
     trainer = build_trainer(*TOOL_RUN)
     inputs = generation_inputs(trainer, prompts=2)

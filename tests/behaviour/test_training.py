@@ -35,6 +35,7 @@ def test_default_run_writes_the_run_folder_and_an_offline_wandb_run(train_once, 
     assert config["choice/clip"] == "symmetric" and config["trainer"]["max_steps"] == 4
 
 
+@pytest.mark.slow
 def test_tiny_moe_trains_with_logger_none(train_once, tmp_path):
     summary = train_once(tmp_path, "model=tiny_moe", "logger=none", "trainer.max_steps=2")
     assert summary["steps"] == 2

@@ -60,6 +60,7 @@ def test_dry_run_lists_each_section_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "work").exists()
 
 
+@pytest.mark.slow
 def test_every_training_command_composes_on_a_gpu(tmp_path, monkeypatch):
     """The models the check builds (here at their tiny size, same code) load as model=hf folders, and each training
     command is a valid plan for a bf16 GPU: the embedded default, R3 with the FP8 sampler on the MoE, the dense."""

@@ -209,6 +209,7 @@ def test_the_sampler_copy_computes_with_its_own_weights(build_trainer):
     assert torch.equal(before, after)
 
 
+@pytest.mark.slow
 def test_bf16_sampler_samples_the_policy_inside_training(train_once, tmp_path):
     # 4 steps = 2 generation batches of 8 prompts x 8 completions; fp32 is the reference distribution. The
     # fast test policy rarely answers right, so its format rate carries the signal (on the bug: ~0.01 vs ~0.98).

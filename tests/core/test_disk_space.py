@@ -86,6 +86,7 @@ if os.environ.get("STUB_LOG"):
 """
 
 
+@pytest.mark.slow
 def test_the_command_ends_with_one_line_and_a_nonzero_status(cache_dir, tmp_path):
     env, _ = stubbed_cli_env(cache_dir, tmp_path, STUB)
     run = tmp_path / "run"

@@ -10,6 +10,7 @@ import pytest
 from align_kit.models.hf import HFModel
 
 
+@pytest.mark.slow
 def test_hf_node_loads_a_locally_saved_model(tiny_policy, tmp_path):
     import torch
 

@@ -58,6 +58,7 @@ def test_halt_saves_a_checkpoint_and_stops(train_once, tmp_path):
     assert summary["steps"] == step and summary["halted"]["rule"] == "policy_ratio_drift"
 
 
+@pytest.mark.slow
 def test_halted_run_exits_non_zero_from_the_cli(overrides_for, cache_dir, tmp_path):
     args = [*overrides_for(*COLLAPSING, "monitor.policy_ratio_drift.action=halt"), f"hydra.run.dir={tmp_path}"]
     result = subprocess.run(
@@ -72,6 +73,7 @@ def test_halted_run_exits_non_zero_from_the_cli(overrides_for, cache_dir, tmp_pa
     assert "ALERT policy_ratio_drift (halt)" in output
 
 
+@pytest.mark.slow
 def test_non_finite_training_halts_keeping_the_last_finite_checkpoint(overrides_for, cache_dir, tmp_path):
     # lr 1e30: Adam's first update moves every weight by about 1e30 (finite, so checkpoint-1 is saved);
     # the second mini-step's backward overflows and the grad norm is NaN while the logged loss is not.

@@ -61,6 +61,7 @@ def test_folder_kinds(tmp_path):
     assert folder_kind(tmp_path / "file") == "file"
 
 
+@pytest.mark.slow
 def test_project_folder_is_refused_and_left_untouched(cache_dir, tmp_path):
     (tmp_path / "README.md").write_text("# my project\n")
     (tmp_path / "config.yaml").write_text("mine: true\n")
@@ -74,6 +75,7 @@ def test_project_folder_is_refused_and_left_untouched(cache_dir, tmp_path):
     assert snapshot(tmp_path) == before and sorted(os.listdir(tmp_path)) == ["README.md", "config.yaml"]
 
 
+@pytest.mark.slow
 def test_empty_run_folder_is_refused(cache_dir, tmp_path):
     result = train_cli(cache_dir, "hydra.run.dir=", cwd=tmp_path)
     assert result.returncode == 2
@@ -84,6 +86,7 @@ def test_empty_run_folder_is_refused(cache_dir, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_existing_run_is_refused_and_every_file_of_it_untouched(cache_dir, tmp_path):
     run = write_run(tmp_path / "run")
     before = snapshot(run)
@@ -119,6 +122,7 @@ def test_resume_and_overwrite_together_are_refused(tmp_path):
         check_run_folder(write_run(tmp_path / "run"), "hydra.run.dir", resume=True, overwrite=True)
 
 
+@pytest.mark.slow
 def test_nonempty_sweep_folder_is_refused(cache_dir, tmp_path):
     (tmp_path / "0").mkdir()
     result = train_cli(cache_dir, "-m", "seed=1,2", f"hydra.sweep.dir={tmp_path}")

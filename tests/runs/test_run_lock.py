@@ -117,6 +117,7 @@ def wait_until(condition, seconds: float = 300) -> None:  # a guard against a ha
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_live_run_refuses_overwrite_and_resume_and_keeps_its_files(stub_env, tmp_path):
     run = tmp_path / "run"
     a = start(stub_env, *RUN, "seed=1", f"hydra.run.dir={run}")
@@ -142,6 +143,7 @@ def test_a_live_run_refuses_overwrite_and_resume_and_keeps_its_files(stub_env, t
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("run")) == ["run"]
 
 
+@pytest.mark.slow
 def test_two_starts_into_one_new_folder_leave_one_runs_files(stub_env, tmp_path):
     run, barrier = tmp_path / "run", tmp_path / "barrier"
     barrier.mkdir()
@@ -173,6 +175,7 @@ def test_a_shared_sweep_folder_is_refused_before_any_job(stub_env, tmp_path):
     assert not sweep.exists() and (tmp_path / "calls.jsonl").read_text() == ""
 
 
+@pytest.mark.slow
 def test_a_folder_that_never_got_past_step_0_is_reused(stub_env, tmp_path):
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)

@@ -67,6 +67,7 @@ REFUSALS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_an_sbatch_that_refuses_the_array_is_one_line_and_the_jobs_are_recorded_failed(case, tmp_path, cache_dir):
     stubs = tmp_path / "bin"

@@ -50,6 +50,7 @@ def test_a_glob_lists_the_config_folders_nodes_too(tmp_path):
     assert with_folder == ["clip=clip_higher", "clip=gspo", "clip=symmetric", "clip=wide"]
 
 
+@pytest.mark.slow
 def test_the_manifest_of_a_sweep_with_a_config_folder_lists_the_jobs_hydra_ran(cache_dir, tmp_path):
     conf = write_user_clip(tmp_path)
     env, log = stubbed_cli_env(cache_dir, tmp_path, SITECUSTOMIZE)
