@@ -1134,6 +1134,18 @@ QA_VARIANTS = [
     ),
     (["train", "--info", "-m", "seed=1,2"], "-m/--multirun and --info: Hydra takes only one of --run"),
 ]
+# Issue 44's leftovers: an option past what its generator makes, folders a shared file would point writes at, a sweep
+# manifest that is not the sweep file's.
+TRUST_R5 = [
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{max_terms:99999999999}}"],
+        "task.options.chain_sum.max_terms=99999999999: past the hardest level of reasoning-gym's curriculum",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[advanced_geometry]", "task.options={advanced_geometry:{min_coord:-99999999999}}"],
+        "choose min_coord >= -10000",
+    ),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -1153,6 +1165,7 @@ CASES = (
     + GYM_OPTIONS
     + SLURM_COUNTS
     + QA_VARIANTS
+    + TRUST_R5
 )
 
 
@@ -1192,6 +1205,7 @@ CASE_LISTS = {
     "GYM_OPTIONS": GYM_OPTIONS,
     "SLURM_COUNTS": SLURM_COUNTS,
     "QA_VARIANTS": QA_VARIANTS,
+    "TRUST_R5": TRUST_R5,
 }
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
