@@ -35,6 +35,7 @@ from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
+from align_kit.experiment.write_folders import check_write_folders
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
 from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
@@ -205,7 +206,8 @@ def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
 def check_buildable(cfg: DictConfig) -> dict:
     """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), that it reads the environment
     only where the user wrote so (align_kit.experiment.environment_reads), and that its own packages and the switches
-    that run code or upload are named on the command line (align_kit.experiment.opt_ins), before anything else is read;
+    that run code or upload are named on the command line (align_kit.experiment.opt_ins), that a file points no write
+    outside the working folder (align_kit.experiment.write_folders), before anything else is read;
     the job's nodes are align_kit.experiment.schema's to check (every `_target_`, before any is imported or built).
     Returns the config resolved."""
     from hydra.core.hydra_config import HydraConfig
@@ -215,6 +217,13 @@ def check_buildable(cfg: DictConfig) -> dict:
     raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
     check_environment_reads(raw, [*task_overrides, *hydra_cfg.overrides.hydra])  # before anything resolves them
     data = resolved(cfg)
+    folders = {
+        "paths.output_root": str(OmegaConf.select(cfg, "paths.output_root")),
+        "paths.cache_dir": str(OmegaConf.select(cfg, "paths.cache_dir")),
+        "hydra.run.dir": str(hydra_cfg.run.dir),
+        "hydra.sweep.dir": str(hydra_cfg.sweep.dir),
+    }
+    check_write_folders(raw, folders, [*task_overrides, *hydra_cfg.overrides.hydra], os.getcwd())
     allowed = allowed_packages(data, task_overrides)
     check_opt_ins(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)

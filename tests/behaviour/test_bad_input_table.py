@@ -1145,6 +1145,22 @@ TRUST_R5 = [
         [*_GYM_TASK, "task.datasets=[advanced_geometry]", "task.options={advanced_geometry:{min_coord:-99999999999}}"],
         "choose min_coord >= -10000",
     ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=output_root_out"],
+        "paths.output_root=../victim_dir comes from a config file and puts the run's files at {victim_dir}, outside",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=run_dir_out"],
+        "hydra.run.dir=../victim_dir/run comes from a config file and puts the run's files at {victim_dir}/run",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=sweep_dir_out"],
+        "hydra.sweep.dir=/tmp/../tmp comes from a config file and puts the run's files at /tmp, outside the folder",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=cache_dir_own"],
+        "paths.cache_dir=handed_over_cache comes from a config file; align_kit loads what the cache holds",
+    ),
 ]
 CASES = (
     TYPES
@@ -1393,7 +1409,7 @@ def make_data_files(folder: Path) -> Path:
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
     make_failed_sweep(folder / "failed_sweep")
-    for name, text in {**PRESETS, **SECRET_PRESETS}.items():
+    for name, text in {**PRESETS, **SECRET_PRESETS, **TRUST_R5_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
     return folder
@@ -1673,6 +1689,16 @@ SECRET_PRESETS = {
     "sweep/push.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      trainer.push_to_hub: 'true'\n",
     "recipe/remote_server.yaml": _GLOBAL
     + "defaults:\n  - override /rollout: vllm\nrollout:\n  mode: server\n  server_base_url: http://203.0.113.9:8000\n",
+}
+
+
+# The TRUST_R5 cases' shared files: folders that point a run's writes out of the working folder, a cache of their own.
+TRUST_R5_PRESETS = {
+    "recipe/output_root_out.yaml": _GLOBAL + "paths:\n  output_root: ../victim_dir\n",
+    "recipe/run_dir_out.yaml": _GLOBAL + "hydra:\n  run:\n    dir: ../victim_dir/run\n",
+    "sweep/sweep_dir_out.yaml": _GLOBAL
+    + "hydra:\n  sweep:\n    dir: /tmp/../tmp\n  sweeper:\n    params:\n      seed: 1,2\n",
+    "recipe/cache_dir_own.yaml": _GLOBAL + "paths:\n  cache_dir: handed_over_cache\n",
 }
 
 
