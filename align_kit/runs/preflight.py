@@ -35,8 +35,10 @@ from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
+from align_kit.experiment.typed_overrides import typed
 from align_kit.experiment.write_folders import check_write_folders
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.runs.manifest_trust import made_jobs
 from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
 # What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
@@ -213,9 +215,10 @@ def check_buildable(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    task_overrides = typed(hydra_cfg.overrides.task)  # a handed-over sweep manifest's lines are a file's
+    command_line = [*task_overrides, *typed(hydra_cfg.overrides.hydra)]
     raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
-    check_environment_reads(raw, [*task_overrides, *hydra_cfg.overrides.hydra])  # before anything resolves them
+    check_environment_reads(raw, command_line)  # before anything resolves them
     data = resolved(cfg)
     folders = {
         "paths.output_root": str(OmegaConf.select(cfg, "paths.output_root")),
@@ -223,7 +226,7 @@ def check_buildable(cfg: DictConfig) -> dict:
         "hydra.run.dir": str(hydra_cfg.run.dir),
         "hydra.sweep.dir": str(hydra_cfg.sweep.dir),
     }
-    check_write_folders(raw, folders, [*task_overrides, *hydra_cfg.overrides.hydra], os.getcwd())
+    check_write_folders(raw, folders, command_line, os.getcwd())
     allowed = allowed_packages(data, task_overrides)
     check_opt_ins(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
@@ -321,6 +324,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
         composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
+        made_jobs[:] = [task_key(job) for job in jobs]  # a resume holds its manifest's jobs to them
     except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)

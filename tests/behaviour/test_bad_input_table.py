@@ -1161,6 +1161,18 @@ TRUST_R5 = [
         ["train", "--config-dir", "{data}/presets", "recipe=cache_dir_own"],
         "paths.cache_dir=handed_over_cache comes from a config file; align_kit loads what the cache holds",
     ),
+    # a handed-over sweep manifest's overrides count as a shared file's; its jobs and folders must be its sweep's
+    (["sweep", "--resume", "{data}/manifests/handed_push"], "trainer.push_to_hub=true comes from a config file"),
+    (["sweep", "--resume", "{data}/manifests/handed_cache"], "paths.cache_dir=/tmp/handed_over_cache comes from a"),
+    (["sweep", "--resume", "{data}/manifests/handed_env"], "logger.project=${oc.env:HOME} comes from a config file"),
+    (
+        ["sweep", "--resume", "{data}/manifests/handed_jobs"],
+        "{data}/manifests/handed_jobs/sweep_manifest.json lists job 2 as seed=3, but its sweep makes (none)",
+    ),
+    (
+        ["sweep", "--resume", "{data}/manifests/handed_folder"],
+        "{data}/manifests/handed_folder/sweep_manifest.json: jobs[0].folder=/etc is not inside the sweep folder",
+    ),
 ]
 CASES = (
     TYPES
@@ -1409,6 +1421,7 @@ def make_data_files(folder: Path) -> Path:
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
     make_failed_sweep(folder / "failed_sweep")
+    make_handed_over_manifests(folder / "manifests")
     for name, text in {**PRESETS, **SECRET_PRESETS, **TRUST_R5_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
@@ -1578,6 +1591,23 @@ def _torch_file_naming_code(path: Path) -> None:
     import torch
 
     torch.save({"python": _NamesCode()}, path)
+
+
+def make_handed_over_manifests(folder: Path) -> None:
+    """TRUST_R5's manifests as someone else's sweep folder would hold them (this account never launched them): a
+    sweep of `seed=1,2` on the default config whose overrides add what only the command line may give, or whose jobs
+    and folders its sweep does not make."""
+    pair = [_job(0), _job(1)]
+    handed = {
+        "handed_push": _manifest(pair, task_overrides=["seed=1,2", "trainer.push_to_hub=true"]),
+        "handed_cache": _manifest(pair, task_overrides=["seed=1,2", "paths.cache_dir=/tmp/handed_over_cache"]),
+        "handed_env": _manifest(pair, task_overrides=["seed=1,2", "logger.project=${oc.env:HOME}"]),
+        "handed_jobs": _manifest([*pair, _job(2)]),
+        "handed_folder": _manifest([_job(0, folder="/etc"), _job(1)]),
+    }
+    for name, text in handed.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "sweep_manifest.json").write_text(text)
 
 
 def make_lifecycle_files(folder: Path) -> None:
