@@ -264,6 +264,7 @@ def sweep_jobs(
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
     jobs = basic_sweep(parsed)
+    made_jobs[:] = [task_key(job) for job in jobs]  # a resume holds its manifest's jobs to them
     if not jobs:
         empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
         raise ConfigError(
@@ -324,7 +325,6 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
         composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
-        made_jobs[:] = [task_key(job) for job in jobs]  # a resume holds its manifest's jobs to them
     except COMPOSE_ERRORS as error:
         raise ConfigError(one_line(error)) from None
     arms = _varying(jobs)
