@@ -33,6 +33,12 @@ def handed_over(keys: Iterable[str]) -> Iterator[None]:
         _handed_over = before
 
 
+def handing_over() -> bool:
+    """Whether a handed-over manifest's lines are set aside now: then no site file (a --config-dir file the user
+    keeps for a cluster's shell settings) counts as the user's either, since the manifest named the folder."""
+    return bool(_handed_over)
+
+
 def typed(lines: Iterable) -> list[str]:
     """The override lines of `lines` (Hydra's record of the command line) that the user typed."""
     return [str(line) for line in lines if override_key(line) not in _handed_over]

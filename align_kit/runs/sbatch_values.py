@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.opt_ins import command_line_values, given_value
 from align_kit.experiment.schema import show
-from align_kit.experiment.typed_overrides import typed
+from align_kit.experiment.typed_overrides import handing_over, typed
 
 SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
 # Launcher settings that reach the script as shell or as options that run programs, set the job's environment or
@@ -43,7 +43,7 @@ def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
     """The resolved `hydra.launcher` (`launcher`) of the composed `hydra` node; one ConfigError line naming the key."""
     check_control_characters("hydra.launcher", launcher)
     command_line = command_line_values(typed(hydra.overrides.hydra))  # a handed-over manifest's lines: a file's
-    site = _site_settings(hydra)
+    site = [] if handing_over() else _site_settings(hydra)  # a handed-over manifest named the config folder
     for key, what in SHELL_KEYS.items():
         value = launcher.get(key)
         if not value:
