@@ -40,10 +40,14 @@ def fingerprint(manifest: dict) -> str:
 
 
 def record_launch(manifest: dict) -> None:
-    """Record that this account launched `manifest` (at each launch, as it is written)."""
+    """Record that this account launched `manifest` (at each launch, as it is written). A cache that cannot be
+    written leaves no record: the sweep still runs, and its resume takes the manifest as a shared file."""
     folder = cache_root() / LAUNCHES
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    (folder / fingerprint(manifest)).touch()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (folder / fingerprint(manifest)).touch()
+    except OSError:
+        pass
 
 
 def launched_here(manifest: dict) -> bool:

@@ -66,3 +66,10 @@ def test_handed_over_keys_are_not_typed_in_any_spelling_and_only_inside_the_bloc
     with handed_over({"trainer.push_to_hub", "trainer.hub_model_id", "seed"}):
         assert typed(lines) == ["hydra.sweep.dir=/s"]
     assert typed(lines) == lines
+
+
+def test_a_cache_that_cannot_be_written_leaves_no_record_and_no_error(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("ALIGN_KIT_CACHE", str(tmp_path / "a_file"))  # no folder can be made under a file
+    record_launch(MANIFEST)
+    assert not launched_here(MANIFEST)
