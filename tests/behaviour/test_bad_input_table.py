@@ -1598,9 +1598,14 @@ def make_handed_over_manifests(folder: Path) -> None:
     sweep of `seed=1,2` on the default config whose overrides add what only the command line may give, or whose jobs
     and folders its sweep does not make."""
     pair = [_job(0), _job(1)]
+
+    def forged(added: str) -> str:  # self-consistent: its jobs are what its overrides make (as Hydra writes them)
+        jobs = [_job(n, overrides=[f"seed={n + 1}", added.replace("=true", "=True")]) for n in (0, 1)]
+        return _manifest(jobs, task_overrides=["seed=1,2", added])
+
     handed = {
-        "handed_push": _manifest(pair, task_overrides=["seed=1,2", "trainer.push_to_hub=true"]),
-        "handed_cache": _manifest(pair, task_overrides=["seed=1,2", "paths.cache_dir=/tmp/handed_over_cache"]),
+        "handed_push": forged("trainer.push_to_hub=true"),
+        "handed_cache": forged("paths.cache_dir=/tmp/handed_over_cache"),
         "handed_env": _manifest(pair, task_overrides=["seed=1,2", "logger.project=${oc.env:HOME}"]),
         "handed_jobs": _manifest([*pair, _job(2)]),
         "handed_folder": _manifest([_job(0, folder="/etc"), _job(1)]),
