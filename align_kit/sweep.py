@@ -31,7 +31,7 @@ def folder_command(flag: str, rest: list[str]) -> None:
     `--resume FOLDER [overrides]` relaunches the sweep there."""
     from align_kit.core.errors import ConfigError
     from align_kit.runs import sweep_manifest
-    from align_kit.runs.sweep_manifest import MANIFEST_FILE, read, resume_command
+    from align_kit.runs.sweep_manifest import MANIFEST_FILE, read
     from align_kit.runs.sweep_summary import status_table
 
     usage = f"usage: align-kit sweep {flag} <sweep folder>" + (
@@ -68,23 +68,39 @@ def folder_command(flag: str, rest: list[str]) -> None:
     if flag == "--status":
         print(status_table(folder, manifest, every_job="--all" in rest[1:]))
         return
+    resume(folder, manifest, rest[1:])
+
+
+def resume(folder: Path, manifest: dict, typed: list[str]) -> None:
+    """`--resume FOLDER [typed]`: relaunch the sweep in `folder` from its manifest, checked as a first launch is; a
+    manifest this account did not launch is held to its sweep as align_kit.runs.manifest_trust says."""
     import os
 
     from align_kit import train
+    from align_kit.core.errors import ConfigError
+    from align_kit.experiment.typed_overrides import handed_over, override_key
+    from align_kit.runs import sweep_manifest
     from align_kit.runs.launchers import THREADS_ENV, given, plan
+    from align_kit.runs.manifest_trust import check_job_folders, check_jobs_made, launched_here, made_jobs
+    from align_kit.runs.preflight import flags_first, run_preflight
+    from align_kit.runs.sweep_manifest import resume_command
 
+    # Someone else's manifest holds their command line: the keys its lines set count as a file's, except those typed
+    # now (a line typed as the manifest has it is dropped from the line: the manifest's copy stands).
+    handed = [] if launched_here(manifest) else [*manifest["task_overrides"], *manifest.get("hydra_overrides", [])]
     arguments = resume_command(folder, manifest)
-    if given(rest[1:], "hydra/launcher") is not None:  # a launcher named now replaces the first launch's settings
+    if given(typed, "hydra/launcher") is not None:  # a launcher named now replaces the first launch's settings
         arguments = [arg for arg in arguments if not is_launcher_setting(arg)]
-    from align_kit.runs.preflight import flags_first
-
-    launch = flags_first([*arguments, *rest[1:]])
+    handed_keys = {override_key(arg) for arg in arguments if arg in handed} - {override_key(arg) for arg in typed}
+    launch = flags_first([*arguments, *[arg for arg in typed if arg not in handed]])
     if given(launch, "hydra/launcher") is None:  # started on Hydra's default launcher: resumed on it too
         launch.append("hydra/launcher=basic")
-    from align_kit.runs.preflight import run_preflight
-
-    run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line and exit 2 on a bad value
-    try:  # each job composes as it did at the first launch (or --replan), said before any launcher line
+    try:
+        check_job_folders(folder, manifest)
+        with handed_over(handed_keys):
+            run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line, exit 2
+        check_jobs_made(folder, manifest, made_jobs)
+        # each job composes as it did at the first launch (or --replan), said before any launcher line
         sweep_manifest.check_replan(
             folder, manifest, sweep_manifest.job_configs([j["overrides"] for j in manifest["jobs"]])
         )

@@ -122,7 +122,12 @@ def _train(cfg: DictConfig, choices: dict[str, str], folder: Path, group: str | 
         trainer = build_trainer(
             plan, policy.model, policy.tokenizer, extra_callbacks=(stop,), train_dataset=train_dataset
         )
-        trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        try:
+            trainer.train(resume_from_checkpoint=True if cfg.train.resume else None)
+        finally:
+            stop.release()
+        if stop.forced:  # a second signal, even one whose KeyboardInterrupt a finalizer dropped: stopped at once
+            raise KeyboardInterrupt
         if stop.received is not None and trainer.state.global_step < trainer.state.max_steps:  # else it finished
             saved = latest_checkpoint(folder) if plan.effective("save_strategy") != "no" else None
             raise TrainingInterrupted(

@@ -35,7 +35,10 @@ from align_kit.experiment.schema import allowed_packages, resolved
 from align_kit.experiment.shared_compose import SweepComposer
 from align_kit.experiment.trainer_needs import check_machine
 from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
+from align_kit.experiment.typed_overrides import typed
+from align_kit.experiment.write_folders import check_write_folders
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
+from align_kit.runs.manifest_trust import made_jobs
 from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
 # What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
@@ -205,16 +208,25 @@ def check_idle_overrides(overrides: list[str], plan: ExperimentPlan) -> None:
 def check_buildable(cfg: DictConfig) -> dict:
     """What the composed job can make Hydra build or log (align_kit.runs.hydra_tree), that it reads the environment
     only where the user wrote so (align_kit.experiment.environment_reads), and that its own packages and the switches
-    that run code or upload are named on the command line (align_kit.experiment.opt_ins), before anything else is read;
+    that run code or upload are named on the command line (align_kit.experiment.opt_ins), that a file points no write
+    outside the working folder (align_kit.experiment.write_folders), before anything else is read;
     the job's nodes are align_kit.experiment.schema's to check (every `_target_`, before any is imported or built).
     Returns the config resolved."""
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    task_overrides = OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False)
+    task_overrides = typed(hydra_cfg.overrides.task)  # a handed-over sweep manifest's lines are a file's
+    command_line = [*task_overrides, *typed(hydra_cfg.overrides.hydra)]
     raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
-    check_environment_reads(raw, [*task_overrides, *hydra_cfg.overrides.hydra])  # before anything resolves them
+    check_environment_reads(raw, command_line)  # before anything resolves them
     data = resolved(cfg)
+    folders = {
+        "paths.output_root": str(OmegaConf.select(cfg, "paths.output_root")),
+        "paths.cache_dir": str(OmegaConf.select(cfg, "paths.cache_dir")),
+        "hydra.run.dir": str(hydra_cfg.run.dir),
+        "hydra.sweep.dir": str(hydra_cfg.sweep.dir),
+    }
+    check_write_folders(raw, folders, command_line, os.getcwd())
     allowed = allowed_packages(data, task_overrides)
     check_opt_ins(data, task_overrides)
     check_hydra_tree(hydra_cfg, allowed)
@@ -252,6 +264,7 @@ def sweep_jobs(
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
     jobs = basic_sweep(parsed)
+    made_jobs[:] = [task_key(job) for job in jobs]  # a resume holds its manifest's jobs to them
     if not jobs:
         empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
         raise ConfigError(

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.core.errors import ConfigError
 from align_kit.experiment.opt_ins import command_line_values, given_value
 from align_kit.experiment.schema import show
+from align_kit.experiment.typed_overrides import handing_over, typed
 
 SITE_FILE = "hydra/launcher/site/slurm_local.yaml"
 # Launcher settings that reach the script as shell or as options that run programs, set the job's environment or
@@ -41,8 +42,8 @@ BY_ENTRY = ("additional_parameters",)
 def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
     """The resolved `hydra.launcher` (`launcher`) of the composed `hydra` node; one ConfigError line naming the key."""
     check_control_characters("hydra.launcher", launcher)
-    command_line = command_line_values(str(line) for line in hydra.overrides.hydra)
-    site = _site_settings(hydra)
+    command_line = command_line_values(typed(hydra.overrides.hydra))  # a handed-over manifest's lines: a file's
+    site = [] if handing_over() else _site_settings(hydra)  # a handed-over manifest named the config folder
     for key, what in SHELL_KEYS.items():
         value = launcher.get(key)
         if not value:
@@ -54,9 +55,9 @@ def check_launcher_values(hydra: DictConfig, launcher: Mapping) -> None:
             # entry is looked up in what was typed)
             if given_value(command_line, path) == item or _in_site(site, key, entry, item):
                 continue
-            typed = f"+hydra.launcher.{key}.NAME=VALUE" if key in BY_ENTRY else f"hydra.launcher.{key}=[...]"
+            example = f"+hydra.launcher.{key}.NAME=VALUE" if key in BY_ENTRY else f"hydra.launcher.{key}=[...]"
             raise ConfigError(
-                f"{path}={show(item)}: {what} come only from {SITE_FILE} or the command line ({typed}), not from a "
+                f"{path}={show(item)}: {what} come only from {SITE_FILE} or the command line ({example}), not from a "
                 "recipe, sweep or other preset"
             )
     check_submitit_folder(launcher.get("submitit_folder"), str(hydra.sweep.dir))

@@ -46,6 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 from align_kit.core.errors import ConfigError
 from align_kit.core.processes import process_start_time, start_time_of
 from align_kit.core.run_files import ERROR_LOG, HYDRA_RECORD, SUMMARY_FILE, TRAINER_STATE, latest_checkpoint
+from align_kit.runs.manifest_trust import record_launch
 from align_kit.runs.run_lock import LOCK_FILE as RUN_LOCK_FILE
 
 MANIFEST_FILE = "sweep_manifest.json"
@@ -568,6 +569,7 @@ def start_sweep(config: DictConfig) -> dict:
             if configs is not None:
                 record_configs(manifest, configs)
         _write_folded(sweep_dir, manifest)  # the earlier launches' job log, folded in
+    record_launch(manifest)  # this account's own: a resume from it is the user's command line
     return manifest
 
 

@@ -22,6 +22,7 @@ from align_kit.core.contracts import TaskNode
 from align_kit.core.errors import ConfigError
 from align_kit.core.fields import SEED, SEED_LIMIT, knob
 from align_kit.rewards.gym import build_dataset, plain_option
+from align_kit.tasks.gym_ranges import check_curriculum_ranges
 from align_kit.tasks.option_types import expected
 
 INSTALL = "make install-real-model (or pip install reasoning-gym==0.1.25)"
@@ -105,6 +106,7 @@ class ReasoningGymTask(TaskNode):
                         f"task.options.{name}.{key}: not an option of {name}; its options: {', '.join(option_names)}"
                     )
             self._check_types(name, options)
+            check_curriculum_ranges(name, {key: plain_option(options[key]) for key in options})
         for name in self.datasets:
             for split in ("train", "eval"):
                 self._check_config(name, self.config(name, split, 1))

@@ -1134,6 +1134,46 @@ QA_VARIANTS = [
     ),
     (["train", "--info", "-m", "seed=1,2"], "-m/--multirun and --info: Hydra takes only one of --run"),
 ]
+# Issue 44's leftovers: an option past what its generator makes, folders a shared file would point writes at, a sweep
+# manifest that is not the sweep file's.
+TRUST_R5 = [
+    (
+        [*_GYM_TASK, "task.options={chain_sum:{max_terms:99999999999}}"],
+        "task.options.chain_sum.max_terms=99999999999: past the hardest level of reasoning-gym's curriculum",
+    ),
+    (
+        [*_GYM_TASK, "task.datasets=[advanced_geometry]", "task.options={advanced_geometry:{min_coord:-99999999999}}"],
+        "choose min_coord >= -10000",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=output_root_out"],
+        "paths.output_root=../victim_dir comes from a config file and puts the run's files at {victim_dir}, outside",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=run_dir_out"],
+        "hydra.run.dir=../victim_dir/run comes from a config file and puts the run's files at {victim_dir}/run",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "-m", "sweep=sweep_dir_out"],
+        "hydra.sweep.dir=/tmp/../tmp comes from a config file and puts the run's files at /tmp, outside the folder",
+    ),
+    (
+        ["train", "--config-dir", "{data}/presets", "recipe=cache_dir_own"],
+        "paths.cache_dir=handed_over_cache comes from a config file; align_kit loads what the cache holds",
+    ),
+    # a handed-over sweep manifest's overrides count as a shared file's; its jobs and folders must be its sweep's
+    (["sweep", "--resume", "{data}/manifests/handed_push"], "trainer.push_to_hub=true comes from a config file"),
+    (["sweep", "--resume", "{data}/manifests/handed_cache"], "paths.cache_dir=/tmp/handed_over_cache comes from a"),
+    (["sweep", "--resume", "{data}/manifests/handed_env"], "logger.project=${oc.env:HOME} comes from a config file"),
+    (
+        ["sweep", "--resume", "{data}/manifests/handed_jobs"],
+        "{data}/manifests/handed_jobs/sweep_manifest.json lists job 2 as seed=3, but its sweep makes (none)",
+    ),
+    (
+        ["sweep", "--resume", "{data}/manifests/handed_folder"],
+        "{data}/manifests/handed_folder/sweep_manifest.json: jobs[0].folder=/etc is not inside the sweep folder",
+    ),
+]
 CASES = (
     TYPES
     + MODEL_TASK_ROLLOUT
@@ -1153,6 +1193,7 @@ CASES = (
     + GYM_OPTIONS
     + SLURM_COUNTS
     + QA_VARIANTS
+    + TRUST_R5
 )
 
 
@@ -1192,6 +1233,7 @@ CASE_LISTS = {
     "GYM_OPTIONS": GYM_OPTIONS,
     "SLURM_COUNTS": SLURM_COUNTS,
     "QA_VARIANTS": QA_VARIANTS,
+    "TRUST_R5": TRUST_R5,
 }
 # Bad inputs whose one line is not a config error: (argv, the line's prefix, a fragment it must contain).
 LIFECYCLE_OTHER = [
@@ -1379,7 +1421,8 @@ def make_data_files(folder: Path) -> Path:
     make_gguf_files(folder / "gguf")
     make_unfinished_runs(folder / "unfinished")
     make_failed_sweep(folder / "failed_sweep")
-    for name, text in {**PRESETS, **SECRET_PRESETS}.items():
+    make_handed_over_manifests(folder / "manifests")
+    for name, text in {**PRESETS, **SECRET_PRESETS, **TRUST_R5_PRESETS}.items():
         (folder / "presets" / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / "presets" / name).write_text(text)
     return folder
@@ -1550,6 +1593,28 @@ def _torch_file_naming_code(path: Path) -> None:
     torch.save({"python": _NamesCode()}, path)
 
 
+def make_handed_over_manifests(folder: Path) -> None:
+    """TRUST_R5's manifests as someone else's sweep folder would hold them (this account never launched them): a
+    sweep of `seed=1,2` on the default config whose overrides add what only the command line may give, or whose jobs
+    and folders its sweep does not make."""
+    pair = [_job(0), _job(1)]
+
+    def forged(added: str) -> str:  # self-consistent: its jobs are what its overrides make (as Hydra writes them)
+        jobs = [_job(n, overrides=[f"seed={n + 1}", added.replace("=true", "=True")]) for n in (0, 1)]
+        return _manifest(jobs, task_overrides=["seed=1,2", added])
+
+    handed = {
+        "handed_push": forged("trainer.push_to_hub=true"),
+        "handed_cache": forged("paths.cache_dir=/tmp/handed_over_cache"),
+        "handed_env": _manifest(pair, task_overrides=["seed=1,2", "logger.project=${oc.env:HOME}"]),
+        "handed_jobs": _manifest([*pair, _job(2)]),
+        "handed_folder": _manifest([_job(0, folder="/etc"), _job(1)]),
+    }
+    for name, text in handed.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "sweep_manifest.json").write_text(text)
+
+
 def make_lifecycle_files(folder: Path) -> None:
     """The LIFECYCLE cases' files: dangling symlinks, damaged runs to resume, malformed sweep manifests."""
     (folder / "dangling").symlink_to(folder / "nowhere")
@@ -1659,6 +1724,16 @@ SECRET_PRESETS = {
     "sweep/push.yaml": _GLOBAL + "hydra:\n  sweeper:\n    params:\n      trainer.push_to_hub: 'true'\n",
     "recipe/remote_server.yaml": _GLOBAL
     + "defaults:\n  - override /rollout: vllm\nrollout:\n  mode: server\n  server_base_url: http://203.0.113.9:8000\n",
+}
+
+
+# The TRUST_R5 cases' shared files: folders that point a run's writes out of the working folder, a cache of their own.
+TRUST_R5_PRESETS = {
+    "recipe/output_root_out.yaml": _GLOBAL + "paths:\n  output_root: ../victim_dir\n",
+    "recipe/run_dir_out.yaml": _GLOBAL + "hydra:\n  run:\n    dir: ../victim_dir/run\n",
+    "sweep/sweep_dir_out.yaml": _GLOBAL
+    + "hydra:\n  sweep:\n    dir: /tmp/../tmp\n  sweeper:\n    params:\n      seed: 1,2\n",
+    "recipe/cache_dir_own.yaml": _GLOBAL + "paths:\n  cache_dir: handed_over_cache\n",
 }
 
 

@@ -94,3 +94,17 @@ def test_a_recipe_cannot_pass_as_the_site_file_with_another_value(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"^hydra.launcher.additional_parameters.mail-type=ALL"):
         _checked(["recipe=x"], both)
+
+
+def test_a_handed_over_sweeps_site_file_is_not_the_users(tmp_path):
+    """A sweep folder handed over with its manifest can bring its --config-dir, site file included: while the
+    resume's handed-over lines are set aside (align_kit.experiment.typed_overrides), no site file counts as the
+    user's, so its shell lines are refused until typed on the resume line."""
+    from align_kit.experiment.typed_overrides import handed_over
+
+    site = _folder(tmp_path / "site", "setup: [touch /tmp/made_by_a_handed_over_site]\n", None)
+    _checked([], site)  # the user's own --config-dir
+    with handed_over({"seed"}), pytest.raises(ConfigError, match=r'^hydra\.launcher\.setup=\["touch /tmp/made_by_a'):
+        _checked([], site)
+    with handed_over({"seed"}):
+        _checked(["hydra.launcher.setup=[touch /tmp/made_by_a_handed_over_site]"], site)  # typed again: the user's

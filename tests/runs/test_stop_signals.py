@@ -164,3 +164,62 @@ def test_a_signal_during_the_last_generation_lets_the_run_finish_and_says_so(
         "align-kit: SIGTERM received during the last generation's steps; the run finished them (step 6 of 6) instead "
         "of stopping: nothing to resume"
     ) in capsys.readouterr().err
+
+
+def signalled_twice_at_once(stop: StopOnSignal, number: signal.Signals) -> None:
+    """Two `number` signals delivered before the main thread runs Python again, as two Ctrl-C a few ms apart during
+    one long tensor operation are: the main thread blocks them while another thread takes both deliveries, and it is
+    joined (so both have happened) before the main thread runs a line; CPython then calls the handler once."""
+
+    def deliver_twice():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        signal.raise_signal(number)  # to this thread: delivered before the call returns
+        signal.raise_signal(number)
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {number})
+    try:
+        helper = threading.Thread(target=deliver_twice)
+        helper.start()
+        helper.join()  # the handler runs on the main thread once this returns
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+
+
+def test_two_signals_the_handler_is_called_once_for_still_stop_at_once():
+    stop = StopOnSignal()
+    previous = signal.getsignal(signal.SIGINT)
+    stop.on_train_begin(None, None, None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            signalled_twice_at_once(stop, signal.SIGINT)
+        assert stop.forced
+    finally:
+        stop.release()
+    assert signal.getsignal(signal.SIGINT) == previous
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as meant
+def test_a_second_signal_whose_interrupt_a_finalizer_swallows_still_ends_the_run_interrupted(
+    train_once, monkeypatch, tmp_path
+):
+    """The first SIGINT lands during the last generation (the run would finish it, exit 0); the second lands while
+    the main thread runs an object's finalizer, where Python prints and drops any exception: the run must still end
+    as interrupted at once (KeyboardInterrupt: exit 130 from the command), not return a finished run."""
+
+    class SignalsWhenCollected:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # its handler runs before this call returns, inside the finalizer
+
+    original = StopOnSignal.on_step_end
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 5:
+            signal.raise_signal(signal.SIGINT)
+        if state.global_step == 6:
+            SignalsWhenCollected()  # collected at once: the finalizer runs here
+        return original(self, args, state, control, **kwargs)
+
+    monkeypatch.setattr(StopOnSignal, "on_step_end", on_step_end)
+    with pytest.raises(KeyboardInterrupt):
+        train_once(tmp_path / "run", *SIX_STEPS, fast_training=False)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
