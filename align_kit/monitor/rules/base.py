@@ -28,6 +28,7 @@ def fmean(values: Any) -> float:
 
 if TYPE_CHECKING:
     from align_kit.monitor.rules.context import RunContext
+    from align_kit.monitor.rules.over_run import Trend
 
 # The zero-variance share: align_kit's own (from the raw reward totals) when logged, else TRL's,
 # which counts a group flat only when its float32 std is below 1e-8.
@@ -95,7 +96,9 @@ class Series:
         # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
         self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
         self._means: dict[int, float] = {}  # n -> the mean of the last n values, for the latest value only
+        self._head_means: dict[int, float] = {}  # n -> the mean of the first n values, once all n are logged
         self.low, self.high = math.inf, -math.inf  # the range of every value logged
+        self.rises = 0  # how many values in a row, up to the latest, each strictly above the one before
 
     def append(self, step: int, value: float) -> None:
         self.count += 1
@@ -103,8 +106,10 @@ class Series:
             self.start = step
         if len(self.first) < self.head_size:
             self.first.append(value)
+        values = self.values
+        self.rises = self.rises + 1 if values and value > values[-1] else 0
         self.steps.append(step)
-        self.values.append(value)
+        values.append(value)
         if value < self.low:
             self.low = value
         if value > self.high:
@@ -124,6 +129,16 @@ class Series:
             mean = self._means[n] = fmean(self.last(n))
         return mean
 
+    def mean_first(self, n: int) -> float:
+        """The mean of the first `n` values (of all kept, if fewer): computed once, when the n-th arrives, since the
+        first values never change after (several rules compare their window with the run's start at each step)."""
+        mean = self._head_means.get(n)
+        if mean is None:
+            mean = fmean(self.first[:n])
+            if len(self.first) >= n:
+                self._head_means[n] = mean
+        return mean
+
     def last(self, n: int) -> list[float]:
         """The last `n` values (all that are kept, if fewer)."""
         if n >= len(self.values):
@@ -140,7 +155,10 @@ class Series:
             self._smoothed[span] = (deque(maxlen=max((self.values.maxlen or 0) - span + 1, 0)), [0])
         means, brought_to = self._smoothed[span]
         new = min(self.count - brought_to[0], len(self.values))
-        if new:
+        if new == 1 and len(self.values) >= span:  # one more value: one more mean, from the tail alone
+            means.append((self.steps[-span], self.steps[-1], self.mean_last(span)))
+            brought_to[0] = self.count
+        elif new:
             values, steps = list(self.values), list(self.steps)
             for end in range(max(len(values) - new, span - 1), len(values)):
                 means.append((steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
@@ -169,7 +187,9 @@ class Series:
         self.start = state.get("start", state["steps"][0] if state["steps"] else None)  # older states lack it
         self.steps.extend(state["steps"])
         self.values.extend(state["values"])
-        self._means = {}
+        self._means, self._head_means = {}, {}
+        kept = list(self.values)
+        self.rises = next((i for i in range(len(kept) - 1) if kept[-1 - i] <= kept[-2 - i]), max(len(kept) - 1, 0))
         kept = state["values"] or [math.inf]  # saved before the range was kept: what the kept values say
         self.low, self.high = state.get("range") or (min(kept), max(state["values"] or [-math.inf]))
         self.best = {int(span): value for span, value in state["best"].items()}
@@ -350,6 +370,9 @@ class Rule:
     # the rule's alerts said (the accuracy rose over the run after a window where it stalled); each of its alerts is
     # then a recovered episode. None: only a later evaluation that finds the condition false can reverse one.
     reversed_over_run: Callable[[Any, History, RunContext], bool] | None = None
+    # Judged once at the end on the whole history's trend (over_run.Trend), when the caller holds every point (the
+    # doctor) and the rule has not fired: a finding, or None where the reading is not the rule's to make.
+    over_run: Callable[[Any, Trend, RunContext], Finding | None] | None = None
     # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
     # most any rule reads), 0 for a rule that reads none.
     pairs: Callable[[Any], int] = lambda _settings: 0
