@@ -101,10 +101,10 @@ class Series:
         self.rises = 0  # how many values in a row, up to the latest, each strictly above the one before
 
     def append(self, step: int, value: float) -> None:
-        self.count += 1
-        if self.start is None:
+        count = self.count = self.count + 1
+        if count == 1:
             self.start = step
-        if len(self.first) < self.head_size:
+        if count <= self.head_size:
             self.first.append(value)
         values = self.values
         self.rises = self.rises + 1 if values and value > values[-1] else 0
@@ -117,7 +117,7 @@ class Series:
         if self._means:
             self._means = {}
         for span in self._best_spans:
-            if self.count >= span:
+            if count >= span:
                 mean = self.mean_last(span)
                 self.best[span] = max(self.best.get(span, mean), mean)
 
@@ -269,9 +269,14 @@ class History(dict):
         self.train_eval = TrainEvalPairs(train_eval_window)
         self.grad_norm_zeros = GradNormZeros()
         self.spreadless = SpreadlessRows()
+        self.first_of: dict[tuple[str, ...], str] = {}  # first_logged's answers while no metric is added
 
     def __missing__(self, name: str) -> Series:
         return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
+
+    def __setitem__(self, name: str, series: Series) -> None:
+        super().__setitem__(name, series)
+        self.first_of.clear()  # a metric logged for the first time may be the first of its alternatives
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 us a field, and every rule makes one a step
@@ -328,11 +333,12 @@ def half_change(values: list[float]) -> float:
 
 
 def first_logged(history: History, names: tuple[str, ...]) -> str:
-    """The first of several alternative metrics that this run logs."""
-    for name in names:
-        if history[name].count:
-            return name
-    return names[0]
+    """The first of several alternative metrics that this run logs (kept until the history gains a metric: several
+    rules ask at every step)."""
+    found = history.first_of.get(names)
+    if found is None:
+        found = history.first_of[names] = next((name for name in names if history[name].count), names[0])
+    return found
 
 
 # FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on

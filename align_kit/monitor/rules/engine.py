@@ -83,22 +83,22 @@ class HealthMonitor:
     def update(self, step: int, metrics: Mapping[str, float | None]) -> list[Alert]:
         if not self.config.enabled:
             return []
-        watched = self._watched.intersection(metrics)
         present = {}
-        for name in watched:
+        seen, history, isfinite = self._seen, self.history, math.isfinite
+        for name in self._watched.intersection(metrics):
             value = metrics[name]
             if value is not None:
-                self._seen.add(name)
-                if isinstance(value, int | float) and math.isfinite(value):
-                    present[name] = float(value)
+                seen.add(name)
+                if isinstance(value, int | float) and isfinite(value):
+                    value = present[name] = float(value)
+                    series = history.get(name)
+                    if series is None:
+                        head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
+                        series = history[name] = Series(head, tail, best_spans)
+                    series.append(step, value)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
-        for name, value in present.items():
-            if name not in self.history:
-                head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
-                self.history[name] = Series(head, tail, best_spans)
-            self.history[name].append(step, value)
         # A train reward logged at an evaluation's step belongs to the interval that evaluation closes.
         if TRAIN_REWARD in present:
             self.history.train_eval.add_train(present[TRAIN_REWARD])
@@ -108,7 +108,7 @@ class HealthMonitor:
         self.history.spreadless.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
-        history, context, judged, in_episode = self.history, self.context, self._judged, self._in_episode
+        context, judged, in_episode = self.context, self._judged, self._in_episode
         for rule, settings, triggers, name, check, kind in self._plan:
             # A rule that reads non-finite values judges a NaN too; every other needs a finite value of a trigger.
             if kind is _METRICS:

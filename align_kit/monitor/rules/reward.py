@@ -101,7 +101,9 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
         return None
     recent = series.mean_last(s.span)
     values = {"recent_mean": recent, "threshold": s.threshold}
-    return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
+    if recent <= s.threshold:  # no alert: no words to read the reward's level for
+        return Finding(False, values, metric)
+    return Finding(True, values, metric, _difficulty_words(history, context, recent, s.span))
 
 
 def _rising_share(metric: str) -> Check:
@@ -111,8 +113,10 @@ def _rising_share(metric: str) -> Check:
             return None
         recent, change = series.mean_last(s.span), half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
+        if not (recent > s.threshold and change > s.rise):
+            return Finding(False, values_out, metric, points=s.window)
         words = _difficulty_words(history, context, recent, s.span)
-        return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
+        return Finding(True, values_out, metric, words, points=s.window)
 
     return check
 
