@@ -218,6 +218,12 @@ def _conclude(
     elif not judged:
         verdict = "unjudged"
         summary = f"unjudged: read, but no rule could judge this history (0 of {len(coverage)} rules judged; see below)"
+    elif not answers[LEARNS]:  # nothing fired, but nothing judged the trend either: not shown healthy
+        verdict = "unjudged"
+        summary = (
+            f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but whether the run learns could "
+            f"not be judged ({why_unanswered(LEARNS, coverage)})"
+        )
     elif learning is not None and learning.state != LEARNED:
         # Over a whole history with no stated range, only a rise establishes that the run learns (over_run.py).
         answers[LEARNS] = False
@@ -225,12 +231,6 @@ def _conclude(
         summary = (
             f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but that the run learns was not "
             f"established ({learning.why}: no rise)"
-        )
-    elif not answers[LEARNS]:  # nothing fired, but nothing judged the trend either: not shown healthy
-        verdict = "unjudged"
-        summary = (
-            f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but whether the run learns could "
-            f"not be judged ({why_unanswered(LEARNS, coverage)})"
         )
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from align_kit.doctor.diagnose import diagnose
-from align_kit.monitor.rules.over_run import FELL, FLAT, LEARNED, trend
+from align_kit.monitor.rules.over_run import FELL, FLAT, LEARNED, UNCLEAR, trend
 from align_kit.monitor.settings import HealthMonitorConfig, RewardPlateau
 from tests.doctor.histories import history, series
 
@@ -117,8 +117,27 @@ def test_a_flat_run_whose_plateau_is_only_noted_is_not_shown_healthy():
     assert diagnosis.questions["does it learn"] is False
 
 
-def test_under_twenty_points_it_reads_nothing():
-    assert trend([0.1, 0.2] * 9 + [0.3]) is None
+def test_under_three_points_it_reads_nothing():
+    assert trend([0.1, 0.2]) is None
+
+
+def test_a_short_history_falling_under_the_short_rules_bounds_is_not_shown_healthy():
+    """12 points falling by 0.8 under a noise of 0.35: no short rule fires; only a rise would show it learns."""
+    values = [1.0 - 0.8 * index / 12 + 0.35 * noise for index, noise in enumerate(NOISE[:12])]
+    assert slope_t(values) < -2
+    reading = trend(values)
+    assert reading.short and reading.state == UNCLEAR
+    assert reading.slope_t == pytest.approx(slope_t(values), rel=1e-9)
+    diagnosis = diagnose(history(series("reward", values)))
+    assert not diagnosis.counted and diagnosis.verdict == "unjudged"
+    assert "that the run learns was not established (over its 12 points" in diagnosis.summary
+
+
+def test_a_short_history_that_rises_learned():
+    values = [0.2 + 0.5 * index / 12 + 0.1 * noise for index, noise in enumerate(NOISE[:12])]
+    assert slope_t(values) > 2
+    assert trend(values).state == LEARNED
+    assert diagnose(history(series("reward", values))).verdict == "healthy"
 
 
 def test_unchanged_by_a_positive_affine_map():

@@ -250,7 +250,7 @@ def _decline_over_run(trend: Trend, context: RunContext) -> Finding | None:
     """With no range stated, the whole history's reading (over_run.py): fell, its slope below -FLAT_T standard
     errors with its last third below its first (one test at the end, so FLAT_T, not the FALL_T a test at every
     point needs)."""
-    if context.reward_scale_stated:
+    if context.reward_scale_stated or trend.short:
         return None
     first, _, last = trend.thirds
     values = {"latest": last, "best": max(trend.thirds), "threshold": first, "slope_t": trend.slope_t}
@@ -422,7 +422,7 @@ def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float
 def _plateau_over_run(trend: Trend, context: RunContext) -> Finding | None:
     """With no range stated, the whole history's reading (over_run.py): flat, its slope within FLAT_T standard errors
     of 0 and neither the reward nor the accuracy rose over it."""
-    if context.reward_scale_stated:
+    if context.reward_scale_stated or trend.short:
         return None
     first, _, last = trend.thirds
     values = {"window_mean": trend.mean, "change": last - first, "trend_t": trend.slope_t, "rise_t": trend.thirds_t}
