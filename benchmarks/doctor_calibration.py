@@ -226,6 +226,75 @@ def score(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool) 
     return total
 
 
+@dataclass
+class Three:
+    """A split's labelled runs in three (and those not read): judged as labelled; read but `unjudged` (never counted
+    as labelled, whatever the label: a healthy excerpt too short to judge is not matched by `unjudged`); judged
+    otherwise (wrong). `failing_called_healthy` and `unjudged_healthy` are parts of wrong and unjudged."""
+
+    labelled: int = 0
+    as_labelled: int = 0
+    unjudged: int = 0
+    unjudged_healthy: int = 0
+    wrong: int = 0
+    failing_called_healthy: int = 0
+    not_read: int = 0
+
+
+def three(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool) -> Three:
+    """The runs labelled healthy or failing of `runs` in Three's counts, by score()'s rule of what is as labelled."""
+    scored = [run for run in runs if run.label in ("healthy", "failing") and run.run in outcomes]
+    counts = Three(labelled=len(scored))
+    correct = set()
+    for run in scored:
+        if score([run], outcomes, fitting).correct:
+            correct.add(run.run)
+    for run in scored:
+        verdict = outcomes[run.run].verdict
+        if verdict is None:
+            counts.not_read += 1
+        elif run.run in correct:
+            counts.as_labelled += 1
+        elif verdict == "unjudged":
+            counts.unjudged += 1
+            counts.unjudged_healthy += run.label == "healthy"
+        else:
+            counts.wrong += 1
+            counts.failing_called_healthy += run.label == "failing" and verdict == "healthy"
+    return counts
+
+
+def _three_lines(
+    runs: list[LabelledRun], results: dict[str, dict[str, Outcome]], heldback: frozenset[str]
+) -> list[str]:
+    splits = [("all", runs)]
+    splits += [(group, [r for r in runs if group_of(r) == group]) for group in ("published", "made here")]
+    if heldback & {run.run for run in runs}:
+        splits += [("development", [r for r in runs if r.run not in heldback])]
+        splits += [("held back", [r for r in runs if r.run in heldback])]
+    lines = [
+        "### as labelled, unjudged, wrong",
+        "",
+        "Each split's runs labelled healthy or failing, in three: judged as labelled; read but `unjudged` (not a match "
+        "for any label, a healthy excerpt too short to judge included); judged otherwise (wrong). Not read apart. "
+        "The last column is the share as labelled among the runs judged (neither unjudged nor unread).",
+        "",
+        "| diagnoser | split | labelled | as labelled | unjudged (labelled healthy) | wrong (failing called healthy) "
+        "| not read | as labelled, of those judged |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for tool, outcomes in results.items():
+        for name, members in splits:
+            c = three(members, outcomes, fitting=(tool == "doctor"))
+            judged = c.as_labelled + c.wrong
+            share = f"{c.as_labelled}/{judged} ({100 * c.as_labelled / judged:.0f} %)" if judged else "-"
+            lines.append(
+                f"| {tool} | {name} | {c.labelled} | {c.as_labelled} | {c.unjudged} ({c.unjudged_healthy}) "
+                f"| {c.wrong} ({c.failing_called_healthy}) | {c.not_read} | {share} |"
+            )
+    return lines
+
+
 def per_rule(runs: list[LabelledRun], outcomes: dict[str, Outcome], fitting: bool = True) -> dict[str, dict[str, int]]:
     """Per rule: false alarms (fired on a healthy run), caught (fired on a failing run it fits),
     fired elsewhere (on a failing run it does not fit), missed (fits a failing run, did not fire).
@@ -292,6 +361,7 @@ def markdown(
         development = [r for r in runs if r.run not in heldback]
         lines += ["", "### development runs (in-sample)", "", *_summary(development, results)]
         lines += ["", "### held-back runs", "", *_summary([r for r in runs if r.run in heldback], results)]
+    lines += ["", *_three_lines(runs, results, heldback)]
     for tool, outcomes in results.items():
         caught = "caught (fits)" if tool == "doctor" else "fired on failing runs"
         lines += ["", f"### {tool}: per rule", "", f"| rule | false alarms | {caught} | fired, not fitting | missed |"]

@@ -24,8 +24,9 @@ from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
 from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
 from align_kit.monitor.rules import Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
-from align_kit.monitor.rules.base import MEAN_LENGTH, fmean
+from align_kit.monitor.rules.base import ACCURACY, MEAN_LENGTH, TRAIN_REWARD, fmean
 from align_kit.monitor.rules.context import count
+from align_kit.monitor.rules.over_run import LEARNED, Trend, trend
 from align_kit.monitor.rules.own_noise import RISE_T, rise_t
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -107,7 +108,8 @@ class Replay:
         return fired
 
     def finish(self) -> Diagnosis:
-        self.alerts += self.monitor.finish()
+        learning = self._trend()
+        self.alerts += self.monitor.finish(learning)
         alerts = _recovered(sorted(self.alerts, key=lambda alert: alert.step), self.monitor.recoveries)
         alerts = [_saturation_noted(alert) for alert in alerts]
         learned = _rose_over_run(self.history)
@@ -116,7 +118,19 @@ class Replay:
         coverage = list(self.monitor.coverage())
         notes = [SCALE_FREE] if not self.scale_stated and self.rewarded else []
         notes += [self.budget_note] if self.budget_note else []
-        return _conclude(self.history, alerts, coverage, list(self.monitor.artefacts()), notes, self.context)
+        artefacts = list(self.monitor.artefacts())
+        return _conclude(self.history, alerts, coverage, artefacts, notes, self.context, learning)
+
+    def _trend(self) -> Trend | None:
+        """The reward's trend over every logged point (over_run.py), when no range is stated: the doctor holds the
+        whole history, the live monitor only its windows."""
+        if self.context.reward_scale_stated:
+            return None
+        rewards, accuracies = (
+            [value for _, row in self.history.rows if (value := finite_number(row.get(name))) is not None]
+            for name in (TRAIN_REWARD, ACCURACY)
+        )
+        return trend(rewards, accuracies)
 
 
 def _recovered(alerts: list[Alert], recoveries: list[Recovery]) -> list[Alert]:
@@ -187,6 +201,7 @@ def _conclude(
     artefacts: list[str],
     notes: list[str],
     context: RunContext,
+    learning: Trend | None = None,
 ) -> Diagnosis:
     counted = [alert for alert in alerts if alert.action != "log"]
     judged = sum(item.judged for item in coverage)
@@ -208,6 +223,14 @@ def _conclude(
         summary = (
             f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but whether the run learns could "
             f"not be judged ({why_unanswered(LEARNS, coverage)})"
+        )
+    elif learning is not None and learning.state != LEARNED:
+        # Over a whole history with no stated range, only a rise establishes that the run learns (over_run.py).
+        answers[LEARNS] = False
+        verdict = "unjudged"
+        summary = (
+            f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but that the run learns was not "
+            f"established ({learning.why}: no rise)"
         )
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"

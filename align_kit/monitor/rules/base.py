@@ -28,6 +28,7 @@ def fmean(values: Any) -> float:
 
 if TYPE_CHECKING:
     from align_kit.monitor.rules.context import RunContext
+    from align_kit.monitor.rules.over_run import Trend
 
 # The zero-variance share: align_kit's own (from the raw reward totals) when logged, else TRL's,
 # which counts a group flat only when its float32 std is below 1e-8.
@@ -95,16 +96,20 @@ class Series:
         # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
         self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
         self._means: dict[int, float] = {}  # n -> the mean of the last n values, for the latest value only
+        self._head_means: dict[int, float] = {}  # n -> the mean of the first n values, once all n are logged
         self.low, self.high = math.inf, -math.inf  # the range of every value logged
+        self.rises = 0  # how many values in a row, up to the latest, each strictly above the one before
 
     def append(self, step: int, value: float) -> None:
-        self.count += 1
-        if self.start is None:
+        count = self.count = self.count + 1
+        if count == 1:
             self.start = step
-        if len(self.first) < self.head_size:
+        if count <= self.head_size:
             self.first.append(value)
+        values = self.values
+        self.rises = self.rises + 1 if values and value > values[-1] else 0
         self.steps.append(step)
-        self.values.append(value)
+        values.append(value)
         if value < self.low:
             self.low = value
         if value > self.high:
@@ -112,7 +117,7 @@ class Series:
         if self._means:
             self._means = {}
         for span in self._best_spans:
-            if self.count >= span:
+            if count >= span:
                 mean = self.mean_last(span)
                 self.best[span] = max(self.best.get(span, mean), mean)
 
@@ -122,6 +127,16 @@ class Series:
         mean = self._means.get(n)
         if mean is None:
             mean = self._means[n] = fmean(self.last(n))
+        return mean
+
+    def mean_first(self, n: int) -> float:
+        """The mean of the first `n` values (of all kept, if fewer): computed once, when the n-th arrives, since the
+        first values never change after (several rules compare their window with the run's start at each step)."""
+        mean = self._head_means.get(n)
+        if mean is None:
+            mean = fmean(self.first[:n])
+            if len(self.first) >= n:
+                self._head_means[n] = mean
         return mean
 
     def last(self, n: int) -> list[float]:
@@ -140,7 +155,10 @@ class Series:
             self._smoothed[span] = (deque(maxlen=max((self.values.maxlen or 0) - span + 1, 0)), [0])
         means, brought_to = self._smoothed[span]
         new = min(self.count - brought_to[0], len(self.values))
-        if new:
+        if new == 1 and len(self.values) >= span:  # one more value: one more mean, from the tail alone
+            means.append((self.steps[-span], self.steps[-1], self.mean_last(span)))
+            brought_to[0] = self.count
+        elif new:
             values, steps = list(self.values), list(self.steps)
             for end in range(max(len(values) - new, span - 1), len(values)):
                 means.append((steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
@@ -169,7 +187,9 @@ class Series:
         self.start = state.get("start", state["steps"][0] if state["steps"] else None)  # older states lack it
         self.steps.extend(state["steps"])
         self.values.extend(state["values"])
-        self._means = {}
+        self._means, self._head_means = {}, {}
+        kept = list(self.values)
+        self.rises = next((i for i in range(len(kept) - 1) if kept[-1 - i] <= kept[-2 - i]), max(len(kept) - 1, 0))
         kept = state["values"] or [math.inf]  # saved before the range was kept: what the kept values say
         self.low, self.high = state.get("range") or (min(kept), max(state["values"] or [-math.inf]))
         self.best = {int(span): value for span, value in state["best"].items()}
@@ -249,9 +269,14 @@ class History(dict):
         self.train_eval = TrainEvalPairs(train_eval_window)
         self.grad_norm_zeros = GradNormZeros()
         self.spreadless = SpreadlessRows()
+        self.first_of: dict[tuple[str, ...], str] = {}  # first_logged's answers while no metric is added
 
     def __missing__(self, name: str) -> Series:
         return NOTHING_LOGGED  # read only: the engine stores a metric's own Series when it is first logged
+
+    def __setitem__(self, name: str, series: Series) -> None:
+        super().__setitem__(name, series)
+        self.first_of.clear()  # a metric logged for the first time may be the first of its alternatives
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 us a field, and every rule makes one a step
@@ -308,11 +333,12 @@ def half_change(values: list[float]) -> float:
 
 
 def first_logged(history: History, names: tuple[str, ...]) -> str:
-    """The first of several alternative metrics that this run logs."""
-    for name in names:
-        if history[name].count:
-            return name
-    return names[0]
+    """The first of several alternative metrics that this run logs (kept until the history gains a metric: several
+    rules ask at every step)."""
+    found = history.first_of.get(names)
+    if found is None:
+        found = history.first_of[names] = next((name for name in names if history[name].count), names[0])
+    return found
 
 
 # FIX ids (the doctor writes each in the run's framework's terms), best first; a rule whose fitting fixes depend on
@@ -350,6 +376,9 @@ class Rule:
     # the rule's alerts said (the accuracy rose over the run after a window where it stalled); each of its alerts is
     # then a recovered episode. None: only a later evaluation that finds the condition false can reverse one.
     reversed_over_run: Callable[[Any, History, RunContext], bool] | None = None
+    # Judged once at the end on the whole history's trend (over_run.Trend), when the caller holds every point (the
+    # doctor) and the rule has not fired: a finding, or None where the reading is not the rule's to make.
+    over_run: Callable[[Any, Trend, RunContext], Finding | None] | None = None
     # The evaluations it pairs with the train rewards logged since the previous one (History.train_eval keeps the
     # most any rule reads), 0 for a rule that reads none.
     pairs: Callable[[Any], int] = lambda _settings: 0

@@ -31,6 +31,7 @@ from align_kit.monitor.rules.base import (
 )
 from align_kit.monitor.rules.context import RunContext
 from align_kit.monitor.rules.fixes import in_terms
+from align_kit.monitor.rules.over_run import Trend
 from align_kit.monitor.rules.table import RULES
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -82,22 +83,22 @@ class HealthMonitor:
     def update(self, step: int, metrics: Mapping[str, float | None]) -> list[Alert]:
         if not self.config.enabled:
             return []
-        watched = self._watched.intersection(metrics)
         present = {}
-        for name in watched:
+        seen, history, isfinite = self._seen, self.history, math.isfinite
+        for name in self._watched.intersection(metrics):
             value = metrics[name]
             if value is not None:
-                self._seen.add(name)
-                if isinstance(value, int | float) and math.isfinite(value):
-                    present[name] = float(value)
+                seen.add(name)
+                if isinstance(value, int | float) and isfinite(value):
+                    value = present[name] = float(value)
+                    series = history.get(name)
+                    if series is None:
+                        head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
+                        series = history[name] = Series(head, tail, best_spans)
+                    series.append(step, value)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))
-        for name, value in present.items():
-            if name not in self.history:
-                head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
-                self.history[name] = Series(head, tail, best_spans)
-            self.history[name].append(step, value)
         # A train reward logged at an evaluation's step belongs to the interval that evaluation closes.
         if TRAIN_REWARD in present:
             self.history.train_eval.add_train(present[TRAIN_REWARD])
@@ -107,7 +108,7 @@ class HealthMonitor:
         self.history.spreadless.add(metrics)
         self.history.latest, self.history.step = metrics, step
         alerts = []
-        history, context, judged, in_episode = self.history, self.context, self._judged, self._in_episode
+        context, judged, in_episode = self.context, self._judged, self._in_episode
         for rule, settings, triggers, name, check, kind in self._plan:
             # A rule that reads non-finite values judges a NaN too; every other needs a finite value of a trigger.
             if kind is _METRICS:
@@ -143,10 +144,13 @@ class HealthMonitor:
             if fired is not None and self._recovers[name]:
                 self.recoveries.append(Recovery(name, fired, step))
 
-    def finish(self) -> list[Alert]:
+    def finish(self, over_run: Trend | None = None) -> list[Alert]:
         """The end of the history: each rule that never judged because the run logged fewer points than it reads
         during a run judges once on the points there are, when they are at least the fewest it can judge from
-        (`Rule.shorten`); its message says so. Every episode the rest of the run reversed is in `recoveries`."""
+        (`Rule.shorten`); its message says so. With `over_run` (the whole history's trend, from a caller that holds
+        every point), each rule that reads it (`Rule.over_run`) and is not in an episode judges it once: an episode a
+        later window closed (a decline whose latest points rose by noise) does not outweigh the whole history. Every
+        episode the rest of the run reversed is in `recoveries`."""
         if not self.config.enabled:
             return []
         alerts = []
@@ -169,7 +173,25 @@ class HealthMonitor:
                 else:
                     note = f" (judged at the end on {points} logged points, fewer than the {needed} it reads)"
                 alerts.append(self._alert(rule, settings, finding, self.history.step, note, points))
+        if over_run is not None:
+            alerts += self._judge_over_run(over_run)
         self._reversed_over_run()
+        return alerts
+
+    def _judge_over_run(self, over_run: Trend) -> list[Alert]:
+        alerts = []
+        for rule, settings, _ in self._rules:
+            if rule.over_run is None or rule.name in self._in_episode:  # still firing: said already
+                continue
+            finding = rule.over_run(settings, over_run, self.context)
+            if finding is None:
+                continue
+            self._judged.add(rule.name)
+            if finding.holds:
+                finding.first_step = self.history[finding.metric].start
+                self._open(rule.name, self.history.step)
+                note = f" (read once over the whole history: {over_run.points} logged points)"
+                alerts.append(self._alert(rule, settings, finding, self.history.step, note, over_run.points))
         return alerts
 
     def _reversed_over_run(self) -> None:

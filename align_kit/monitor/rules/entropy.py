@@ -15,7 +15,6 @@ from align_kit.monitor.rules.base import (
     History,
     Memory,
     Progress,
-    fmean,
     halves_shortened,
     progress,
     rule,
@@ -48,7 +47,7 @@ def _entropy_fall(converging: bool) -> Check:
         series = history["entropy"]
         if series.count < 2 * s.span:  # 18.3.1's code: first and last 10 must not overlap (>= 20 points)
             return None
-        early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
+        early, recent = series.mean_first(s.span), series.mean_last(s.span)
         threshold = (1 - s.fall) * early
         values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
         if recent >= threshold:  # no fall: what the accuracy did does not matter (and is not read)
@@ -130,7 +129,7 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
     series = history["entropy"]
     if series.count < s.span:
         return None
-    initial, latest = fmean(series.first[: s.span]), series.mean_last(s.span)
+    initial, latest = series.mean_first(s.span), series.mean_last(s.span)
     threshold = (1 - s.fall) * initial
     values = {"initial": initial, "latest": latest, "threshold": threshold}
     points = min(series.count, 2 * s.span)  # the first and the last span overlap on a short history
@@ -159,7 +158,7 @@ def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> 
     series = history["entropy"]
     if series.count < 2 * s.span:  # the start and the recent span must not overlap
         return None
-    early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
+    early, recent = series.mean_first(s.span), series.mean_last(s.span)
     threshold = s.factor * early
     values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
     # Figure 18-8's cause is truncated samples; without truncation, the updates themselves are too large.

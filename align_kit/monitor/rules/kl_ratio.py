@@ -42,10 +42,10 @@ def _rising(metric: str, from_zero: bool = True) -> Check:
         series = history[metric]
         if series.count < s.window:
             return None
-        window = series.last(s.window)
-        rising = all(later > earlier for earlier, later in zip(window, window[1:], strict=False))
-        rising = rising and (from_zero or window[0] != 0.0)
-        return Finding(rising, {"window_first": window[0], "latest": window[-1]}, metric)
+        # Each of the window's values above the one before: the run of rises up to the latest spans the window.
+        first = series.values[-s.window]
+        rising = series.rises >= s.window - 1 and (from_zero or first != 0.0)
+        return Finding(rising, {"window_first": first, "latest": series.values[-1]}, metric)
 
     return check
 
@@ -86,6 +86,8 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
         if len(window) < 4:
             return None
     first, second, growth = halves_growth(window)
+    if growth <= s.rise:  # KL did not rise: the reward is not read
+        return Finding(False, {"kl_first_half": first, "kl_second_half": second}, "kl", points=len(window))
     rewards = reward.last(s.window)
     reward_change = half_change(rewards)
     flat = s.tolerance * (context.reward_max - context.reward_min)

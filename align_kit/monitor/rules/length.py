@@ -13,7 +13,6 @@ from align_kit.monitor.rules.base import (
     Finding,
     History,
     Memory,
-    fmean,
     halves_shortened,
     last_span,
     rule,
@@ -42,7 +41,7 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
     series = history["completions/mean_length"]
     if series.count < 2 * s.span:
         return None
-    early, recent = fmean(series.first[: s.span]), series.mean_last(s.span)
+    early, recent = series.mean_first(s.span), series.mean_last(s.span)
     threshold = s.factor * early
     return Finding(
         recent > threshold,
@@ -87,19 +86,21 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
             "max_completion_length": limit,
             "threshold": threshold,
         }
-        what = f"mean length {recent:.1f} >= {threshold:.1f} of max_completion_length {limit:.0f}"
-        words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
-        near = Finding(recent >= threshold, values, MEAN_LENGTH, words)
-        if near.holds:
+        near = Finding(recent >= threshold, values, MEAN_LENGTH)
+        if near.holds:  # its words, only for an alert (formatting them is a step's cost)
+            what = f"mean length {recent:.1f} >= {threshold:.1f} of max_completion_length {limit:.0f}"
+            near.words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
             return near
     clipped = history[CLIPPED]
     if clipped.count < s.clipped_span:
         return near
     share = clipped.mean_last(s.clipped_span)
     values = {"clipped_mean": share, "clipped": s.clipped}
+    if share < s.clipped:
+        return Finding(False, values, CLIPPED)
     what = f"truncated share ({CLIPPED}) mean {share:.3f} >= {s.clipped:g}"
     words = {"from_start": "yes" if clipped.first[0] >= s.clipped else "no", "what": what}
-    return Finding(share >= s.clipped, values, CLIPPED, words)
+    return Finding(True, values, CLIPPED, words)
 
 
 @rule(
@@ -160,11 +161,14 @@ def _all_truncated(s: AllTruncated, history: History, context: RunContext) -> Fi
         shares = clipped.last(s.rows)
         if len(shares) < s.rows:
             return None
-        values = {"lowest_share": min(shares), "clipped": s.clipped}
-        sustained = min(shares) >= s.clipped
-        what = f"the truncated share ({CLIPPED}) is >= {s.clipped:g} on each of the last {s.rows} rows"
+        lowest = min(shares)
+        values = {"lowest_share": lowest, "clipped": s.clipped}
+        sustained = lowest >= s.clipped
         # One fully cut row with entropy gone: the truncation collapse of figure 18-8's kind, at any length.
         latest = shares[-1] >= s.clipped
+        if not (sustained or latest):  # no row to read further (nor words to format)
+            return Finding(False, values, CLIPPED, points=len(shares))
+        what = f"the truncated share ({CLIPPED}) is >= {s.clipped:g} on each of the last {s.rows} rows"
         collapsed = entropy.count >= 2 and entropy.last(1)[0] < (1 - s.entropy_fall) * entropy.first[0]
         if latest and collapsed and not sustained:
             what = (
@@ -177,8 +181,12 @@ def _all_truncated(s: AllTruncated, history: History, context: RunContext) -> Fi
         return None
     recent = lengths.last(s.rows)
     values = {"lowest_length": min(recent), "budget": limit}
-    what = f"the mean completion length is at the budget {limit:g} on each of the last {s.rows} rows"
-    return Finding(min(recent) >= limit - 0.5, values, MEAN_LENGTH, {"what": what}, points=len(recent))
+    found = Finding(min(recent) >= limit - 0.5, values, MEAN_LENGTH, points=len(recent))
+    if found.holds:
+        found.words = {
+            "what": f"the mean completion length is at the budget {limit:g} on each of the last {s.rows} rows"
+        }
+    return found
 
 
 @rule(
@@ -200,8 +208,8 @@ def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Find
     recent_length = lengths.mean_last(s.span)
     if recent_length > s.few:  # answers longer than a few tokens: nothing else needs reading
         return Finding(False, {"recent_length": recent_length}, MEAN_LENGTH, points=s.span)
-    early_length = fmean(lengths.first[: s.span])
-    early_entropy, recent_entropy = fmean(entropy.first[: s.span]), entropy.mean_last(s.span)
+    early_length = lengths.mean_first(s.span)
+    early_entropy, recent_entropy = entropy.mean_first(s.span), entropy.mean_last(s.span)
     values = {
         "early_length": early_length,
         "recent_length": recent_length,

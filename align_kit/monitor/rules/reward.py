@@ -31,6 +31,7 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
+from align_kit.monitor.rules.over_run import FELL, FLAT, Trend
 from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, ROUNDING, flat_t, rise_t, rose
 from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
@@ -100,7 +101,9 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
         return None
     recent = series.mean_last(s.span)
     values = {"recent_mean": recent, "threshold": s.threshold}
-    return Finding(recent > s.threshold, values, metric, _difficulty_words(history, context, recent, s.span))
+    if recent <= s.threshold:  # no alert: no words to read the reward's level for
+        return Finding(False, values, metric)
+    return Finding(True, values, metric, _difficulty_words(history, context, recent, s.span))
 
 
 def _rising_share(metric: str) -> Check:
@@ -110,8 +113,10 @@ def _rising_share(metric: str) -> Check:
             return None
         recent, change = series.mean_last(s.span), half_change(series.last(s.window))
         values_out = {"recent_mean": recent, "threshold": s.threshold, "change": change, "rise": s.rise}
+        if not (recent > s.threshold and change > s.rise):
+            return Finding(False, values_out, metric, points=s.window)
         words = _difficulty_words(history, context, recent, s.span)
-        return Finding(recent > s.threshold and change > s.rise, values_out, metric, words, points=s.window)
+        return Finding(True, values_out, metric, words, points=s.window)
 
     return check
 
@@ -157,11 +162,14 @@ def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -
     formats, correct = history[format_metric], history[accuracy_metric]
     if min(formats.count, correct.count) < s.window:
         return None
-    format_gain, correctness_gain = half_change(formats.last(s.window)), half_change(correct.last(s.window))
+    format_gain = half_change(formats.last(s.window))
     unit = _component_unit(history, context, formats, correct)
+    # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
+    if format_gain <= (s.min_format_gain + ROUNDING) * unit:  # the format did not rise: the accuracy is not read
+        return Finding(False, {"format_gain": format_gain}, format_metric)
+    correctness_gain = half_change(correct.last(s.window))
     return Finding(
-        # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
-        format_gain > (s.min_format_gain + ROUNDING) * unit and correctness_gain < s.max_correctness_gain * unit,
+        correctness_gain < s.max_correctness_gain * unit,
         {
             "format_gain": format_gain,
             "correctness_gain": correctness_gain,
@@ -195,7 +203,7 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History, context: RunCon
     if accuracy.count < 2 * half:
         return False
     unit = _component_unit(history, context, accuracy)
-    return accuracy.mean_last(half) - fmean(accuracy.first[:half]) > s.max_correctness_gain * unit
+    return accuracy.mean_last(half) - accuracy.mean_first(half) > s.max_correctness_gain * unit
 
 
 def _named(metric: str) -> str:
@@ -215,6 +223,7 @@ def _named(metric: str) -> str:
     points=span_points,
     # A run shorter than `span`: judged at its end over all of its points, means of half of them (6 points at least).
     shorten=lambda s, points: _ShortDecline(**{**asdict(s), "span": points // 2}) if points >= 6 else None,
+    over_run=lambda _s, trend, context: _decline_over_run(trend, context),
 )
 def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> Finding | None:
     series = history["reward"]
@@ -226,13 +235,31 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
     threshold = best - s.drop * (context.reward_max - context.reward_min)  # a share of the reward's range
     if _no_scale(context, series.low, series.high):  # the run's own spread is its only scale
         by_spread = best - SPREAD_DROP * (series.high - series.low)
-        how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         values = {"latest": latest, "best": best, "threshold": by_spread}
         if latest >= by_spread:  # or fell below its start by FALL_T standard errors (a noisy run falling throughout)
-            return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, how)
+            if latest >= series.mean_first(s.span):  # not below its start at all: no t to read
+                return Finding(False, values, "reward", _spread(""))
+            return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, "")
+        how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         return Finding(True, values, "reward", _spread(how))
     values = {"latest": latest, "best": best, "threshold": threshold}
     return Finding(latest < threshold, values, "reward", {"basis": "scale", "how": ""})
+
+
+def _decline_over_run(trend: Trend, context: RunContext) -> Finding | None:
+    """With no range stated, the whole history's reading (over_run.py): fell, its slope below -FLAT_T standard
+    errors with its last third below its first (one test at the end, so FLAT_T, not the FALL_T a test at every
+    point needs)."""
+    if context.reward_scale_stated or trend.short:
+        return None
+    first, _, last = trend.thirds
+    values = {"latest": last, "best": max(trend.thirds), "threshold": first, "slope_t": trend.slope_t}
+    how = (
+        f"; no range stated: {trend.why}, below -{FLAT_T:g} with the last third under the first"
+        if trend.state == FELL
+        else ""
+    )
+    return Finding(trend.state == FELL, values, "reward", {"basis": "over_run", "how": how}, trend.points)
 
 
 def _no_scale(context: RunContext, low: float, high: float) -> bool:
@@ -298,6 +325,7 @@ def _short_decline(s: _ShortDecline, values: list[float], context: RunContext) -
     fixes=("fix_reward", "dynamic_sampling", "ngrpo", "easier_data"),
     points=window_points,
     shorten=lambda s, points: _ShortPlateau(**{**asdict(s), "window": points}) if points >= 1 else None,
+    over_run=lambda _s, trend, context: _plateau_over_run(trend, context),
     unjudged=lambda s, history: (
         f"needs {s.fewest} logged points of reward to judge its trend (flat or not) at the end of a run shorter "
         f"than {s.window}; the run has {history['reward'].count}"
@@ -389,6 +417,17 @@ def _plateau_on_own_noise(s: RewardPlateau, history: History, window: list[float
     )
     holds = abs(trend) < FLAT_T and risen <= RISE_T and not learned
     return Finding(holds, values, "reward", {"how": how})
+
+
+def _plateau_over_run(trend: Trend, context: RunContext) -> Finding | None:
+    """With no range stated, the whole history's reading (over_run.py): flat, its slope within FLAT_T standard errors
+    of 0 and neither the reward nor the accuracy rose over it."""
+    if context.reward_scale_stated or trend.short:
+        return None
+    first, _, last = trend.thirds
+    values = {"window_mean": trend.mean, "change": last - first, "trend_t": trend.slope_t, "rise_t": trend.thirds_t}
+    how = f"; no range stated: {trend.why}, within {FLAT_T:g} and no rise" if trend.state == FLAT else ""
+    return Finding(trend.state == FLAT, values, "reward", {"how": how}, trend.points)
 
 
 @dataclass
@@ -485,11 +524,14 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
     None when neither is logged on `rows` rows."""
     spreads = history["reward_std"].last(s.rows)
     if len(spreads) >= s.rows:
-        values = {"reward_std_max": max(spreads)}
+        highest = max(spreads)
+        values = {"reward_std_max": highest}
+        if highest > NO_SPREAD:  # a spread: no words to format (they are an alert's)
+            return Finding(False, values, "reward_std", {"basis": "spread"}, s.rows)
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
         words = {"what": what, "basis": "spread", "why": _ALIKE}
         # One row is one batch: flat, but not yet sustained (a batch of one easy prompt can be); a warning.
-        return Finding(max(spreads) <= NO_SPREAD, values, "reward_std", words, s.rows, severity=_once(s.rows))
+        return Finding(True, values, "reward_std", words, s.rows, severity=_once(s.rows))
     flat_metric = first_logged(history, FLAT_FRACTION)
     flats, losses, norms = (history[name].last(s.rows) for name in (flat_metric, "loss", "grad_norm"))
     if losses and norms:
