@@ -94,18 +94,20 @@ def choose(entries: list[dict], count: int = SHOWN) -> list[Shown]:
     measured = [entry for entry in entries if isinstance(entry.get("length"), int)]
     take("shortest", min(measured, key=lambda e: e["length"]) if measured else None)
     take("longest", max(measured, key=lambda e: e["length"]) if measured else None)
-    return [
-        Shown(
-            why=why,
-            step=entry.get("step"),
-            prompt=str(entry.get("prompt", "")),
-            completion=str(entry.get("completion", "")),
-            reward=entry.get("reward"),
-            length=entry.get("length"),
-            truncated=entry.get("truncated"),
-        )
-        for why, entry in picks
-    ]
+    return [shown_entry(why, entry) for why, entry in picks]
+
+
+def shown_entry(why: str, entry: dict) -> Shown:
+    """A sample file's completion entry (with its group's step and prompt) as shown."""
+    return Shown(
+        why=why,
+        step=entry.get("step"),
+        prompt=str(entry.get("prompt", "")),
+        completion=str(entry.get("completion", "")),
+        reward=entry.get("reward"),
+        length=entry.get("length"),
+        truncated=entry.get("truncated"),
+    )
 
 
 def alert_samples(folder: Path) -> dict[tuple[str, int], AlertSamples]:
@@ -247,17 +249,7 @@ def stretch(documents: list[dict]) -> Stretch:
         (entry for entry in entries if isinstance(entry.get("length"), int)), key=lambda entry: entry["length"]
     )
     middle = measured[(len(measured) - 1) // 2] if measured else (entries[0] if entries else None)
-    typical = None
-    if middle is not None:
-        typical = Shown(
-            why="typical (median length)" if measured else "first",
-            step=middle.get("step"),
-            prompt=str(middle.get("prompt", "")),
-            completion=str(middle.get("completion", "")),
-            reward=middle.get("reward"),
-            length=middle.get("length"),
-            truncated=middle.get("truncated"),
-        )
+    typical = None if middle is None else shown_entry("typical (median length)" if measured else "first", middle)
     return Stretch(
         steps=[document["step"] for document in documents],
         completions=len(entries),
