@@ -227,7 +227,8 @@ def spread(groups: list[Any], count: int) -> list[Any]:
 
 def sample_document(generations: list[Generation], settings: SampleSettings, about: dict[str, Any]) -> dict:
     """The JSON document of one file: `about` (what it was written for) and up to `groups_per_file` groups spread
-    over `generations`, their texts cut so that the document stays under `max_bytes`."""
+    over `generations`, their texts cut so that the file (`encoded`) stays under `max_bytes`; when even texts of 16
+    characters do not fit (groups of many completions), fewer groups, down to one."""
     chosen = spread([(gen, rows) for gen in generations for rows in gen.groups()], settings.groups_per_file)
     for gen in {id(gen): gen for gen, _ in chosen}.values():
         gen.ensure_lengths()
@@ -237,9 +238,19 @@ def sample_document(generations: list[Generation], settings: SampleSettings, abo
     max_chars = 4000
     while True:
         document["groups"] = [gen.group_record(rows, max_chars) for gen, rows in chosen]
-        if len(json.dumps(document).encode()) <= settings.max_bytes or max_chars <= 16:
+        if len(encoded(document).encode()) <= settings.max_bytes:
             return document
-        max_chars //= 2
+        if max_chars > 16:
+            max_chars //= 2
+        elif len(chosen) > 1:
+            chosen = spread(chosen, len(chosen) // 2)
+        else:
+            return document  # one group's numbers alone exceed max_bytes: written whole rather than not at all
+
+
+def encoded(document: dict) -> str:
+    """A sample file's text, as written and as measured against `max_bytes`."""
+    return json.dumps(document, indent=1)
 
 
 def write_new(path: Path, document: dict) -> Path:
@@ -250,8 +261,8 @@ def write_new(path: Path, document: dict) -> Path:
         target = path.with_name(f"{path.stem}-{number}{path.suffix}")
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=1)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(encoded(document))
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -80,6 +80,29 @@ def test_a_file_stays_under_its_byte_cap_by_cutting_the_texts():
     assert completion.endswith(CUT_MARK) and len(completion) < 50_000
 
 
+def test_the_written_file_not_only_its_compact_form_stays_under_the_cap(tmp_path):
+    # 64 completions of 50,000 characters, 4 groups of 8 a file: texts cut to 1,000 characters give 37,171 bytes in
+    # compact JSON and 39,318 as written (indented); a cap of 38,000 lies between, so the texts must be cut further.
+    rows = 64
+    long = generation(0, rows=rows, group_size=8, text="x" * 50_000)
+    long.rewards = {"correctness": [1.0] * rows, "format": [0.5] * rows}
+    long.advantages, long.lengths, long.truncated = [0.1] * rows, [3] * rows, [False] * rows
+    document = sample_document([long], SampleSettings(groups_per_file=4, max_bytes=38_000), {"kind": "periodic"})
+    path = write_new(tmp_path / "a.json", document)
+    assert path.stat().st_size <= 38_000 and len(document["groups"]) == 4
+
+
+def test_groups_too_many_for_the_cap_at_the_shortest_texts_are_fewer(tmp_path):
+    # 4 groups of 64 completions: even 16-character texts leave about 60 KB of numbers; the cap of 16 KiB keeps 1.
+    rows = 256
+    wide = generation(0, rows=rows, group_size=64)
+    wide.rewards = {"correctness": [1.0] * rows, "format": [0.5] * rows}
+    wide.advantages, wide.lengths, wide.truncated = [0.1] * rows, [3] * rows, [False] * rows
+    document = sample_document([wide], SampleSettings(groups_per_file=4, max_bytes=16_384), {"kind": "periodic"})
+    assert write_new(tmp_path / "a.json", document).stat().st_size <= 16_384
+    assert [group["prompt"] for group in document["groups"]] == ["p3"]  # spread(.., 1) keeps the newest
+
+
 def test_an_existing_file_is_never_replaced(tmp_path):
     first = write_new(tmp_path / "a.json", {"n": 1})
     second = write_new(tmp_path / "a.json", {"n": 2})
