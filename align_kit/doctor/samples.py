@@ -219,12 +219,14 @@ class Changed:
     first_step: int
     before: Stretch
     during: Stretch
+    inside: bool = True  # False: no periodic sample fell inside the window (thinned); the nearest stands in
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rule": self.rule,
             "step": self.step,
             "first_step": self.first_step,
+            "inside": self.inside,
             "before": self.before.to_dict(),
             "during": self.during.to_dict(),
         }
@@ -285,7 +287,8 @@ def what_changed(folder: Path, alerts: list[Any]) -> tuple[Changed | None, str |
         )
     start = alert.first_step if alert.first_step is not None else alert.step
     inside = [document for document in documents if start <= document["step"] <= alert.step]
-    if not inside:  # thinned: the periodic sample nearest the alert stands in
+    within = bool(inside)
+    if not within:  # thinned: the periodic sample nearest the alert stands in, and the report says so
         inside = [min(documents, key=lambda document: abs(document["step"] - alert.step))]
     before = [document for document in documents if document["step"] < min(start, inside[0]["step"])]
     before = before[:STRETCH_FILES]
@@ -295,7 +298,7 @@ def what_changed(folder: Path, alerts: list[Any]) -> tuple[Changed | None, str |
             "(a smaller monitor.samples.every writes earlier ones)"
         )
     during = stretch(inside[-STRETCH_FILES:])
-    return Changed(alert.rule, alert.step, start, stretch(before), during), None
+    return Changed(alert.rule, alert.step, start, stretch(before), during, within), None
 
 
 def _percent(value: float | None) -> str:
@@ -319,7 +322,8 @@ def changed_lines(samples: RunSamples) -> list[str]:
         return f"{span} ({part.completions} completions)"
 
     left_title = "before: " + steps(before)
-    right_title = f"where {changed.rule} fired: " + steps(during)
+    where = f"where {changed.rule} fired" if changed.inside else f"nearest {changed.rule}'s window (none inside)"
+    right_title = f"{where}: " + steps(during)
     rows = [
         ("reward (mean)", _number(before.reward), _number(during.reward)),
         ("length (tokens)", _number(before.length), _number(during.length)),

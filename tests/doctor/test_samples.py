@@ -113,7 +113,7 @@ def test_what_changed_sets_the_first_samples_beside_those_where_the_worst_alert_
         alert("all_truncated", 130, 115, "failing"),
     ]
     changed, missing = what_changed(tmp_path, alerts)
-    assert missing is None and (changed.rule, changed.first_step) == ("all_truncated", 115)
+    assert missing is None and (changed.rule, changed.first_step, changed.inside) == ("all_truncated", 115, True)
     before, during = changed.before, changed.during
     # Before the window: the first three files (10, 20, 30), 6 completions: rewards 1, 0 three times -> 0.5; lengths
     # 20, 22 -> 21; none cut; entropies 0.5, 0.7 -> 0.6; no group flat. The median length of [20 x3, 22 x3] is 20.
@@ -143,4 +143,6 @@ def test_what_changed_says_why_it_has_nothing_to_compare(tmp_path):
     periodic(tmp_path, 2, healthy())
     periodic(tmp_path, 64, sick())
     changed, _ = what_changed(tmp_path, [alert("all_truncated", 50, 45, "failing")])
-    assert (changed.before.steps, changed.during.steps) == ([2, 10], [64])
+    assert (changed.before.steps, changed.during.steps, changed.inside) == ([2, 10], [64], False)
+    title = changed_lines(RunSamples(tmp_path, tmp_path, changed=changed))[1]
+    assert "nearest all_truncated's window (none inside): step 64 (2 completions)" in title
