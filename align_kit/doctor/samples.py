@@ -337,7 +337,7 @@ def changed_lines(samples: RunSamples) -> list[str]:
         f"  {'':<18}  {left_title:<{width}}  {right_title}",
     ]
     lines += [f"  {name:<18}  {left:<{width}}  {right}" for name, left, right in rows]
-    for label, part in (("before", before), ("where it fired", during)):
+    for label, part in (("before", before), ("where it fired" if changed.inside else "nearest its window", during)):
         if part.typical is not None:
             typical = part.typical
             lines.append(f"  {label}, {typical.why} (step {typical.step}): {one_line(typical.completion)}")

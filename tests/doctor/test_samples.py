@@ -146,3 +146,6 @@ def test_what_changed_says_why_it_has_nothing_to_compare(tmp_path):
     assert (changed.before.steps, changed.during.steps, changed.inside) == ([2, 10], [64], False)
     title = changed_lines(RunSamples(tmp_path, tmp_path, changed=changed))[1]
     assert "nearest all_truncated's window (none inside): step 64 (2 completions)" in title
+    assert changed_lines(RunSamples(tmp_path, tmp_path, changed=changed))[-1].startswith(
+        "  nearest its window, typical"
+    )
