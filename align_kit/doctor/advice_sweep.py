@@ -293,10 +293,12 @@ def plan_sweep(
     compose: Callable[[list[str]], dict] | None = None,
     check: Callable[[str, str], None] | None = None,
     spread_of: Callable[[Path, str], list[float]] | None = None,
+    held_back: Mapping[str, str] | None = None,
 ) -> Plan:
     """The sweep for the align_kit run in `folder`: `alerts` the alerts that count (timeline order), `advice` the
     doctor's lines (align_kit.doctor.advice.Advice, in 18.3.8's order). `check(name, text)` raises ConfigError when
-    the sweep file `text` saved as sweep/`name`.yaml makes a job the pre-flight refuses (`preflight_check`)."""
+    the sweep file `text` saved as sweep/`name`.yaml makes a job the pre-flight refuses (`preflight_check`).
+    `held_back`: fixes not swept, each with the reason the file states (they cannot act on this run yet)."""
     composition = read_composition(folder, compose)
     check = check or preflight_check
     chosen: list[Change] = []
@@ -304,6 +306,9 @@ def plan_sweep(
     target: str | None = None  # the rule the arms answer: the first swept change's first; the others must answer it
     for line in advice:
         if target is not None and target not in line.rules:
+            continue
+        if line.fix in (held_back or {}):
+            skipped.append(f"{line.fix}: held back: {held_back[line.fix]}")
             continue
         change = change_for(line.fix, composition)
         if change is None:
@@ -456,6 +461,7 @@ def write_sweep(path: Path, run_path: str, diagnoses: list[Any], force: bool) ->
     import os
     import tempfile
 
+    from align_kit.doctor.budget_first import HELD_BACK, cut_from_the_start, held_back_reason
     from align_kit.doctor.samples import run_folder_of
 
     if len(diagnoses) != 1:
@@ -470,8 +476,10 @@ def write_sweep(path: Path, run_path: str, diagnoses: list[Any], force: bool) ->
         )
     if not diagnosis.counted or not diagnosis.advice:
         return "sweep: none written: nothing fired that an advised change answers"
+    stretch = cut_from_the_start(diagnosis.history)
+    held_back = dict.fromkeys(HELD_BACK, held_back_reason(stretch)) if stretch else {}
     try:
-        plan = plan_sweep(folder, diagnosis.counted, diagnosis.advice, path.stem)
+        plan = plan_sweep(folder, diagnosis.counted, diagnosis.advice, path.stem, held_back=held_back)
     except ConfigError as error:
         return f"sweep: none written: {error}"
     text = sweep_text(plan, path.stem, str(path))

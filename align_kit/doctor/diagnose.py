@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from align_kit.doctor.advice import Advice, advise
 from align_kit.doctor.budget import inferred_budget
+from align_kit.doctor.budget_first import budget_first
 from align_kit.doctor.history import RunHistory
 from align_kit.doctor.keymaps import finite_number
 from align_kit.doctor.questions import LEARNS, answered, questions_line, why_unanswered
@@ -241,6 +242,7 @@ def _conclude(
         if last is not None and math.isfinite(last) and last > 0:
             setup = replace(setup, learning_rate=last)
     advice = advise(((alert.rule, tuple(alert.fixes)) for alert in counted), history.framework, setup)
+    advice = budget_first(advice, history)  # every completion cut from the start: the budget before the filters
     return Diagnosis(history, verdict, summary, alerts, coverage, artefacts, advice, notes, context, answers)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from align_kit.doctor.advice import PRIORITY_NAMES
 from align_kit.doctor.diagnose import EXIT_CODES, Diagnosis, worst
-from align_kit.doctor.samples import RunSamples, shown_lines
+from align_kit.doctor.samples import RunSamples, changed_lines, shown_lines
 from align_kit.monitor.rules import Alert
 
 SCHEMA = 1
@@ -138,6 +138,8 @@ def render(diagnosis: Diagnosis, figure: str | None = None, samples: RunSamples 
             lines += [f"  {'':>11}  {line}" for line in shown_lines(samples.by_alert[index])]
     if samples is not None and samples.folder is None:
         lines.append(samples.missing_line())
+    if samples is not None:
+        lines += changed_lines(samples)
     if diagnosis.artefacts:
         lines.append("artefacts (not counted as failures):")
         lines += [f"  - {artefact}" for artefact in diagnosis.artefacts]
@@ -261,11 +263,13 @@ def to_json(
 def _with_samples(run: dict, samples: RunSamples | None) -> dict:
     """`run` (one run's --json object) with the completions behind each alert: `samples` is null when the run was
     not read from a run folder, else {"folder": its samples/ or null, "alerts": [{alert index, rule, step, file,
-    shown}]}."""
+    shown}], "changed": the periodic samples before and inside the worst alert's window, or null}."""
     if samples is None:
         return {**run, "samples": None}
     alerts = [{"alert": index, **found.to_dict()} for index, found in sorted(samples.by_alert.items())]
-    return {**run, "samples": {"folder": str(samples.folder) if samples.folder else None, "alerts": alerts}}
+    changed = samples.changed.to_dict() if samples.changed else None
+    folder = str(samples.folder) if samples.folder else None
+    return {**run, "samples": {"folder": folder, "alerts": alerts, "changed": changed}}
 
 
 def error_json(message: str) -> str:

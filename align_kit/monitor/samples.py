@@ -13,10 +13,22 @@ existing file is never replaced (a resumed run that meets the same alert again w
 
 Reading the round costs no device-to-host copy: the texts, rewards and advantages are the Python lists TRL keeps
 for its own completion logging, the lengths come from the completion ids TRL sampled (kept on the host).
+
+Each completion's mean token entropy comes from the loss's own forward pass: TRL computes per-token entropies there
+for its `entropy` metric (GRPOTrainer._compute_loss, compute_entropy=True), and `on_loss` sees them. The recorder
+tags each row of TRL's batch with its place in the ring (`sample_row`, a per-row tensor that follows the rows
+through TRL's shuffle and split into micro-batches), takes each row's mean over the tokens TRL's metric averages,
+and keeps it on the device until a file is written (one transfer then, none on the step's path). The first value
+a row gets is kept (with `num_iterations` > 1 a round trains several times): the policy closest to the one that
+sampled it. A row whose loss has not run yet when its file is written (a round still being trained on), another
+process's row, and every row under the plain-TRL `HealthCallback` have `"entropy": null`: plain TRL keeps the
+per-token entropies local to its loss and logs only their mean, so a callback could have them only through a
+second forward pass, which the samples do not pay for.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -34,6 +46,9 @@ SAMPLES_DIR = "samples"  # in the run folder, beside alerts.jsonl
 ALERT_PREFIX = "alert"
 PERIODIC_PREFIX = "step"
 CUT_MARK = " [...]"
+SAMPLE_ROW = "sample_row"  # the per-row key the recorder adds to TRL's batch: each row's place in the ring
+FROM_LOSS = "the loss's forward (TRL's per-token entropies)"
+NOT_COMPUTED = "not recorded (plain TRL keeps per-token entropies inside its loss)"
 
 
 @dataclass
@@ -66,6 +81,9 @@ class Generation:
     truncated: list[bool] | None = None  # cut at the length budget (no stop token)
     lengths_source: str = "generated ids"
     weights: dict[str, float] | None = None  # the reward weights in force (the total is their weighted sum)
+    first_row: int = 0  # the ring's number for row 0 (set when added): the loss finds its rows by it
+    entropies: list[float | None] | None = None  # mean token entropy per completion, where the loss computed it
+    entropy_source: str = NOT_COMPUTED
     # Fills what is measured only when a file is written: the reward weights, and for a trainer that keeps no ids
     # (plain TRL) the lengths and truncation.
     measure: Callable[[Generation], None] | None = None
@@ -90,6 +108,7 @@ class Generation:
                     (self.weights or {}).get(name, 1.0) * values[row] for name, values in self.rewards.items()
                 ),
                 "advantage": self.advantages[row],
+                "entropy": self.entropies[row] if self.entropies is not None else None,
             }
             if self.lengths is not None:
                 entry["length"] = self.lengths[row]
@@ -135,13 +154,56 @@ def generation_from_log(log: dict[str, Any], step: int, group_size: int) -> Gene
 
 
 class SampleRing:
-    """The newest `capacity` generation rounds."""
+    """The newest `capacity` generation rounds, and the entropies the loss computed for their rows (on the device
+    until a file needs them)."""
 
     def __init__(self, capacity: int):
         self.rounds: deque[Generation] = deque(maxlen=capacity)
+        self.next_row = 0
+        # (the newest round's first_row when recorded, ring rows [B], mean entropies [B]), in the order recorded
+        self.pending: list[tuple[int, Any, Any]] = []
 
     def add(self, generation: Generation) -> None:
+        generation.first_row, self.next_row = self.next_row, self.next_row + len(generation.completions)
         self.rounds.append(generation)
+        # A loss only trains rows generated before it: what was recorded while an evicted round was the newest
+        # belongs to evicted rounds, and goes with them (the list stays bounded without reading the rows).
+        oldest = self.rounds[0].first_row
+        self.pending = [part for part in self.pending if part[0] >= oldest]
+
+    def record_entropies(self, rows, means) -> None:
+        """Rows `rows` (ring numbers) had these mean token entropies in a loss (device tensors, read later)."""
+        if self.rounds:
+            self.pending.append((self.rounds[-1].first_row, rows, means))
+
+    def resolve_entropies(self) -> None:
+        """The recorded entropies read in one device-to-host transfer into their rounds (each row keeps the first
+        value it got; NaN, a row with no token in the loss, stays None)."""
+        if not self.pending:
+            return
+        import torch
+
+        parts, self.pending = self.pending, []
+        flat = torch.cat([t.reshape(-1).double() for _, rows, means in parts for t in (rows, means)]).tolist()
+        values, offset = [], 0
+        for _, rows, _ in parts:
+            count = rows.numel()
+            values += zip(flat[offset : offset + count], flat[offset + count : offset + 2 * count], strict=True)
+            offset += 2 * count
+        by_first = {gen.first_row: gen for gen in self.rounds}
+        starts = sorted(by_first)
+        for row, value in values:
+            index = bisect.bisect_right(starts, int(row)) - 1
+            if index < 0 or value != value:  # an evicted round's row, or NaN
+                continue
+            gen = by_first[starts[index]]
+            position = int(row) - gen.first_row
+            if position >= len(gen.completions):
+                continue
+            if gen.entropies is None:
+                gen.entropies = [None] * len(gen.completions)
+            if gen.entropies[position] is None:
+                gen.entropies[position] = value
 
     def within(self, first_step: int | None, last_step: int) -> list[Generation]:
         """The rounds whose training steps overlap [first_step, last_step] (a round generated at step s trains the
@@ -165,18 +227,30 @@ def spread(groups: list[Any], count: int) -> list[Any]:
 
 def sample_document(generations: list[Generation], settings: SampleSettings, about: dict[str, Any]) -> dict:
     """The JSON document of one file: `about` (what it was written for) and up to `groups_per_file` groups spread
-    over `generations`, their texts cut so that the document stays under `max_bytes`."""
+    over `generations`, their texts cut so that the file (`encoded`) stays under `max_bytes`; when even texts of 16
+    characters do not fit (groups of many completions), fewer groups, down to one."""
     chosen = spread([(gen, rows) for gen in generations for rows in gen.groups()], settings.groups_per_file)
     for gen in {id(gen): gen for gen, _ in chosen}.values():
         gen.ensure_lengths()
     sources = sorted({gen.lengths_source for gen, _ in chosen})
-    document: dict[str, Any] = {**about, "lengths_from": sources, "groups": []}
+    entropy_sources = sorted({gen.entropy_source for gen, _ in chosen})
+    document: dict[str, Any] = {**about, "lengths_from": sources, "entropy_from": entropy_sources, "groups": []}
     max_chars = 4000
     while True:
         document["groups"] = [gen.group_record(rows, max_chars) for gen, rows in chosen]
-        if len(json.dumps(document).encode()) <= settings.max_bytes or max_chars <= 16:
+        if len(encoded(document).encode()) <= settings.max_bytes:
             return document
-        max_chars //= 2
+        if max_chars > 16:
+            max_chars //= 2
+        elif len(chosen) > 1:
+            chosen = spread(chosen, len(chosen) // 2)
+        else:
+            return document  # one group's numbers alone exceed max_bytes: written whole rather than not at all
+
+
+def encoded(document: dict) -> str:
+    """A sample file's text, as written and as measured against `max_bytes`."""
+    return json.dumps(document, indent=1)
 
 
 def write_new(path: Path, document: dict) -> Path:
@@ -187,8 +261,8 @@ def write_new(path: Path, document: dict) -> Path:
         target = path.with_name(f"{path.stem}-{number}{path.suffix}")
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(document, out, indent=1)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(encoded(document))
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -259,6 +333,7 @@ class SampleBook:
 
     def _write(self, name: str, generations: list[Generation], about: dict) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.ring.resolve_entropies()
         document = sample_document(generations, self.settings, about)
         path = write_new(self.folder / name, document)
         self._wandb_log(path.stem, document)
@@ -285,7 +360,8 @@ def _read(path: Path) -> dict | None:
 
 
 def table_rows(document: dict) -> list[list[Any]]:
-    """A sample file's completions as rows: step, prompt, completion, reward, advantage, length, truncated."""
+    """A sample file's completions as rows: step, prompt, completion, reward, advantage, length, truncated,
+    entropy."""
     return [
         [
             group["step"],
@@ -295,13 +371,14 @@ def table_rows(document: dict) -> list[list[Any]]:
             entry["advantage"],
             entry.get("length"),
             entry.get("truncated"),
+            entry.get("entropy"),
         ]
         for group in document["groups"]
         for entry in group["completions"]
     ]
 
 
-TABLE_COLUMNS = ["step", "prompt", "completion", "reward", "advantage", "length", "truncated"]
+TABLE_COLUMNS = ["step", "prompt", "completion", "reward", "advantage", "length", "truncated", "entropy"]
 
 
 def log_to_wandb(name: str, document: dict) -> None:
@@ -319,7 +396,8 @@ def log_to_wandb(name: str, document: dict) -> None:
 
 @dataclass
 class SampleRecorder(TrainerHook):
-    """Adds each training round to the ring, at no device cost (align_kit/trainer.py: `logged_generations`)."""
+    """Adds each training round to the ring at no device-to-host cost (align_kit/trainer.py: `logged_generations`),
+    and each row's mean token entropy from the loss's forward (left on the device until a file is written)."""
 
     ring: SampleRing = field(default_factory=lambda: SampleRing(1))
 
@@ -330,6 +408,8 @@ class SampleRecorder(TrainerHook):
     def on_scored_batch(self, trainer, state: BatchState, batch) -> None:
         if state.mode != "train":
             return None
+        import torch
+
         from align_kit.trainer import logged_generations, stop_token_ids
 
         rows = len(state.inputs) * trainer.accelerator.num_processes  # TRL logs the rows of every process
@@ -343,5 +423,24 @@ class SampleRecorder(TrainerHook):
             generation.truncated = [bool(row) and row[-1] not in stops for row in ids]
         else:
             generation.lengths_source = "not recorded (several processes)"
+        generation.entropy_source = FROM_LOSS
         self.ring.add(generation)
+        # This process's rows, numbered as the ring numbers them (TRL logs every process's rows, this one's from
+        # state.start): the number follows each row through TRL's shuffle and split into micro-batches.
+        first = generation.first_row + state.start
+        batch[SAMPLE_ROW] = torch.arange(first, first + len(state.inputs), device=batch["completion_ids"].device)
+        return None
+
+    def on_loss(self, trainer, loss) -> None:
+        rows = loss.inputs.get(SAMPLE_ROW)
+        if loss.mode != "train" or rows is None or loss.forward is None or loss.forward[1] is None:
+            return None
+        inputs = loss.inputs
+        # The tokens TRL's own `entropy` metric averages (the completion, less tool output where a tool_mask says so).
+        mask = (
+            inputs["completion_mask"] if "tool_mask" not in inputs else inputs["completion_mask"] * inputs["tool_mask"]
+        )
+        entropies = loss.forward[1].detach()
+        # Four operators, no read: a row with no token gives 0/0 = NaN, which resolve_entropies leaves as None.
+        self.ring.record_entropies(rows, (entropies * mask).sum(dim=1) / mask.sum(dim=1))
         return None

@@ -61,9 +61,12 @@ def test_the_advice_becomes_a_sweep_file_with_the_run_as_baseline(cut_run, tmp_p
     assert doctor([str(cut_run), "--sweep", str(path)]) == 3  # the verdict's code: writing the file changes nothing
     assert f"sweep: wrote {path}" in capsys.readouterr().out
     params = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
-    # The run's own values first: overlong=none (its node), trainer.max_completion_length=4 (its budget).
-    assert params["overlong"] == "none,filter"
-    assert params["trainer.max_completion_length"] == "4,8"
+    # Every completion was cut from step 1: the budget is swept alone, the run's own first (4, then 2 x 4), and the
+    # overlong fixes are held back (no group mixes cut and finished answers for them to act on).
+    assert params == {"seed": "1,2,3,4,5", "trainer.max_completion_length": "4,8"}
+    assert "overlong_filter: held back: every completion was cut from step 1 to 3" in " ".join(
+        line.lstrip("# ") for line in path.read_text().splitlines()
+    )
     assert "--predict completions/clipped_ratio:lower" in path.read_text()
     before = path.read_text()
     assert doctor([str(cut_run), "--sweep", str(path)]) == 2  # exists: never overwritten without --force

@@ -34,8 +34,13 @@ ALLOWED_SYNCS = {
     "mismatch": ("align_kit/core/hooks.py:BatchState.completion_logprobs", "GenerationMixin.compute_transition_scores"),
 }
 # Off the step's path, counted in neither: the overlong probe generates, on probing batches only; a sample file reads
-# its round's reward weights (TRL's CPU tensor) when an alert or the periodic sample writes one.
-PERIODIC = ("align_kit/components/overlong.py:OverlongEngagement.probe", "align_kit/monitor/samples.py:weights_reader")
+# its round's reward weights (TRL's CPU tensor) and the completions' entropies (one transfer) when an alert or the
+# periodic sample writes one.
+PERIODIC = (
+    "align_kit/components/overlong.py:OverlongEngagement.probe",
+    "align_kit/monitor/samples.py:weights_reader",
+    "align_kit/monitor/samples.py:SampleRing.resolve_entropies",
+)
 
 
 def test_the_sync_counter_counts_each_kind_once_and_names_the_caller():

@@ -133,3 +133,13 @@ def test_a_sweep_path_that_cannot_run_is_refused(tmp_path, monkeypatch, capsys, 
         from_sweep_file([str(tmp_path / name)])
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_fixes_held_back_are_not_swept_and_the_file_says_why(truncating_run):
+    reason = "every completion was cut from step 1 to 8"
+    held = {"overlong_filter": reason}
+    plan = plan_sweep(truncating_run, [TRUNCATED], [LONGER, FILTER], "fix", spread_of=lambda f, m: [], held_back=held)
+    assert [change.fix for change in plan.changes] == ["raise_max_length"]
+    assert f"overlong_filter: held back: {reason}" in plan.skipped
+    params = yaml.safe_load(sweep_text(plan, "fix"))["hydra"]["sweeper"]["params"]
+    assert params == {"seed": "1,2,3,4,5", "trainer.max_completion_length": "4,8"}

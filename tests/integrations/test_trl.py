@@ -15,6 +15,7 @@ from align_kit.core.errors import ConfigError
 from align_kit.integrations.trl import HealthCallback, reward_names, run_context, without_halts
 from align_kit.monitor import HealthMonitorConfig
 from align_kit.monitor.callback import MONITOR_STATE_FILE
+from align_kit.monitor.samples import NOT_COMPUTED
 from align_kit.monitor.settings import AboveThreshold, NoSignal
 from tests.conftest import ROOT
 from tests.read_only import unwritable_folder
@@ -242,7 +243,9 @@ def test_plain_grpo_trainer_writes_the_completions_behind_an_alert(tmp_path, mon
     assert (first["rule"], first["step"]) == ("length_near_max", 1)
     document = json.loads((run / "samples" / "alert-00000001-length_near_max.json").read_text())
     assert document["lengths_from"] == ["re-tokenised text"]
+    assert document["entropy_from"] == [NOT_COMPUTED]  # plain TRL keeps per-token entropies inside its loss
     entries = [entry for group in document["groups"] for entry in group["completions"]]
+    assert {entry["entropy"] for entry in entries} == {None}
     # The completions are the ones the trainer generated (its completion log holds the last batch), the reward
     # always_zero's 0, and a length counted by the tokenizer; cut where it reaches the budget of 16.
     tokenizer = trainer.processing_class

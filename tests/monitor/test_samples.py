@@ -8,10 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from align_kit.core.hooks import LossState
 from align_kit.monitor.samples import (
     CUT_MARK,
+    FROM_LOSS,
+    SAMPLE_ROW,
     Generation,
     SampleBook,
+    SampleRecorder,
     SampleRing,
     SampleSettings,
     sample_document,
@@ -76,6 +80,29 @@ def test_a_file_stays_under_its_byte_cap_by_cutting_the_texts():
     assert completion.endswith(CUT_MARK) and len(completion) < 50_000
 
 
+def test_the_written_file_not_only_its_compact_form_stays_under_the_cap(tmp_path):
+    # 64 completions of 50,000 characters, 4 groups of 8 a file: texts cut to 1,000 characters give 37,171 bytes in
+    # compact JSON and 39,318 as written (indented); a cap of 38,000 lies between, so the texts must be cut further.
+    rows = 64
+    long = generation(0, rows=rows, group_size=8, text="x" * 50_000)
+    long.rewards = {"correctness": [1.0] * rows, "format": [0.5] * rows}
+    long.advantages, long.lengths, long.truncated = [0.1] * rows, [3] * rows, [False] * rows
+    document = sample_document([long], SampleSettings(groups_per_file=4, max_bytes=38_000), {"kind": "periodic"})
+    path = write_new(tmp_path / "a.json", document)
+    assert path.stat().st_size <= 38_000 and len(document["groups"]) == 4
+
+
+def test_groups_too_many_for_the_cap_at_the_shortest_texts_are_fewer(tmp_path):
+    # 4 groups of 64 completions: even 16-character texts leave about 60 KB of numbers; the cap of 16 KiB keeps 1.
+    rows = 256
+    wide = generation(0, rows=rows, group_size=64)
+    wide.rewards = {"correctness": [1.0] * rows, "format": [0.5] * rows}
+    wide.advantages, wide.lengths, wide.truncated = [0.1] * rows, [3] * rows, [False] * rows
+    document = sample_document([wide], SampleSettings(groups_per_file=4, max_bytes=16_384), {"kind": "periodic"})
+    assert write_new(tmp_path / "a.json", document).stat().st_size <= 16_384
+    assert [group["prompt"] for group in document["groups"]] == ["p3"]  # spread(.., 1) keeps the newest
+
+
 def test_an_existing_file_is_never_replaced(tmp_path):
     first = write_new(tmp_path / "a.json", {"n": 1})
     second = write_new(tmp_path / "a.json", {"n": 2})
@@ -136,8 +163,47 @@ def test_the_samples_go_to_a_wandb_table_when_a_run_logs_there(tmp_path, monkeyp
     ((values, commit),) = logged
     table = values["samples/step-00000006"]
     assert commit is False and table.columns == TABLE_COLUMNS
-    # One group per file: the newest, p1 (rows 2 and 3).
-    assert table.data[1] == [5, "p1", "abc3", pytest.approx(0.8 * 1.0 + 0.2 * 0.5), 0.7, 2, False]
+    # One group per file: the newest, p1 (rows 2 and 3); no loss ran, so no entropy.
+    assert table.data[1] == [5, "p1", "abc3", pytest.approx(0.8 * 1.0 + 0.2 * 0.5), 0.7, 2, False, None]
+
+
+def loss_call(rows: list[int], entropies: list[list[float]], mask: list[list[int]], mode: str = "train") -> LossState:
+    import torch
+
+    inputs = {SAMPLE_ROW: torch.tensor(rows), "completion_mask": torch.tensor(mask)}
+    logps = torch.zeros(len(rows), len(mask[0]))
+    return LossState(inputs=inputs, mode=mode, forward=(logps, torch.tensor(entropies), None))
+
+
+def test_each_completion_gets_the_mean_entropy_of_its_tokens_in_the_loss():
+    ring = SampleRing(4)
+    first, second = generation(0), generation(2)  # 4 rows each: ring rows 0-3 and 4-7
+    ring.add(first)
+    ring.add(second)
+    recorder = SampleRecorder(ring)
+    # A shuffled micro-batch: ring rows 5 and 1. Row 5's tokens 0.2 and 0.4 (the third is padding); row 1's 1.5.
+    recorder.on_loss(None, loss_call([5, 1], [[0.2, 0.4, 9.0], [1.5, 7.0, 7.0]], [[1, 1, 0], [1, 0, 0]]))
+    # Row 5 again (a second iteration on the round): the first value stays. Row 6 has no token: no entropy.
+    recorder.on_loss(None, loss_call([5, 6], [[3.0, 3.0, 3.0], [1.0, 1.0, 1.0]], [[1, 1, 1], [0, 0, 0]]))
+    recorder.on_loss(None, loss_call([7], [[2.0, 2.0, 2.0]], [[1, 1, 1]], mode="eval"))  # eval: not recorded
+    ring.resolve_entropies()
+    assert first.entropies == [None, pytest.approx(1.5), None, None]
+    assert second.entropies == [None, pytest.approx(0.3), None, None]  # (0.2 + 0.4) / 2
+    assert ring.pending == []
+    second.entropy_source = FROM_LOSS
+    document = sample_document([second], SampleSettings(groups_per_file=2), {"kind": "periodic"})
+    assert [entry["entropy"] for entry in document["groups"][0]["completions"]] == [None, pytest.approx(0.3)]
+    assert document["entropy_from"] == [FROM_LOSS]
+
+
+def test_entropies_of_rounds_that_left_the_ring_are_dropped_unread():
+    ring = SampleRing(1)
+    ring.add(generation(0))
+    SampleRecorder(ring).on_loss(None, loss_call([0], [[1.0]], [[1]]))
+    ring.add(generation(2))  # round 0 leaves: what its loss recorded goes with it
+    assert ring.pending == []
+    ring.resolve_entropies()
+    assert ring.rounds[0].entropies is None
 
 
 def test_a_run_whose_completions_hit_the_budget_writes_the_alerts_samples(tmp_path, train_once):
@@ -156,3 +222,19 @@ def test_a_run_whose_completions_hit_the_budget_writes_the_alerts_samples(tmp_pa
     assert {(entry["length"], entry["truncated"]) for entry in completions} == {(4, True)}
     assert all(len(group["completions"]) == 8 for group in document["groups"])  # the default group size
     assert Path(path).stat().st_size <= SampleSettings().max_bytes
+
+
+def test_a_trained_runs_entropies_average_to_the_entropy_trl_logged(tmp_path, train_once):
+    # One step of 32 rows from a round of 64 (8 prompts x 8; steps_per_generation 2): the alert at step 1 writes all
+    # 8 groups. The 32 rows the loss trained carry an entropy, the others none; their token-weighted mean is TRL's
+    # own `entropy` for the step (its loss averages the same per-token entropies over the same tokens).
+    run = tmp_path / "run"
+    train_once(run, "trainer.max_completion_length=4", "trainer.max_steps=1", "monitor.samples.groups_per_file=8")
+    document = json.loads((run / "samples" / "alert-00000001-length_near_max.json").read_text())
+    entries = [entry for group in document["groups"] for entry in group["completions"]]
+    measured = [entry for entry in entries if entry["entropy"] is not None]
+    assert (len(entries), len(measured)) == (64, 32)
+    assert document["entropy_from"] == [FROM_LOSS]
+    logged = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    weighted = sum(entry["entropy"] * entry["length"] for entry in measured) / sum(e["length"] for e in measured)
+    assert weighted == pytest.approx(logged["entropy"], rel=1e-4)
