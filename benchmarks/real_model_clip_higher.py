@@ -41,6 +41,7 @@ ENGAGEMENT = (
     "clip/low_prob_per_positive",
     "policy_ratio/abs_dev",
 )
+OFF_POLICY = ("clip_ratio/high_mean", "clip/upper_bound_low_prob", "clip/upper_bound_high_prob", "policy_ratio/abs_dev")
 
 
 def held_out_rows(config_file: Path, items: int) -> list[dict]:
@@ -73,8 +74,9 @@ def base_model() -> str:
 
 
 def by_generation(run_dir: Path, steps_per_generation: int) -> list[dict]:
-    """Each engagement metric per generation: its mean over the generation's steps that logged it (a bound's
-    share is logged only off-policy with positive-advantage tokens), entropy as first -> last step."""
+    """Each engagement metric per generation: its mean over the generation's steps that logged it (the bound's
+    shares over the off-policy ones; a share is logged only with positive-advantage tokens), entropy as first -> last
+    step."""
     rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines() if line.strip()]
     steps = sorted((row for row in rows if "entropy" in row and "step" in row), key=lambda row: row["step"])
     generations = []
@@ -85,10 +87,39 @@ def by_generation(run_dir: Path, steps_per_generation: int) -> list[dict]:
             "entropy_first_last": [chunk[0]["entropy"], chunk[-1]["entropy"]],
         }
         for key in ENGAGEMENT:
-            values = [row[key] for row in chunk if isinstance(row.get(key), (int, float))]
+            # The first step of a generation is on-policy (every ratio 1): the bound's shares are over the others.
+            rows_for = chunk[1:] if key in OFF_POLICY else chunk
+            values = [row[key] for row in rows_for if isinstance(row.get(key), (int, float))]
             summary[key] = round(statistics.fmean(values), 4) if values else None
         generations.append(summary)
     return generations
+
+
+def report(out: Path) -> None:
+    """The engagement table of every result in `out`, one row per run and generation, and held-out accuracy."""
+    columns = ("rewards/correctness/mean", "completions/clipped_ratio", "entropy/cov_logp_adv", "clip_ratio/high_mean")
+    columns += ("clip/upper_bound_low_prob", "clip/upper_bound_high_prob", "policy_ratio/abs_dev")
+    print("| run | steps | entropy first -> last | " + " | ".join(f"`{c}`" for c in columns) + " |")
+    print("|---" * (len(columns) + 3) + "|")
+    results = [json.loads(path.read_text()) for path in sorted(out.glob("eps*_seed*.json"))]
+    for result in sorted(results, key=lambda r: (r["seed"], r["eps_high"])):
+        for gen in result["generations"]:
+            cells = ["-" if gen[c] is None else f"{gen[c]:.3f}" for c in columns]
+            first, last = gen["entropy_first_last"]
+            run = f"eps_high {result['eps_high']}, seed {result['seed']}"
+            print(
+                f"| {run} | {gen['steps'][0]}-{gen['steps'][1]} | {first:.2f} -> {last:.2f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    for result in results:
+        after = result["held_out_after"]
+        domains = ", ".join(f"{d} {a['accuracy']:.3f}" for d, a in after["by_domain"].items())
+        print(
+            f"eps_high {result['eps_high']} seed {result['seed']}: held-out {result['held_out_before']:.3f} -> "
+            f"{after['accuracy']:.3f} ({domains}; {after['items']} items), wall {result['wall_seconds']} s, "
+            f"load {result['load_at_start']} -> {result['load_at_end']}"
+        )
 
 
 def train(seed: int, eps_high: float, run_dir: Path, args) -> float:
@@ -106,51 +137,64 @@ def train(seed: int, eps_high: float, run_dir: Path, args) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[])
     parser.add_argument("--eps-high", type=float, nargs="+", default=[0.2, 0.28], help="arms, run in this order")
     parser.add_argument("--eval-items", type=int, default=32, help="held-out items, split evenly over the datasets")
     parser.add_argument("--max-tokens", type=int, default=64, help="greedy budget of the held-out answers")
     parser.add_argument("--override", action="append", default=[], help="an extra train override (repeatable)")
-    parser.add_argument("--runs", required=True, help="the run folders (checkpoints are 0.5 GB: outside the docs)")
+    parser.add_argument("--report", action="store_true", help="only print the tables of the results in --out")
+    parser.add_argument(
+        "--runs",
+        default="outputs/clip_higher_real_model",
+        help="the run folders (checkpoints are 0.5 GB: outside the docs)",
+    )
     parser.add_argument("--out", required=True, help="one JSON per run, and before.json")
     args = parser.parse_args()
     args.extract = "last_number"  # the sweep's reward.correctness.extract
     out, runs = Path(args.out), Path(args.runs)
+    if args.report:
+        report(out)
+        return
+    if not args.seeds:
+        parser.error("--seeds: name the seeds to run (or --report to print the results in --out)")
     out.mkdir(parents=True, exist_ok=True)
     runs.mkdir(parents=True, exist_ok=True)
-    for seed in args.seeds:
-        for eps_high in args.eps_high:
-            name = f"eps{eps_high}_seed{seed}"
-            result_file, run_dir = out / f"{name}.json", runs / name
-            if result_file.is_file():
-                continue
-            if run_dir.exists() and not (run_dir / SUMMARY_FILE).is_file():
-                raise SystemExit(f"{run_dir} holds an unfinished run: resume it or remove it, then run this again")
-            load_before = load()
-            wall = None if run_dir.exists() else train(seed, eps_high, run_dir, args)
-            rows = held_out_rows(run_dir / "config.yaml", args.eval_items)
-            before_file = out / "before.json"
-            if not before_file.is_file():
-                before_file.write_text(json.dumps({"load": load(), **held_out(base_model(), rows, args)}, indent=2))
-            config = OmegaConf.load(run_dir / "config.yaml")
-            result = {
-                "seed": seed,
-                "eps_high": eps_high,
-                "run_dir": str(run_dir),
-                "overrides": [SWEEP, *args.override],
-                "load_at_start": load_before,
-                "wall_seconds": wall,
-                "held_out_before": json.loads(before_file.read_text())["accuracy"],
-                "held_out_after": held_out(str(latest_checkpoint(run_dir)), rows, args),
-                "load_at_end": load(),
-                "generations": by_generation(
-                    run_dir, config.trainer.steps_per_generation * config.trainer.num_iterations
-                ),
-            }
-            result_file.write_text(json.dumps(result, indent=2))
+    planned = [(seed, eps_high, f"eps{eps_high}_seed{seed}") for seed in args.seeds for eps_high in args.eps_high]
+    for _, _, name in planned:  # checked before anything trains
+        if (
+            (runs / name).exists()
+            and not (runs / name / SUMMARY_FILE).is_file()
+            and not (out / f"{name}.json").is_file()
+        ):
             print(
-                json.dumps({k: result[k] for k in ("seed", "eps_high", "wall_seconds", "held_out_after")}), flush=True
+                f"{runs / name} holds an unfinished run: resume it or remove it, then run this again", file=sys.stderr
             )
+            raise SystemExit(2)
+    for seed, eps_high, name in planned:
+        result_file, run_dir = out / f"{name}.json", runs / name
+        if result_file.is_file():
+            continue
+        load_before = load()
+        wall = None if run_dir.exists() else train(seed, eps_high, run_dir, args)
+        rows = held_out_rows(run_dir / "config.yaml", args.eval_items)
+        before_file = out / "before.json"
+        if not before_file.is_file():
+            before_file.write_text(json.dumps({"load": load(), **held_out(base_model(), rows, args)}, indent=2))
+        config = OmegaConf.load(run_dir / "config.yaml")
+        result = {
+            "seed": seed,
+            "eps_high": eps_high,
+            "run_dir": str(run_dir),
+            "overrides": [SWEEP, *args.override],
+            "load_at_start": load_before,
+            "wall_seconds": wall,
+            "held_out_before": json.loads(before_file.read_text())["accuracy"],
+            "held_out_after": held_out(str(latest_checkpoint(run_dir)), rows, args),
+            "load_at_end": load(),
+            "generations": by_generation(run_dir, config.trainer.steps_per_generation * config.trainer.num_iterations),
+        }
+        result_file.write_text(json.dumps(result, indent=2))
+        print(json.dumps({k: result[k] for k in ("seed", "eps_high", "wall_seconds", "held_out_after")}), flush=True)
 
 
 if __name__ == "__main__":
