@@ -70,7 +70,9 @@ def base_model() -> str:
     from align_kit.models.smollm2 import SmolLM2
 
     cache = os.environ.get("ALIGN_KIT_CACHE", str(Path.home() / ".cache" / "align_kit"))
-    return str(ensure_converted(SmolLM2().gguf_path(), cache))
+    node = SmolLM2()
+    node.validate()  # fills in the installed wheel's folder
+    return str(ensure_converted(node.gguf_path(), cache))
 
 
 def by_generation(run_dir: Path, steps_per_generation: int) -> list[dict]:
