@@ -122,6 +122,28 @@ def report(out: Path) -> None:
             f"{after['accuracy']:.3f} ({domains}; {after['items']} items), wall {result['wall_seconds']} s, "
             f"load {result['load_at_start']} -> {result['load_at_end']}"
         )
+    print(held_out_difference(results))
+
+
+def held_out_difference(results: list[dict], baseline: float = 0.2) -> str:
+    """Held-out accuracy after training, each other arm against `baseline`: the difference of the arms' means with
+    compare's Welch standard error, and the paired seeds where the arm was not lower (the committed "not lower")."""
+    arms: dict[float, dict[int, float]] = {}
+    for result in results:
+        arms.setdefault(result["eps_high"], {})[result["seed"]] = result["held_out_after"]["accuracy"]
+    base, lines = arms.get(baseline, {}), []
+    for eps_high, arm in sorted(arms.items()):
+        if eps_high == baseline or len(arm) < 2 or len(base) < 2:
+            continue
+        se = (statistics.variance(arm.values()) / len(arm) + statistics.variance(base.values()) / len(base)) ** 0.5
+        delta = statistics.fmean(arm.values()) - statistics.fmean(base.values())
+        paired = [seed for seed in arm if seed in base]
+        not_lower = sum(arm[seed] >= base[seed] for seed in paired)
+        lines.append(
+            f"held-out accuracy, eps_high {eps_high} vs {baseline}: {delta:+.3f} ± {se:.3f} (Welch SE), "
+            f"not lower in {not_lower}/{len(paired)} paired seeds"
+        )
+    return "\n".join(lines)
 
 
 def train(seed: int, eps_high: float, run_dir: Path, args) -> float:

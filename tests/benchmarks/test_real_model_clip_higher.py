@@ -63,3 +63,15 @@ def test_no_seeds_and_no_report_is_refused(tmp_path, monkeypatch, capsys):
         run_main(monkeypatch, "--out", str(tmp_path))
     assert stop.value.code == 2
     assert "--seeds: name the seeds to run" in capsys.readouterr().err
+
+
+def test_held_out_difference_is_welch_and_counts_ties_as_not_lower():
+    def result(eps_high, seed, accuracy):
+        return {"eps_high": eps_high, "seed": seed, "held_out_after": {"accuracy": accuracy}}
+
+    results = [result(0.2, 1, 0.5), result(0.2, 2, 0.25), result(0.28, 1, 0.5), result(0.28, 2, 0.75)]
+    # 0.2: mean 0.375, variance 0.03125; 0.28: mean 0.625, variance 0.03125; SE = sqrt(0.03125/2 * 2) = 0.177
+    assert real_model_clip_higher.held_out_difference(results) == (
+        "held-out accuracy, eps_high 0.28 vs 0.2: +0.250 ± 0.177 (Welch SE), not lower in 2/2 paired seeds"
+    )
+    assert real_model_clip_higher.held_out_difference(results[:3]) == ""  # one seed in an arm: no spread
