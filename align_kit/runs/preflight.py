@@ -215,8 +215,10 @@ def check_buildable(cfg: DictConfig) -> dict:
     from hydra.core.hydra_config import HydraConfig
 
     hydra_cfg = HydraConfig.get()
-    task_overrides = typed(hydra_cfg.overrides.task)  # a handed-over sweep manifest's lines are a file's
-    command_line = [*task_overrides, *typed(hydra_cfg.overrides.hydra)]
+    # As typed: iterating Hydra's record itself would resolve an interpolation inside a line (`+reward.copy=${clip}`).
+    # A handed-over sweep manifest's lines are a file's.
+    task_overrides = typed(OmegaConf.to_container(hydra_cfg.overrides.task, resolve=False))
+    command_line = [*task_overrides, *typed(OmegaConf.to_container(hydra_cfg.overrides.hydra, resolve=False))]
     raw = {**OmegaConf.to_container(cfg, resolve=False), "hydra": OmegaConf.to_container(hydra_cfg, resolve=False)}
     check_environment_reads(raw, command_line)  # before anything resolves them
     data = resolved(cfg)
