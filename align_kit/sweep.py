@@ -81,9 +81,9 @@ def resume(folder: Path, manifest: dict, typed: list[str]) -> None:
     from align_kit.experiment.typed_overrides import handed_over, override_key
     from align_kit.runs import sweep_manifest
     from align_kit.runs.launchers import THREADS_ENV, given, plan
-    from align_kit.runs.manifest_trust import check_job_folders, check_jobs_made, launched_here, made_jobs
+    from align_kit.runs.manifest_trust import check_job_folders, check_jobs_made, launched_here
     from align_kit.runs.preflight import flags_first, run_preflight
-    from align_kit.runs.sweep_manifest import resume_command
+    from align_kit.runs.sweep_manifest import resume_command, task_key
 
     # Someone else's manifest holds their command line: the keys its lines set count as a file's, except those typed
     # now (a line typed as the manifest has it is dropped from the line: the manifest's copy stands).
@@ -98,8 +98,8 @@ def resume(folder: Path, manifest: dict, typed: list[str]) -> None:
     try:
         check_job_folders(folder, manifest)
         with handed_over(handed_keys):
-            run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line, exit 2
-        check_jobs_made(folder, manifest, made_jobs)
+            made = run_preflight(["-m", *launch])  # every job, as a first launch checks them: one line, exit 2
+        check_jobs_made(folder, manifest, [task_key(job) for job in made])
         # each job composes as it did at the first launch (or --replan), said before any launcher line
         sweep_manifest.check_replan(
             folder, manifest, sweep_manifest.job_configs([j["overrides"] for j in manifest["jobs"]])

@@ -24,9 +24,6 @@ from align_kit.core.errors import ConfigError
 LAUNCHES = "sweep_launches"  # in the cache: one empty file per fingerprint this account launched
 FIX = "restore it, or start the sweep in a new folder"
 
-# Each job's task overrides as this process's pre-flight expanded the sweep (align_kit.runs.preflight), in order.
-made_jobs: list[tuple[str, ...]] = []
-
 
 def cache_root() -> Path:
     """This account's align_kit cache, from the environment alone (a manifest cannot choose where its record is)."""

@@ -38,7 +38,6 @@ from align_kit.experiment.trl_accepts import DERIVED, check_trl_accepts
 from align_kit.experiment.typed_overrides import typed
 from align_kit.experiment.write_folders import check_write_folders
 from align_kit.runs.hydra_tree import check_hydra_overrides, check_hydra_tree, check_search_folder
-from align_kit.runs.manifest_trust import made_jobs
 from align_kit.runs.sweep_manifest import composed_jobs, task_key
 
 # What composing a job can raise for a bad config: Hydra's and OmegaConf's errors, and YAML's for a file that is not
@@ -266,7 +265,6 @@ def sweep_jobs(
     arguments = [f"{key}={value}" for key, value in params.items()] + list(overrides)
     parsed = parser.parse_overrides(arguments)
     jobs = basic_sweep(parsed)
-    made_jobs[:] = [task_key(job) for job in jobs]  # a resume holds its manifest's jobs to them
     if not jobs:
         empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
         raise ConfigError(
@@ -316,14 +314,21 @@ def check_override_keys(overrides: list[str]) -> None:
 
 def check_command(overrides: list[str], multirun: bool, config_dir: str | None = None) -> list[ExperimentPlan]:
     """Validate every job of the command (`config_dir`: its `--config-dir`); a failure is one ConfigError line
-    (naming the job in a sweep)."""
+    (naming the job in a sweep). Returns each job's plan."""
+    return [plan for _, plan in checked_jobs(overrides, multirun, config_dir)]
+
+
+def checked_jobs(
+    overrides: list[str], multirun: bool, config_dir: str | None = None
+) -> list[tuple[list[str], ExperimentPlan]]:
+    """check_command's jobs with their overrides, in the order Hydra launches them (a sweep's expansion)."""
     check_override_keys(overrides)
     try:
         _one_sweep(overrides, config_dir)
         if not multirun:
             plan = validate_job(overrides, config_dir=config_dir)
             check_trl_accepts(plan.grpo_kwargs, plan.field_sources)  # last: it imports TRL
-            return [plan]
+            return [(list(overrides), plan)]
         composed_jobs.clear()
         shared = SharedWork(SweepComposer(config_dir))
         jobs = sweep_jobs(overrides, config_dir, shared.composer)
@@ -343,7 +348,7 @@ def check_command(overrides: list[str], multirun: bool, config_dir: str | None =
             _own_folder(index, jobs, folders)
             advance()
     _trl_accepts_every_job(plans, jobs, arms)  # last: it imports TRL
-    return plans
+    return list(zip(jobs, plans, strict=True))
 
 
 def _trl_accepts_every_job(plans: list[ExperimentPlan], jobs: list[list[str]], arms: set[str]) -> None:
@@ -465,10 +470,11 @@ def split_flags(argv: list[str]) -> tuple[list[str], list[str]]:
     return flags, overrides
 
 
-def run_preflight(argv: list[str]) -> None:
-    """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): returns when every
-    job is valid, else prints one line and exits 2. A command that only inspects (`--cfg`, `--help`, ...)
-    is checked for what Hydra would build or log (it configures logging too), not for the data."""
+def run_preflight(argv: list[str]) -> list[list[str]]:
+    """The pre-flight of `align-kit train <argv>` (and `python -m align_kit.train <argv>`): when every job is valid,
+    returns each job's overrides (a sweep's expansion; none for a command that only inspects), else prints one line
+    and exits 2. A command that only inspects (`--cfg`, `--help`, ...) is checked for what Hydra would build or log
+    (it configures logging too), not for the data."""
     args, unknown = command_line_parser().parse_known_args(flags_first(argv))
     try:
         if unknown:  # Hydra's own parser refuses them too, with its usage text
@@ -479,8 +485,8 @@ def run_preflight(argv: list[str]) -> None:
         config_dir = check_entry_arguments(args)
         if any(getattr(args, name, None) for name in _INSPECTING):
             check_inspecting(args.overrides, config_dir)
-            return
-        check_command(args.overrides, bool(args.multirun), config_dir)
+            return []
+        return [job for job, _ in checked_jobs(args.overrides, bool(args.multirun), config_dir)]
     except ConfigError as error:
         print(f"align-kit: config error: {error}", file=sys.stderr)
         sys.exit(2)
