@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # from the format reward, so every code path sees real gradients.
 FAST_POLICY = ["model.warm_start.steps=100", "model.warm_start.eval_prompts=32"]
 FAST_TRAINING = ["trainer.max_steps=4", "trainer.save_strategy=no", "trainer.disable_tqdm=true"]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept():
+    """Each test starts with the handlers the one before it found: an in-process `align-kit` interrupted on purpose
+    ignores further Ctrl-C while it prints its line (align_kit.cli), and that must not leak into the next test."""
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
 
 
 @pytest.fixture(scope="session")

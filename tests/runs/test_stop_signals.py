@@ -220,6 +220,7 @@ def test_a_second_signal_whose_interrupt_a_finalizer_swallows_still_ends_the_run
         return original(self, args, state, control, **kwargs)
 
     monkeypatch.setattr(StopOnSignal, "on_step_end", on_step_end)
+    previous = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         train_once(tmp_path / "run", *SIX_STEPS, fast_training=False)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
+    assert signal.getsignal(signal.SIGINT) is previous  # the handlers are given back
