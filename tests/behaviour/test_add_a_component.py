@@ -113,6 +113,7 @@ def test_a_new_node_composes_is_validated_trains_and_logs_its_metric(tmp_path, c
     assert package_digest() == before
 
 
+@pytest.mark.slow
 def test_a_new_groups_docs_page_joins_the_site(tmp_path):
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")

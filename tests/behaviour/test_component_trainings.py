@@ -18,7 +18,14 @@ RUNS = {
 }
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+# A run that builds a second (bf16) sampler model takes 6-10 s: in the slow tier.
+SLOW_RUNS = {"bf16_rollout"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_RUNS else name for name in RUNS],
+)
 def test_component_trains_and_logs(name, train_once, tmp_path):
     overrides, expected_metrics = RUNS[name]
     summary = train_once(tmp_path, "logger=none", *overrides)

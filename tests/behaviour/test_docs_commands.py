@@ -374,6 +374,7 @@ def test_every_shown_line_is_checked_here():
                 assert commands == [], f"{page}: a command outside a bash block is checked by nothing"
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     site = tmp_path / "site"
     build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]

@@ -65,6 +65,7 @@ def test_a_generation_round_masks_observations_and_failed_steps(build_trainer):
     assert batch["num_items_in_batch"].item() == (batch["completion_mask"] * batch["tool_mask"]).sum().item()
 
 
+@pytest.mark.slow
 def test_short_training_with_step_rewards_and_mask(train_once, tmp_path):
     summary = train_once(tmp_path / "run", *TOOL_RUN, "trainer.max_steps=2", "logger=none")
     assert summary["steps"] == 2

@@ -60,6 +60,7 @@ def test_logger_none_never_imports_wandb_in_align_kit(cache_dir):
     assert result.stdout.strip() == "report_to [] False", result.stderr
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_metrics(train_once, tmp_path):
     first = train_once(tmp_path / "a", "logger=none", "seed=3")
     second = train_once(tmp_path / "b", "logger=none", "seed=3")

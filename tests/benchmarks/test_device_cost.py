@@ -117,7 +117,14 @@ def test_library_code_that_align_kit_calls_is_marked_as_align_kits(monkeypatch):
     assert wrapper() == "trl:library"
 
 
-@pytest.mark.parametrize("composition", list(OPERATOR_BOUNDS))
+# The compositions that build a larger model or a second sampler (8-58 s each) are in the slow tier.
+SLOW_COMPOSITIONS = {"routing_replay=r3", "mismatch"}
+
+
+@pytest.mark.parametrize(
+    "composition",
+    [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_COMPOSITIONS else name for name in OPERATOR_BOUNDS],
+)
 def test_align_kit_reads_the_device_once_per_logged_step_and_bounds_its_operators(composition, overrides_for):
     extra = [o for o in overrides_for() if o.startswith(("paths.", "model.warm_start"))]
     cache_dir = next(o.split("=", 1)[1] for o in extra if o.startswith("paths.cache_dir="))

@@ -50,6 +50,7 @@ def test_the_script_parses():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
 
 
+@pytest.mark.slow
 def test_dry_run_lists_each_section_and_writes_nothing(tmp_path):
     commands = dry_run(tmp_path)
     sections = [c[c.index("--cache-dir") + 2] for c in commands if "benchmarks/gpu_check.py" in c]

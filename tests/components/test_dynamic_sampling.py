@@ -99,6 +99,7 @@ def test_round_budget_spent_trains_on_what_there_is(build_trainer):
     assert batch["advantages"].abs().sum().item() == 0.0 and len(batch["advantages"]) == 64
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_trains_end_to_end(train_once, tmp_path):
     train_once(tmp_path, "logger=none", "sampling=dynamic", "trainer.max_steps=4")
     logged = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "sampling/gen_batches" in row]

@@ -127,6 +127,7 @@ def test_a_sampler_that_draws_from_other_settings_is_seen_only_by_the_sampling_t
     assert rescored_gap < 0.1 * sampled_gap  # precision alone, on these improbable tokens
 
 
+@pytest.mark.slow
 def test_the_issue_16_sampler_shows_a_large_gap_where_re_scoring_did_not(train_once, tmp_path, monkeypatch):
     # Main's copy (a plain deepcopy that kept the policy-bound forward) put back: what it sampled is far
     # from the policy (~4.6 nats a token), while re-scoring the tokens with the copy saw ~0.04.

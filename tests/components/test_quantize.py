@@ -139,6 +139,7 @@ def first_generation(run_dir) -> dict:
     return next(row for row in read_metrics(run_dir / "metrics.jsonl") if "mismatch/kl" in row)
 
 
+@pytest.mark.slow
 def test_an_fp8_sampler_logs_a_larger_gap_than_bf16_on_the_same_weights(train_once, tmp_path):
     # Same seed and warm start: the first generation samples from the same fp32 weights in both runs.
     train_once(tmp_path / "bf16", "logger=none", *BF16, "trainer.max_steps=2")
@@ -167,6 +168,7 @@ def test_is_correction_and_r3_run_on_a_quantized_moe_sampler(build_trainer):
     assert trainer.hook(RouteReplay).generation_hooks is not trainer.hook(RouteReplay).hooks
 
 
+@pytest.mark.slow
 def test_r3_trains_with_an_int8_sampler(train_once, tmp_path):
     summary = train_once(
         tmp_path, "logger=none", "model=tiny_moe", *BF16, "rollout.quantization=int8", "routing_replay=r3"

@@ -41,6 +41,7 @@ def test_every_shipped_node_satisfies_its_protocol(group, name):
     assert isinstance(node, protocol) and isinstance(node, base)
 
 
+@pytest.mark.slow
 def test_the_shipped_nodes_cover_every_task_model_and_logger_class():
     built = {type(shipped_node(group, name)) for group, name in SHIPPED}
     for _, base in CONTRACTS.values():

@@ -54,6 +54,7 @@ def test_docs_component_logs_its_metric(overrides_for, tmp_path, monkeypatch):
     assert "hook/absent" not in trainer._metrics["train"]  # NaN means "no value here"
 
 
+@pytest.mark.slow
 def test_hook_state_is_saved_and_resumed(train_once, tmp_path):
     # threshold 0 and window 1: the adaptive schedule lowers the weight after its first batch.
     run = [

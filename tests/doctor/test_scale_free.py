@@ -66,7 +66,11 @@ def test_mapping_moves_the_reward_columns_and_their_spread():
     assert mapped(run, 3.0, -2.0).rows == [(1, {"reward": -0.5, "reward_std": 0.6000000000000001, "entropy": 1.1})]
 
 
-@pytest.mark.parametrize("path", _labelled())
+@pytest.mark.parametrize(
+    "path",
+    # Every fourth labelled run in the default tier, every run in the slow tier (about a minute in all).
+    [path if index % 4 == 0 else pytest.param(path, marks=pytest.mark.slow) for index, path in enumerate(_labelled())],
+)
 def test_the_verdict_is_the_same_on_any_reward_scale(path):
     for history in histories(path):
         logged = judged(history)

@@ -18,6 +18,7 @@ def test_missing_wheel_names_the_install_command(monkeypatch):
         SmolLM2().validate()
 
 
+@pytest.mark.slow
 def test_the_wheels_gguf_is_found_in_its_folder():
     folder = pytest.importorskip("align_kit.models.smollm2").wheel_folder()
     if folder is None:

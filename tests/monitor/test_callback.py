@@ -37,6 +37,7 @@ def test_health_metrics_are_logged(train_once, tmp_path):
     assert not (tmp_path / "alerts.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_a_collapsing_run_warns_and_records_the_alert(train_once, tmp_path):
     summary = train_once(tmp_path, *COLLAPSING, "monitor.policy_ratio_drift.action=warn")
     assert summary["steps"] == 8

@@ -375,6 +375,7 @@ def test_judge_nodes_compose_and_build(overrides_for, tmp_path):
     assert custom.judge("p", "ab", "abc") == 1.0
 
 
+@pytest.mark.slow
 def test_short_training_with_correctness_and_arena(train_once, tmp_path):
     """Four steps on the embedded default with reward=[correctness,arena] and the arithmetic judge.
     With every match played, a group's rewards hand out one point per match over G - 1 matches

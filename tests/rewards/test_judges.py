@@ -182,14 +182,20 @@ class JudgeServer:
                     server.requests.append((self.path, body))
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                counted = True
                 try:
                     server.closing.wait(server.delay_s)
                     if server.together is not None:
                         server.together.wait(timeout=600)
                     status, payload = server.reply(self.path, body)
                     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                    # Out of flight before the answer is sent: the client frees its slot only once it has read the
+                    # answer, so the server's count never exceeds the client's (counting until this thread ends
+                    # would overlap the client's next request whenever the machine is slow to schedule it).
                     with server.lock:
                         server.answered += 1
+                        server.in_flight -= 1
+                    counted = False
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -198,8 +204,9 @@ class JudgeServer:
                 except (BrokenPipeError, ConnectionResetError, threading.BrokenBarrierError):
                     pass  # the client gave up (a timeout test), or the test ended
                 finally:
-                    with server.lock:
-                        server.in_flight -= 1
+                    if counted:
+                        with server.lock:
+                            server.in_flight -= 1
 
             def log_message(self, *args):
                 pass

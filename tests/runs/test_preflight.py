@@ -275,6 +275,7 @@ def _outcome(*job) -> tuple[str, object]:
         return "refused", str(error)
 
 
+@pytest.mark.slow
 def test_shared_compositions_validate_every_job_as_its_own_full_composition_does(tmp_path, monkeypatch, cache_dir):
     monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
     config_dir = mixed_config_dir(tmp_path / "conf")
@@ -292,6 +293,7 @@ def test_shared_compositions_validate_every_job_as_its_own_full_composition_does
     assert outcomes[1][1].startswith("trainer.num_generations=3 does not divide the generation batch of 64")
 
 
+@pytest.mark.slow
 def test_a_sweeps_last_job_is_refused_as_its_full_composition_is_and_named(tmp_path, monkeypatch, cache_dir):
     monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
     config_dir = mixed_config_dir(tmp_path / "conf")
@@ -384,6 +386,7 @@ def test_hydras_flags_move_before_the_overrides_with_their_values():
     assert flags_first(["a=1", "--bogus", "b=2"]) == ["--bogus", "a=1", "b=2"]
 
 
+@pytest.mark.slow
 def test_a_sweep_job_folder_outside_the_sweep_folder_is_refused():
     for subdir, shown in (("../../x_${hydra.job.num}", "../../x_0"), ("/tmp/x${hydra.job.num}", "/tmp/x0"), (".", ".")):
         with pytest.raises(ConfigError, match=f"^sweep job 0 of 2: hydra.sweep.subdir={re.escape(shown)} puts its"):

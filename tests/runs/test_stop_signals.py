@@ -153,6 +153,7 @@ def test_a_signal_before_the_last_generation_stops_at_its_boundary(
     assert max(steps) == stopped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signalled", [5, 6])
 def test_a_signal_during_the_last_generation_lets_the_run_finish_and_says_so(
     train_once, monkeypatch, tmp_path, capsys, signalled
@@ -198,6 +199,7 @@ def test_two_signals_the_handler_is_called_once_for_still_stop_at_once():
     assert signal.getsignal(signal.SIGINT) == previous
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, as meant
 def test_a_second_signal_whose_interrupt_a_finalizer_swallows_still_ends_the_run_interrupted(
     train_once, monkeypatch, tmp_path
