@@ -31,7 +31,7 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
-from align_kit.monitor.rules.over_run import FELL, FLAT, Trend
+from align_kit.monitor.rules.over_run import FELL, FLAT, TASK_FELL, Trend
 from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, ROUNDING, flat_t, rise_t, rose
 from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
@@ -155,6 +155,7 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
     reversed_over_run=lambda s, history, context: _accuracy_rose_over_run(s, history, context),
+    over_run=lambda _s, trend, context: _collapse_over_run(trend, context),
 )
 def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
@@ -204,6 +205,24 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History, context: RunCon
         return False
     unit = _component_unit(history, context, accuracy)
     return accuracy.mean_last(half) - accuracy.mean_first(half) > s.max_correctness_gain * unit
+
+
+def _collapse_over_run(trend: Trend, context: RunContext) -> Finding | None:
+    """With no range stated, the whole history's reading (over_run.py): the total rose only through the other
+    components while the task component (the accuracy) fell by FLAT_T standard errors of its slope, its last third
+    under its first. A window's format gain can stay under the rule's bound in a slow run (a format reward climbing
+    0 -> 3 over 500 steps); over the whole run the hacking is plain. Failing, as the window's reading is (18.3.2)."""
+    if context.reward_scale_stated or trend.short or trend.accuracy_t is None:
+        return None
+    first, _, last = trend.thirds
+    values = {
+        "format_gain": last - first,
+        "correctness_gain": trend.accuracy_change,
+        "slope_t": trend.slope_t,
+        "accuracy_slope_t": trend.accuracy_t,
+    }
+    words = {"format": "the total reward (its last third over its first)", "correctness": "the accuracy"}
+    return Finding(trend.state == TASK_FELL, values, "reward", words, trend.points)
 
 
 def _named(metric: str) -> str:
