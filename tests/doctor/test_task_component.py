@@ -5,28 +5,18 @@ are computed here by numpy's least squares, not by the code under test."""
 
 from __future__ import annotations
 
-import math
 import random
 
-import numpy as np
 import pytest
 
 from align_kit.doctor.diagnose import diagnose
 from align_kit.monitor.rules.over_run import LEARNED, TASK_FELL, TASK_FLAT, trend
 from tests.doctor.histories import history
+from tests.doctor.test_over_run import slope_t  # numpy's least squares, the textbook error
 
 _RNG = random.Random(11)
 NOISE = [_RNG.gauss(0, 1) for _ in range(1200)]
 N = 300
-
-
-def slope_t(values: list[float]) -> float:
-    y = np.asarray(values, float)
-    x = np.arange(len(y), dtype=float)
-    design = np.vstack([np.ones_like(x), x]).T
-    coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    residual = y - design @ coef
-    return coef[1] / math.sqrt(residual @ residual / (len(y) - 2) / ((x - x.mean()) @ (x - x.mean())))
 
 
 def components(accuracy_gain: float) -> list[dict[str, float]]:
