@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping
-from operator import itemgetter
 
 from align_kit.monitor.rules.base import (
     ACCURACY,
@@ -104,17 +102,14 @@ def _entropy_drop(s: EntropyDrop, history: History, context: RunContext) -> Find
     if series.count < s.span:
         return None
     # The smoothed values whose last point lies in the window (the span - 1 points before it are read too).
-    means = series.smoothed(s.span)
-    since = series.steps[-1] - s.window_steps
-    window = means[bisect_left(means, since, key=itemgetter(1)) :]
-    latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
+    latest, window_max, first, means = series.smoothed_window(s.span, series.steps[-1] - s.window_steps)
     threshold = (1 - s.fall) * window_max
     values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
     holds = latest < threshold
     if holds:  # falling while the accuracy (else the reward) rose over the same steps is convergence
-        found = progress(history, context, s.span, since=window[0][0])
+        found = progress(history, context, s.span, since=first)
         holds = not (found is not None and found.rose(s.rise))
-    return Finding(holds, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
+    return Finding(holds, values_out, "entropy", points=means + s.span - 1, first_step=first)
 
 
 @rule(

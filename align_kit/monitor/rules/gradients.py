@@ -30,15 +30,18 @@ from align_kit.monitor.settings import (
     recovers=False,
 )
 def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None:
-    present = [(name, history.latest[name]) for name in s.metrics if history.latest.get(name) is not None]
-    if not present:
+    latest, first = history.latest, None
+    for name in s.metrics:  # in the order a step computes them: the first non-finite one is named
+        value = latest.get(name)
+        if value is None:
+            continue
+        first = first or name
+        if not math.isfinite(float(value)):
+            words = {"value": str(float(value)), "checked": ", ".join(s.metrics)}
+            return Finding(True, {}, name, words, points=1, first_step=history.step)
+    if first is None:
         return None
-    broken = [(name, float(value)) for name, value in present if not math.isfinite(float(value))]
-    if not broken:
-        return Finding(False, {}, present[0][0], points=1, first_step=history.step)
-    name, value = broken[0]  # metrics are listed in the order a step computes them
-    words = {"value": str(value), "checked": ", ".join(s.metrics)}
-    return Finding(True, {}, name, words, points=1, first_step=history.step)
+    return Finding(False, {}, first, points=1, first_step=history.step)
 
 
 # On 1 or 2 logged points only a norm of exactly 0 (as logged) is read as vanished: too few points to read a small

@@ -167,10 +167,11 @@ def _clip_ratio_zero(s: ClipRatioZero, history: History, _: RunContext) -> Findi
     series = history["clip_ratio/region_mean"]
     if series.count < 2 * s.window:
         return None
+    window_max = max(series.last(s.window))
+    if window_max != 0.0:  # clipping in the window: the window before need not be read
+        return Finding(False, {"window_max": window_max}, "clip_ratio/region_mean")
     # "Drops to zero while training": a run that never clipped (fully on-policy) is not a drop.
-    values = series.last(2 * s.window)
-    clipped_before = fmean(values[: s.window])
-    window_max = max(values[s.window :])
+    clipped_before = fmean(series.last(2 * s.window)[: s.window])
     return Finding(
         window_max == 0.0 and clipped_before > s.min_before,
         {"window_max": window_max, "earlier_mean": clipped_before, "min_before": s.min_before},

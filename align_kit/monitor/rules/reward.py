@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
@@ -139,7 +140,12 @@ register(
 def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The format and the accuracy series: the concepts `format` and `accuracy` (the doctor maps a run's own
     component names to them), else align_kit's reward nodes as TRL logs them (rewards/<name>/mean)."""
-    return (FORMAT, f"rewards/{s.format_reward}/mean"), (ACCURACY, f"rewards/{s.correctness_reward}/mean")
+    return _named_components(s.format_reward, s.correctness_reward)
+
+
+@functools.cache  # asked at every step: the names are built once per pair of reward nodes
+def _named_components(format_reward: str, correctness_reward: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return (FORMAT, f"rewards/{format_reward}/mean"), (ACCURACY, f"rewards/{correctness_reward}/mean")
 
 
 @rule(
@@ -188,7 +194,9 @@ def _component_unit(history: History, context: RunContext, *components: Series) 
     if context.reward_scale_stated:
         return 1.0
     total = history[TRAIN_REWARD]
-    found = [total] if total.count and total.high > total.low else [series for series in components if series.count]
+    if total.count and total.high > total.low:  # the common case, read at every step
+        return total.high - total.low
+    found = [series for series in components if series.count]
     if not found:
         return 1.0
     return max(series.high for series in found) - min(series.low for series in found)
