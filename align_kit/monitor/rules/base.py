@@ -340,6 +340,11 @@ class Finding:
     severity: str | None = None
 
 
+# What a check returns when its condition does not hold (the common case, at most steps): the engine reads no more
+# of it than `holds`, so one shared instance spares a Finding and its values a step. Never mutated: it never holds.
+NOT_HOLDING = Finding(False, {}, "")
+
+
 @dataclass(frozen=True)
 class Recovery:
     """An episode the rest of the run reversed: `rule` fired at `fired` and found its condition false again at

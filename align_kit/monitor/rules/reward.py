@@ -13,6 +13,7 @@ from align_kit.monitor.rules.base import (
     EVAL_REWARD,
     FLAT_FRACTION,
     FORMAT,
+    NOT_HOLDING,
     TRAIN_REWARD,
     Check,
     Finding,
@@ -101,9 +102,9 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
     if series.count < s.span:
         return None
     recent = series.mean_last(s.span)
-    values = {"recent_mean": recent, "threshold": s.threshold}
     if recent <= s.threshold:  # no alert: no words to read the reward's level for
-        return Finding(False, values, metric)
+        return NOT_HOLDING
+    values = {"recent_mean": recent, "threshold": s.threshold}
     return Finding(True, values, metric, _difficulty_words(history, context, recent, s.span))
 
 
@@ -173,10 +174,12 @@ def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -
     unit = _component_unit(history, context, formats, correct)
     # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
     if format_gain <= (s.min_format_gain + ROUNDING) * unit:  # the format did not rise: the accuracy is not read
-        return Finding(False, {"format_gain": format_gain}, format_metric)
+        return NOT_HOLDING
     correctness_gain = half_change(correct.last(s.window))
+    if correctness_gain >= s.max_correctness_gain * unit:
+        return NOT_HOLDING
     return Finding(
-        correctness_gain < s.max_correctness_gain * unit,
+        True,
         {
             "format_gain": format_gain,
             "correctness_gain": correctness_gain,
@@ -265,7 +268,7 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
         values = {"latest": latest, "best": best, "threshold": by_spread}
         if latest >= by_spread:  # or fell below its start by FALL_T standard errors (a noisy run falling throughout)
             if latest >= series.mean_first(s.span):  # not below its start at all: no t to read
-                return Finding(False, values, "reward", _spread(""))
+                return NOT_HOLDING
             return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, "")
         how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         return Finding(True, values, "reward", _spread(how))
@@ -554,7 +557,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
         highest = max(spreads)
         values = {"reward_std_max": highest}
         if highest > NO_SPREAD:  # a spread: no words to format (they are an alert's)
-            return Finding(False, values, "reward_std", {"basis": "spread"}, s.rows)
+            return NOT_HOLDING
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
         words = {"what": what, "basis": "spread", "why": _ALIKE}
         # One row is one batch: flat, but not yet sustained (a batch of one easy prompt can be); a warning.
