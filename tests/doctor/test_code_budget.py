@@ -79,6 +79,26 @@ def test_a_notebook_whose_outputs_never_print_the_budget(tmp_path):
     assert any("length budget stated in the notebook's code" in note for note in history.notes)
 
 
+def test_a_budget_the_outputs_print_wins_over_the_code(tmp_path):
+    # The cell sets 200, the run's printed config says 256 (what ran): the printed statement is read.
+    lines = [f"{{'loss': 0.0, 'reward': 0.{i}, 'completion_length': 190.0}}\n" for i in range(1, 9)]
+    notebook = {
+        "nbformat": 4,
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["args = GRPOConfig(max_completion_length=200)\n", "trainer.train()"],
+                "outputs": [{"output_type": "stream", "text": ["{'max_completion_length': 256}\n", *lines]}],
+            }
+        ],
+    }
+    path = tmp_path / "run.ipynb"
+    path.write_text(json.dumps(notebook))
+    (history,) = read_runs(str(path))
+    assert history.context["max_completion_length"] == 256
+    assert not any("notebook's code" in note for note in history.notes)
+
+
 def test_development_notebooks():
     """Read off each notebook's cells by hand: Unsloth's Llama 3.1 8B notebook sets max_seq_length = 1024 and
     max_prompt_length = 256 and passes their difference; the Qwen3 4B notebook of 2025-05-13 computes the difference
