@@ -9,6 +9,7 @@ thresholds asserted in a test. The target: 10,000 steps under 2 s.
 
   python benchmarks/doctor_speed.py            # 1k / 10k / 100k
   python benchmarks/doctor_speed.py --quick    # 1k / 2k / 4k: a smoke run
+  python benchmarks/doctor_speed.py --sizes 1000 10000    # the target's size alone, beside its baseline
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1k / 2k / 4k steps")
     parser.add_argument("--repeats", type=int, default=3, help="timings per size; the best is kept (default 3)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="the step counts to time (the first is the baseline)")
     args = parser.parse_args(argv)
-    sizes = (1_000, 2_000, 4_000) if args.quick else (1_000, 10_000, 100_000)
+    sizes = args.sizes or ((1_000, 2_000, 4_000) if args.quick else (1_000, 10_000, 100_000))
     print(f"cpus {os.cpu_count()}, python {sys.version.split()[0]}")
     header = f"{'format':<12} {'steps':>7} {'rows':>7} {'s':>8} {'cpu s':>8} {'s/1k':>7} {'ratio':>6}"
     print(f"{header}  load (1, 5, 15 min)")

@@ -27,7 +27,7 @@ from align_kit.doctor.questions import LEARNS, answered, questions_line, why_una
 from align_kit.monitor.rules import Alert, HealthMonitor, Recovery, RuleCoverage, RunContext
 from align_kit.monitor.rules.base import ACCURACY, MEAN_LENGTH, TRAIN_REWARD, fmean
 from align_kit.monitor.rules.context import count
-from align_kit.monitor.rules.over_run import LEARNED, Trend, trend
+from align_kit.monitor.rules.over_run import LEARNED, TASK_FELL, TASK_FLAT, Trend, trend
 from align_kit.monitor.rules.own_noise import RISE_T, rise_t
 from align_kit.monitor.settings import HealthMonitorConfig
 
@@ -229,9 +229,10 @@ def _conclude(
         # Over a whole history with no stated range, only a rise establishes that the run learns (over_run.py).
         answers[LEARNS] = False
         verdict = "unjudged"
+        rise = "no rise of the task component" if learning.state in (TASK_FLAT, TASK_FELL) else "no rise"
         summary = (
             f"unjudged: nothing fired ({judged} of {len(coverage)} rules judged), but that the run learns was not "
-            f"established ({learning.why}: no rise)"
+            f"established ({learning.why}: {rise})"
         )
     else:
         verdict, summary = "healthy", f"healthy: {judged} of {len(coverage)} rules judged, none fired"

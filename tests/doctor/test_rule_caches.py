@@ -54,6 +54,27 @@ def test_one_smoothed_mean_per_value_matches_the_means_of_the_kept_values():
             assert series.smoothed(5) == expected
 
 
+def test_the_smoothed_window_matches_a_pass_over_the_smoothed_means():
+    """The latest smoothed mean, the window's highest, its first step and size (a monotone queue) against the
+    means themselves, read now and then and at every value, steps logged every 1-3, a window of 12 steps."""
+    rng = random.Random(9)
+    series = Series(tail=30)
+    step = 0
+    for index in range(300):
+        step += rng.choice([1, 1, 2, 3])
+        series.append(step, rng.gauss(0, 1) + (3.0 if 100 < index < 110 else 0.0))  # a bump to be the highest
+        if index < 4 or (index % 5 and index < 200):
+            continue
+        since = step - 12
+        window = [mean for mean in series.smoothed(5) if mean[1] >= since]
+        assert series.smoothed_window(5, since) == (
+            window[-1][2],
+            max(mean for _, _, mean in window),
+            window[0][0],
+            len(window),
+        )
+
+
 def test_the_first_logged_alternative_follows_a_metric_logged_later():
     history = History()
     names = ("groups/flat_fraction", "frac_reward_zero_std")

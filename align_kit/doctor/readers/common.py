@@ -228,6 +228,7 @@ def history_from_rows(
     nulls = fillers = 0
     not_numbers: list[tuple[int, str, object]] = []  # (step, key, value) of metric values that are no number
     repeated: dict[int, None] = {}  # steps whose values some later row logs again
+    special = {key for key, concept in items if key in conversions or concept in NEVER_ZERO}
     for step, row in raw:
         values = by_step.get(step)
         if values is None:
@@ -235,6 +236,11 @@ def history_from_rows(
         for key, concept in items:
             if key in row:
                 value = row[key]
+                if type(value) is float and key not in special:  # most values: a float read as it is, at once
+                    if concept in values:
+                        repeated[step] = None
+                    values[concept] = value
+                    continue
                 number = to_float(value)
                 if number is None:
                     if value is None and null_is_nan:

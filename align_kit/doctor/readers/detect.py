@@ -22,6 +22,7 @@ import align_kit.doctor.readers.trl_state as trl_state
 import align_kit.doctor.readers.wandb_runs as wandb_runs
 from align_kit.core.run_files import METRICS_FILE
 from align_kit.doctor.history import DoctorInputError, RunHistory, UnreadInput, part_name
+from align_kit.doctor.readers.code_budget import code_budget
 from align_kit.doctor.readers.common import (
     UNKNOWN_FORMAT,
     check_folder_cap,
@@ -152,7 +153,8 @@ def _document(path: Path, document: Any, key_map: KeyMap, logging_steps: int | N
         return [trl_state.read_state(path, document, key_map)]
     if isinstance(document, dict) and isinstance(document.get("cells"), list):
         text, html = notebooks.notebook_contents(document, key_map)
-        return read_text(path, text, key_map, logging_steps, notebook=True, html_tables=html)
+        code = notebooks.code_sources(document)
+        return read_text(path, text, key_map, logging_steps, notebook=True, html_tables=html, code_cells=code)
     if isinstance(document, dict) and (columns := jsonl.columnar_rows(document)) is not None:
         raw, notes = columns
         return [history_from_rows(path, "json_columns", raw, key_map=key_map, notes=notes, name=path.stem)]
@@ -209,6 +211,7 @@ def read_text(
     missing_ok: bool = False,
     json_lines: bool = False,
     html_tables: list[tables.Table] | None = None,
+    code_cells: list[str] | None = None,
 ) -> list[RunHistory]:
     """Every text reader's rows offered as evidence; the winner's history (or histories)."""
     columns = frozenset((key_map or {}).values())
@@ -297,8 +300,13 @@ def read_text(
             first, last = history.rows[0][0], history.rows[-1][0]
             history.name = part_name(path.stem, number, len(histories), first, last, "sft" if sft else None)
             history.notes.insert(0, f"run {number} of {len(histories)} in this file: its own progress table")
+    in_code = code_budget(code_cells) if code_cells else None
     for history in histories:
         context, stated_notes = stated_context(text, history.framework)
+        if "max_completion_length" not in context and in_code is not None:
+            # What the cells printed states nothing of the budget; the code that built the trainer does.
+            context["max_completion_length"], statement = in_code
+            stated_notes.append(f"length budget stated in the notebook's code: {statement}")
         history.context.update(context)
         history.notes += stated_notes
     return histories

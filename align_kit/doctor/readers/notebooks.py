@@ -95,3 +95,10 @@ def notebook_contents(notebook: Mapping[str, Any], key_map: Mapping[str, str] | 
             if "text/plain" in data:
                 parts.append(_joined(data["text/plain"]))
     return "\n".join(parts), tables
+
+
+def code_sources(notebook: Mapping[str, Any]) -> list[str]:
+    """The code cells' sources in order: what they set is read apart from what the cells printed (readers/
+    code_budget.py), never as log lines."""
+    cells = [cell for cell in notebook.get("cells") or [] if isinstance(cell, dict)]
+    return [_joined(cell.get("source")) for cell in cells if cell.get("cell_type") == "code"]

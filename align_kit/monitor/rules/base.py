@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from align_kit.monitor.rules.own_noise import RISE_T, rise_t
@@ -84,6 +86,25 @@ class Series:
     """One metric's finite values, as far as the rules read them (`Memory`): `count` logged in all, the first
     ones, the last ones with their steps, and the best smoothed value so far."""
 
+    # Fixed attributes: read tens of times a step by the rules, a slot is quicker to reach than a dict entry.
+    __slots__ = (
+        "count",
+        "start",
+        "head_size",
+        "first",
+        "steps",
+        "values",
+        "best",
+        "_best_spans",
+        "_smoothed",
+        "_highest",
+        "_means",
+        "_head_means",
+        "low",
+        "high",
+        "rises",
+    )
+
     def __init__(self, head: int = 0, tail: int = 0, best_spans: frozenset[int] = frozenset()):
         self.count = 0
         self.start: int | None = None  # the step of the first value
@@ -95,6 +116,9 @@ class Series:
         self._best_spans = best_spans
         # span -> (first step, last step, mean) of each run of `span` kept values, and the count it was brought to
         self._smoothed: dict[int, tuple[deque[tuple[int, int, float]], list[int]]] = {}
+        # span -> (last step, mean) of the smoothed means that are the highest of all after them: the window's
+        # maximum is its first one still in the window (a monotone queue), not a pass over the window per value
+        self._highest: dict[int, deque[tuple[int, float]]] = {}
         self._means: dict[int, float] = {}  # n -> the mean of the last n values, for the latest value only
         self._head_means: dict[int, float] = {}  # n -> the mean of the first n values, once all n are logged
         self.low, self.high = math.inf, -math.inf  # the range of every value logged
@@ -151,19 +175,43 @@ class Series:
         """(first step, last step, mean) of every `span` consecutive kept values, oldest first. Each mean is computed
         once, when its last value arrives, so a rule that reads a smoothed window costs the window per step, not the
         window times the span; after a resume they are computed again from the kept values."""
+        return list(self._smoothed_means(span))
+
+    def smoothed_window(self, span: int, since: int) -> tuple[float, float, int, int] | None:
+        """Of the smoothed means (`smoothed`) whose last step is `since` or later: (the latest, the highest, the
+        first step the first of them reads, how many they are); None when there are none. Each step costs a constant
+        on average (a monotone queue of the highest), not the window."""
+        means = self._smoothed_means(span)
+        start = bisect_left(means, since, key=itemgetter(1))
+        if start == len(means):
+            return None
+        highest, oldest = self._highest[span], means[start][1]
+        while highest[0][0] < oldest:
+            highest.popleft()
+        return means[-1][2], highest[0][1], means[start][0], len(means) - start
+
+    def _smoothed_means(self, span: int) -> deque[tuple[int, int, float]]:
         if span not in self._smoothed:
             self._smoothed[span] = (deque(maxlen=max((self.values.maxlen or 0) - span + 1, 0)), [0])
+            self._highest[span] = deque()
         means, brought_to = self._smoothed[span]
         new = min(self.count - brought_to[0], len(self.values))
         if new == 1 and len(self.values) >= span:  # one more value: one more mean, from the tail alone
-            means.append((self.steps[-span], self.steps[-1], self.mean_last(span)))
+            self._add_smoothed(span, (self.steps[-span], self.steps[-1], self.mean_last(span)))
             brought_to[0] = self.count
         elif new:
             values, steps = list(self.values), list(self.steps)
             for end in range(max(len(values) - new, span - 1), len(values)):
-                means.append((steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
+                self._add_smoothed(span, (steps[end - span + 1], steps[end], fmean(values[end - span + 1 : end + 1])))
             brought_to[0] = self.count
-        return list(means)
+        return means
+
+    def _add_smoothed(self, span: int, mean: tuple[int, int, float]) -> None:
+        self._smoothed[span][0].append(mean)
+        highest = self._highest[span]
+        while highest and highest[-1][1] <= mean[2]:  # never again the highest: a later one is as high
+            highest.pop()
+        highest.append((mean[1], mean[2]))
 
     def step_of_last(self, n: int) -> int | None:
         """The step of the first of the last `n` values (the oldest kept, if fewer are kept)."""
@@ -290,6 +338,11 @@ class Finding:
     first_step: int | None = None
     # A milder severity than the rule's, where what it read is too little to call the run broken (one row).
     severity: str | None = None
+
+
+# What a check returns when its condition does not hold (the common case, at most steps): the engine reads no more
+# of it than `holds`, so one shared instance spares a Finding and its values a step. Never mutated: it never holds.
+NOT_HOLDING = Finding(False, {}, "")
 
 
 @dataclass(frozen=True)

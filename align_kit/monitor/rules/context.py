@@ -31,7 +31,7 @@ STATED_GRPO_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # read by most rules at every step: slots are quicker to reach
 class RunContext:
     """What the run composes, so alerts judge against its limits and advise only what is off."""
 

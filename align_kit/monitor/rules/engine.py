@@ -87,15 +87,20 @@ class HealthMonitor:
         seen, history, isfinite = self._seen, self.history, math.isfinite
         for name in self._watched.intersection(metrics):
             value = metrics[name]
-            if value is not None:
-                seen.add(name)
-                if isinstance(value, int | float) and isfinite(value):
-                    value = present[name] = float(value)
-                    series = history.get(name)
-                    if series is None:
-                        head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
-                        series = history[name] = Series(head, tail, best_spans)
-                    series.append(step, value)
+            if value is None:
+                continue
+            seen.add(name)
+            if type(value) is not float:  # most values are floats already: the rest are checked and converted
+                if not isinstance(value, int | float):
+                    continue
+                value = float(value)
+            if isfinite(value):
+                present[name] = value
+                series = history.get(name)
+                if series is None:
+                    head, tail, best_spans = self._memory.get(name, (0, 0, frozenset()))
+                    series = history[name] = Series(head, tail, best_spans)
+                series.append(step, value)
         ceiling = metrics.get(MAX_ATTAINABLE)
         if isinstance(ceiling, int | float) and math.isfinite(ceiling):  # a format schedule moves the maximum
             self.context = replace(self.context, reward_max=float(ceiling))

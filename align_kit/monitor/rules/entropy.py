@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping
-from operator import itemgetter
 
 from align_kit.monitor.rules.base import (
     ACCURACY,
     CLIPPED,
+    NOT_HOLDING,
     TRAIN_REWARD,
     Check,
     Finding,
@@ -49,9 +48,9 @@ def _entropy_fall(converging: bool) -> Check:
             return None
         early, recent = series.mean_first(s.span), series.mean_last(s.span)
         threshold = (1 - s.fall) * early
-        values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
         if recent >= threshold:  # no fall: what the accuracy did does not matter (and is not read)
-            return Finding(False, values, "entropy", {"while": ""}, points=2 * s.span, first_step=series.start)
+            return NOT_HOLDING
+        values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
         found = progress(history, context, s.span)
         rose = found is not None and found.rose(s.rise)
         words = _progress_words(found, s.rise)
@@ -104,17 +103,16 @@ def _entropy_drop(s: EntropyDrop, history: History, context: RunContext) -> Find
     if series.count < s.span:
         return None
     # The smoothed values whose last point lies in the window (the span - 1 points before it are read too).
-    means = series.smoothed(s.span)
-    since = series.steps[-1] - s.window_steps
-    window = means[bisect_left(means, since, key=itemgetter(1)) :]
-    latest, window_max = window[-1][2], max(window, key=itemgetter(2))[2]
+    latest, window_max, first, means = series.smoothed_window(s.span, series.steps[-1] - s.window_steps)
     threshold = (1 - s.fall) * window_max
+    if latest >= threshold:
+        return NOT_HOLDING
+    # Falling while the accuracy (else the reward) rose over the same steps is convergence.
+    found = progress(history, context, s.span, since=first)
+    if found is not None and found.rose(s.rise):
+        return NOT_HOLDING
     values_out = {"latest": latest, "window_max": window_max, "threshold": threshold}
-    holds = latest < threshold
-    if holds:  # falling while the accuracy (else the reward) rose over the same steps is convergence
-        found = progress(history, context, s.span, since=window[0][0])
-        holds = not (found is not None and found.rose(s.rise))
-    return Finding(holds, values_out, "entropy", points=len(window) + s.span - 1, first_step=window[0][0])
+    return Finding(True, values_out, "entropy", points=means + s.span - 1, first_step=first)
 
 
 @rule(
@@ -131,6 +129,8 @@ def _entropy_decline(s: EntropyDecline, history: History, _: RunContext) -> Find
         return None
     initial, latest = series.mean_first(s.span), series.mean_last(s.span)
     threshold = (1 - s.fall) * initial
+    if latest >= threshold:
+        return NOT_HOLDING
     values = {"initial": initial, "latest": latest, "threshold": threshold}
     points = min(series.count, 2 * s.span)  # the first and the last span overlap on a short history
     return Finding(latest < threshold, values, "entropy", points=points, first_step=series.start)
@@ -160,6 +160,8 @@ def _entropy_exploding(s: EntropyExploding, history: History, _: RunContext) -> 
         return None
     early, recent = series.mean_first(s.span), series.mean_last(s.span)
     threshold = s.factor * early
+    if recent <= threshold:
+        return NOT_HOLDING
     values = {"early_mean": early, "recent_mean": recent, "threshold": threshold}
     # Figure 18-8's cause is truncated samples; without truncation, the updates themselves are too large.
     clipped = history[CLIPPED]

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 from align_kit.monitor.rules.base import (
+    NOT_HOLDING,
     Finding,
     History,
     last_window,
@@ -30,15 +31,16 @@ from align_kit.monitor.settings import (
     recovers=False,
 )
 def _non_finite(s: NonFinite, history: History, _: RunContext) -> Finding | None:
-    present = [(name, history.latest[name]) for name in s.metrics if history.latest.get(name) is not None]
-    if not present:
-        return None
-    broken = [(name, float(value)) for name, value in present if not math.isfinite(float(value))]
-    if not broken:
-        return Finding(False, {}, present[0][0], points=1, first_step=history.step)
-    name, value = broken[0]  # metrics are listed in the order a step computes them
-    words = {"value": str(value), "checked": ", ".join(s.metrics)}
-    return Finding(True, {}, name, words, points=1, first_step=history.step)
+    latest, first = history.latest, None
+    for name in s.metrics:  # in the order a step computes them: the first non-finite one is named
+        value = latest.get(name)
+        if value is None:
+            continue
+        first = first or name
+        if not math.isfinite(float(value)):
+            words = {"value": str(float(value)), "checked": ", ".join(s.metrics)}
+            return Finding(True, {}, name, words, points=1, first_step=history.step)
+    return None if first is None else NOT_HOLDING
 
 
 # On 1 or 2 logged points only a norm of exactly 0 (as logged) is read as vanished: too few points to read a small
@@ -74,4 +76,6 @@ def _grad_norm_vanishing(s: GradNormVanishing, history: History, _: RunContext) 
     window_max = max(series.last(s.window))
     if window_max == 0.0 and history.grad_norm_zeros.artefact():
         return None  # a logging artefact (GradNormZeros), not vanished gradients: the rule cannot judge
-    return Finding(window_max < s.floor, {"window_max": window_max, "floor": s.floor}, "grad_norm")
+    if window_max >= s.floor:
+        return NOT_HOLDING
+    return Finding(True, {"window_max": window_max, "floor": s.floor}, "grad_norm")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from align_kit.monitor.rules.base import (
+    NOT_HOLDING,
     TRAIN_REWARD,
     Check,
     Finding,
@@ -44,8 +45,9 @@ def _rising(metric: str, from_zero: bool = True) -> Check:
             return None
         # Each of the window's values above the one before: the run of rises up to the latest spans the window.
         first = series.values[-s.window]
-        rising = series.rises >= s.window - 1 and (from_zero or first != 0.0)
-        return Finding(rising, {"window_first": first, "latest": series.values[-1]}, metric)
+        if series.rises < s.window - 1 or not (from_zero or first != 0.0):
+            return NOT_HOLDING
+        return Finding(True, {"window_first": first, "latest": series.values[-1]}, metric)
 
     return check
 
@@ -87,7 +89,7 @@ def _kl_rising_flat_reward(s: KlRisingFlatReward, history: History, context: Run
             return None
     first, second, growth = halves_growth(window)
     if growth <= s.rise:  # KL did not rise: the reward is not read
-        return Finding(False, {"kl_first_half": first, "kl_second_half": second}, "kl", points=len(window))
+        return NOT_HOLDING
     rewards = reward.last(s.window)
     reward_change = half_change(rewards)
     flat = s.tolerance * (context.reward_max - context.reward_min)
@@ -167,10 +169,11 @@ def _clip_ratio_zero(s: ClipRatioZero, history: History, _: RunContext) -> Findi
     series = history["clip_ratio/region_mean"]
     if series.count < 2 * s.window:
         return None
+    window_max = max(series.last(s.window))
+    if window_max != 0.0:  # clipping in the window: the window before need not be read
+        return NOT_HOLDING
     # "Drops to zero while training": a run that never clipped (fully on-policy) is not a drop.
-    values = series.last(2 * s.window)
-    clipped_before = fmean(values[: s.window])
-    window_max = max(values[s.window :])
+    clipped_before = fmean(series.last(2 * s.window)[: s.window])
     return Finding(
         window_max == 0.0 and clipped_before > s.min_before,
         {"window_max": window_max, "earlier_mean": clipped_before, "min_before": s.min_before},

@@ -10,6 +10,7 @@ from align_kit.monitor.rules.base import (
     CLIPPED,
     MAX_LENGTH,
     MEAN_LENGTH,
+    NOT_HOLDING,
     Finding,
     History,
     Memory,
@@ -43,8 +44,10 @@ def _length_growth(s: LengthGrowth, history: History, _: RunContext) -> Finding 
         return None
     early, recent = series.mean_first(s.span), series.mean_last(s.span)
     threshold = s.factor * early
+    if recent <= threshold:
+        return NOT_HOLDING
     return Finding(
-        recent > threshold,
+        True,
         {"early_mean": early, "recent_mean": recent, "threshold": threshold},
         "completions/mean_length",
         points=2 * s.span,
@@ -80,24 +83,24 @@ def _length_near_max(s: LengthNearMax, history: History, context: RunContext) ->
     if limit is not None and series.count >= s.span:
         recent = series.mean_last(s.span)
         threshold = (1 - s.margin) * limit
-        values = {
-            "recent_mean": recent,
-            "first": series.first[0],
-            "max_completion_length": limit,
-            "threshold": threshold,
-        }
-        near = Finding(recent >= threshold, values, MEAN_LENGTH)
-        if near.holds:  # its words, only for an alert (formatting them is a step's cost)
+        near = NOT_HOLDING
+        if recent >= threshold:  # its values and words, only for an alert (formatting them is a step's cost)
+            values = {
+                "recent_mean": recent,
+                "first": series.first[0],
+                "max_completion_length": limit,
+                "threshold": threshold,
+            }
             what = f"mean length {recent:.1f} >= {threshold:.1f} of max_completion_length {limit:.0f}"
-            near.words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
-            return near
+            words = {"from_start": "yes" if series.first[0] >= threshold else "no", "what": what}
+            return Finding(True, values, MEAN_LENGTH, words)
     clipped = history[CLIPPED]
     if clipped.count < s.clipped_span:
         return near
     share = clipped.mean_last(s.clipped_span)
-    values = {"clipped_mean": share, "clipped": s.clipped}
     if share < s.clipped:
-        return Finding(False, values, CLIPPED)
+        return NOT_HOLDING
+    values = {"clipped_mean": share, "clipped": s.clipped}
     what = f"truncated share ({CLIPPED}) mean {share:.3f} >= {s.clipped:g}"
     words = {"from_start": "yes" if clipped.first[0] >= s.clipped else "no", "what": what}
     return Finding(True, values, CLIPPED, words)
@@ -121,13 +124,15 @@ def _length_pinned(s: LengthPinned, history: History, context: RunContext) -> Fi
     if clipped.count < s.span:
         return None
     share = clipped.mean_last(s.span)
+    if share < s.clipped:
+        return NOT_HOLDING
     values = {"clipped_mean": share, "clipped": s.clipped}
-    holds = share >= s.clipped
+    holds = True  # the truncated share alone says it, unless a budget is known: then the length must be at it too
     lengths, budget = history[MEAN_LENGTH], context.max_completion_length
     if budget is not None and lengths.count:
         length, threshold = lengths.mean_last(s.span), (1 - s.margin) * budget
         values.update(recent_length=length, length_threshold=threshold, max_completion_length=budget)
-        holds = holds and length >= threshold
+        holds = length >= threshold
         also = f"; mean length {length:.1f} >= {threshold:.1f} of max_completion_length {budget}"
     else:  # the truncated share alone says it
         also = "" if budget is not None else " (max_completion_length unknown: judged on the truncated share)"
@@ -167,7 +172,7 @@ def _all_truncated(s: AllTruncated, history: History, context: RunContext) -> Fi
         # One fully cut row with entropy gone: the truncation collapse of figure 18-8's kind, at any length.
         latest = shares[-1] >= s.clipped
         if not (sustained or latest):  # no row to read further (nor words to format)
-            return Finding(False, values, CLIPPED, points=len(shares))
+            return NOT_HOLDING
         what = f"the truncated share ({CLIPPED}) is >= {s.clipped:g} on each of the last {s.rows} rows"
         collapsed = entropy.count >= 2 and entropy.last(1)[0] < (1 - s.entropy_fall) * entropy.first[0]
         if latest and collapsed and not sustained:
@@ -207,7 +212,7 @@ def _length_collapse(s: LengthCollapse, history: History, _: RunContext) -> Find
         return None
     recent_length = lengths.mean_last(s.span)
     if recent_length > s.few:  # answers longer than a few tokens: nothing else needs reading
-        return Finding(False, {"recent_length": recent_length}, MEAN_LENGTH, points=s.span)
+        return NOT_HOLDING
     early_length = lengths.mean_first(s.span)
     early_entropy, recent_entropy = entropy.mean_first(s.span), entropy.mean_last(s.span)
     values = {

@@ -9,7 +9,17 @@ its first and the accuracy did not rise. Why a second reading: the live plateau 
 run's first 10 points, and 10 noisy points can sit low by chance, so a run within its noise reads as one that rose
 and levelled off; one test over the whole history has no such head, and one test (not one per point) needs no
 stricter bound than a flat window's. On a shorter history (FEWEST_SLOPE or more) only a rise of the slope is read:
-it shows that the run learns; without it the run is not shown healthy, and the short rules alone may alert."""
+it shows that the run learns; without it the run is not shown healthy, and the short rules alone may alert.
+
+When the task component is logged (the concept `accuracy`: the answer-checking reward the doctor finds by its name,
+doctor/reward_roles.py, or a logged accuracy), whether the run learns is its question, not the total's: a total that
+rises only through the format or other auxiliary rewards is no run learning its task (18.3.2; 18.3.3's reward
+breakdown, "format rising fast while correctness stalls: very likely reward collapse"). So with the accuracy logged
+the run learned only when the accuracy rose. The total rising while the accuracy fell (its slope below -FLAT_T,
+its last third under its first) is TASK_FELL: the format learned at the content's cost, the reward-hacking rule's
+failure read over the whole run. The total rising while the accuracy stayed within its noise is TASK_FLAT: not
+shown to learn, so not healthy; no alert, since a task reward that did not move can also be a run whose authors
+aim at another component (a language reward) or a slow rise the points cannot yet show."""
 
 from __future__ import annotations
 
@@ -25,11 +35,14 @@ from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, flat_t, fmean, ris
 FEWEST = 20
 FEWEST_SLOPE = 3
 LEARNED, FLAT, FELL, UNCLEAR = "rose", "flat", "fell", "unclear"
+# The total rose while the task component (the accuracy) did not: it fell, or stayed within its noise.
+TASK_FELL, TASK_FLAT = "task fell", "task flat"
 
 
 @dataclass(frozen=True)
 class Trend:
-    """The whole history's reading: `state` (LEARNED, FLAT, FELL or UNCLEAR) and the numbers behind it."""
+    """The whole history's reading: `state` (LEARNED, FLAT, FELL, UNCLEAR, TASK_FELL or TASK_FLAT) and the numbers
+    behind it."""
 
     state: str
     points: int  # reward points read
@@ -40,9 +53,17 @@ class Trend:
     short: bool = False  # under FEWEST points: the slope's rise alone is read (state LEARNED or UNCLEAR)
     accuracy_t: float | None = None  # the accuracy's slope t, when it has FEWEST points
     accuracy_thirds_t: float | None = None
+    accuracy_change: float = math.nan  # the accuracy's last third (or half, short) mean minus its first
 
     @property
     def why(self) -> str:
+        if self.state in (TASK_FELL, TASK_FLAT):
+            moved = "fell" if self.state == TASK_FELL else "did not rise"
+            thirds = "" if self.short else f" and thirds {self.accuracy_thirds_t:+.2f}"
+            return (
+                f"over {self.points} points the total reward rose (slope {self.slope_t:+.2f} standard errors) while "
+                f"the task component (accuracy) {moved} (slope {self.accuracy_t:+.2f}{thirds})"
+            )
         if self.short:
             accuracy = f"; the accuracy's {self.accuracy_t:+.2f}" if self.accuracy_t is not None else ""
             return f"over its {self.points} points the reward's slope is {self.slope_t:+.2f} standard errors{accuracy}"
@@ -64,12 +85,18 @@ def trend(rewards: Sequence[float], accuracies: Sequence[float] = ()) -> Trend |
     if len(rewards) < FEWEST:
         return _short(rewards, accuracies)
     slope, thirds = flat_t(rewards), _thirds_t(rewards)
-    accuracy = (flat_t(accuracies), _thirds_t(accuracies)) if len(accuracies) >= FEWEST else (None, None)
-    rose = _rose(slope, thirds) or (accuracy[0] is not None and _rose(*accuracy))
+    task = len(accuracies) >= FEWEST
+    accuracy = (flat_t(accuracies), _thirds_t(accuracies)) if task else (None, None)
+    total_rose, task_rose = _rose(slope, thirds), task and _rose(*accuracy)
     third = len(rewards) // 3
     means = (fmean(rewards[:third]), fmean(rewards[third:-third]), fmean(rewards[-third:]))
-    if rose:
+    change = (
+        fmean(accuracies[-(len(accuracies) // 3) :]) - fmean(accuracies[: len(accuracies) // 3]) if task else math.nan
+    )
+    if task_rose or (total_rose and not task):
         state = LEARNED
+    elif total_rose:  # only through the other components: the task's own trend says what the run learned
+        state = TASK_FELL if accuracy[0] < -FLAT_T and change < 0 else TASK_FLAT
     elif abs(slope) < FLAT_T:
         state = FLAT
     elif means[2] < means[0]:
@@ -77,17 +104,29 @@ def trend(rewards: Sequence[float], accuracies: Sequence[float] = ()) -> Trend |
     else:  # falling by its slope, yet its last third not below its first: neither reading holds
         state = UNCLEAR
     return Trend(
-        state, len(rewards), slope, thirds, means, fmean(rewards), accuracy_t=accuracy[0], accuracy_thirds_t=accuracy[1]
+        state,
+        len(rewards),
+        slope,
+        thirds,
+        means,
+        fmean(rewards),
+        accuracy_t=accuracy[0],
+        accuracy_thirds_t=accuracy[1],
+        accuracy_change=change,
     )
 
 
 def _short(rewards: Sequence[float], accuracies: Sequence[float]) -> Trend:
-    """Under FEWEST points: learned when the reward's or the accuracy's slope is above FLAT_T, else unclear."""
+    """Under FEWEST points: learned when the slope is above FLAT_T, the accuracy's when it is logged (the task's
+    question), else the reward's; a total rising while the accuracy does not is TASK_FLAT (too few points to call
+    it fallen); else unclear."""
     slope = flat_t(rewards)
     accuracy = flat_t(accuracies) if len(accuracies) >= FEWEST_SLOPE else None
-    rose = slope > FLAT_T or (accuracy is not None and accuracy > FLAT_T)
     mean = fmean(rewards)
-    state = LEARNED if rose else UNCLEAR
+    if accuracy is None:
+        state = LEARNED if slope > FLAT_T else UNCLEAR
+    else:
+        state = LEARNED if accuracy > FLAT_T else TASK_FLAT if slope > FLAT_T else UNCLEAR
     return Trend(state, len(rewards), slope, math.nan, (mean,) * 3, mean, short=True, accuracy_t=accuracy)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
@@ -12,6 +13,7 @@ from align_kit.monitor.rules.base import (
     EVAL_REWARD,
     FLAT_FRACTION,
     FORMAT,
+    NOT_HOLDING,
     TRAIN_REWARD,
     Check,
     Finding,
@@ -31,7 +33,7 @@ from align_kit.monitor.rules.base import (
     window_shortened,
 )
 from align_kit.monitor.rules.context import RunContext
-from align_kit.monitor.rules.over_run import FELL, FLAT, Trend
+from align_kit.monitor.rules.over_run import FELL, FLAT, TASK_FELL, Trend
 from align_kit.monitor.rules.own_noise import FLAT_T, RISE_T, ROUNDING, flat_t, rise_t, rose
 from align_kit.monitor.rules.spreadless import NO_SPREAD
 from align_kit.monitor.settings import (
@@ -100,9 +102,9 @@ def _flat_groups(s: AboveThreshold, history: History, context: RunContext) -> Fi
     if series.count < s.span:
         return None
     recent = series.mean_last(s.span)
-    values = {"recent_mean": recent, "threshold": s.threshold}
     if recent <= s.threshold:  # no alert: no words to read the reward's level for
-        return Finding(False, values, metric)
+        return NOT_HOLDING
+    values = {"recent_mean": recent, "threshold": s.threshold}
     return Finding(True, values, metric, _difficulty_words(history, context, recent, s.span))
 
 
@@ -139,7 +141,12 @@ register(
 def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The format and the accuracy series: the concepts `format` and `accuracy` (the doctor maps a run's own
     component names to them), else align_kit's reward nodes as TRL logs them (rewards/<name>/mean)."""
-    return (FORMAT, f"rewards/{s.format_reward}/mean"), (ACCURACY, f"rewards/{s.correctness_reward}/mean")
+    return _named_components(s.format_reward, s.correctness_reward)
+
+
+@functools.cache  # asked at every step: the names are built once per pair of reward nodes
+def _named_components(format_reward: str, correctness_reward: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return (FORMAT, f"rewards/{format_reward}/mean"), (ACCURACY, f"rewards/{correctness_reward}/mean")
 
 
 @rule(
@@ -155,6 +162,7 @@ def _components(s: RewardCollapse) -> tuple[tuple[str, ...], tuple[str, ...]]:
     recovers=False,  # the format's gain ends when it saturates: that is no recovery of the accuracy
     shorten=window_shortened(4),
     reversed_over_run=lambda s, history, context: _accuracy_rose_over_run(s, history, context),
+    over_run=lambda _s, trend, context: _collapse_over_run(trend, context),
 )
 def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -> Finding | None:
     format_group, accuracy_group = _components(s)
@@ -166,10 +174,12 @@ def _reward_collapse(s: RewardCollapse, history: History, context: RunContext) -
     unit = _component_unit(history, context, formats, correct)
     # A gain within rounding of its bound is at the bound: a * x + b rounds the last digits differently.
     if format_gain <= (s.min_format_gain + ROUNDING) * unit:  # the format did not rise: the accuracy is not read
-        return Finding(False, {"format_gain": format_gain}, format_metric)
+        return NOT_HOLDING
     correctness_gain = half_change(correct.last(s.window))
+    if correctness_gain >= s.max_correctness_gain * unit:
+        return NOT_HOLDING
     return Finding(
-        correctness_gain < s.max_correctness_gain * unit,
+        True,
         {
             "format_gain": format_gain,
             "correctness_gain": correctness_gain,
@@ -187,7 +197,9 @@ def _component_unit(history: History, context: RunContext, *components: Series) 
     if context.reward_scale_stated:
         return 1.0
     total = history[TRAIN_REWARD]
-    found = [total] if total.count and total.high > total.low else [series for series in components if series.count]
+    if total.count and total.high > total.low:  # the common case, read at every step
+        return total.high - total.low
+    found = [series for series in components if series.count]
     if not found:
         return 1.0
     return max(series.high for series in found) - min(series.low for series in found)
@@ -204,6 +216,24 @@ def _accuracy_rose_over_run(s: RewardCollapse, history: History, context: RunCon
         return False
     unit = _component_unit(history, context, accuracy)
     return accuracy.mean_last(half) - accuracy.mean_first(half) > s.max_correctness_gain * unit
+
+
+def _collapse_over_run(trend: Trend, context: RunContext) -> Finding | None:
+    """With no range stated, the whole history's reading (over_run.py): the total rose only through the other
+    components while the task component (the accuracy) fell by FLAT_T standard errors of its slope, its last third
+    under its first. A window's format gain can stay under the rule's bound in a slow run (a format reward climbing
+    0 -> 3 over 500 steps); over the whole run the hacking is plain. Failing, as the window's reading is (18.3.2)."""
+    if context.reward_scale_stated or trend.short or trend.accuracy_t is None:
+        return None
+    first, _, last = trend.thirds
+    values = {
+        "format_gain": last - first,
+        "correctness_gain": trend.accuracy_change,
+        "slope_t": trend.slope_t,
+        "accuracy_slope_t": trend.accuracy_t,
+    }
+    words = {"format": "the total reward (its last third over its first)", "correctness": "the accuracy"}
+    return Finding(trend.state == TASK_FELL, values, "reward", words, trend.points)
 
 
 def _named(metric: str) -> str:
@@ -238,7 +268,7 @@ def _reward_decline(s: RewardDecline, history: History, context: RunContext) -> 
         values = {"latest": latest, "best": best, "threshold": by_spread}
         if latest >= by_spread:  # or fell below its start by FALL_T standard errors (a noisy run falling throughout)
             if latest >= series.mean_first(s.span):  # not below its start at all: no t to read
-                return Finding(False, values, "reward", _spread(""))
+                return NOT_HOLDING
             return _fell_on_own_noise(series.first[: s.span], series.last(s.span), values, "")
         how = f"; it lost more than {SPREAD_DROP:g} of the {series.low:.3g}..{series.high:.3g} its rewards covered"
         return Finding(True, values, "reward", _spread(how))
@@ -527,7 +557,7 @@ def _no_spread(s: NoSignal, history: History) -> Finding | None:
         highest = max(spreads)
         values = {"reward_std_max": highest}
         if highest > NO_SPREAD:  # a spread: no words to format (they are an alert's)
-            return Finding(False, values, "reward_std", {"basis": "spread"}, s.rows)
+            return NOT_HOLDING
         what = f"reward_std <= {NO_SPREAD:g} on each of the last {s.rows} rows (every group flat)"
         words = {"what": what, "basis": "spread", "why": _ALIKE}
         # One row is one batch: flat, but not yet sustained (a batch of one easy prompt can be); a warning.
