@@ -304,9 +304,15 @@ def check_training_command(command: Command, places, monkeypatch, capsys) -> Non
 
 
 TRAINING = of_kind("train", "sweep", "module")
+# The pages a new user starts from; the other pages' commands (1-5 s each) are checked in the slow tier.
+FIRST_PAGES = {"README.md", "docs/getting-started.md"}
 
 
-@pytest.mark.parametrize("command", TRAINING, ids=ids(TRAINING))
+@pytest.mark.parametrize(
+    "command",
+    [command if command.page in FIRST_PAGES else pytest.param(command, marks=pytest.mark.slow) for command in TRAINING],
+    ids=ids(TRAINING),
+)
 def test_training_commands_compose_and_pass_the_preflight(command, places, monkeypatch, capsys):
     import align_kit.runs.preflight as preflight
 

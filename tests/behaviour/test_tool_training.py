@@ -76,6 +76,7 @@ def test_short_training_with_step_rewards_and_mask(train_once, tmp_path):
     assert {"mask/bad_json", "mask/unknown_tool", "mask/bad_params", "mask/exec_failed"} <= logged
 
 
+@pytest.mark.slow
 def test_short_training_with_step_rewards_and_group_arena(train_once, tmp_path):
     """GAR on the tool task with a local judge (tests.rewards.test_arena.prefer_shorter: the shorter episode wins, equal
     lengths tie): every played match hands out one point in total, so with no failures the arena reward's batch

@@ -64,6 +64,7 @@ def test_r3_replays_the_routing_recorded_while_sampling(build_trainer):
     assert torch.equal(batch["routed_experts"][valid], full_forward[valid])
 
 
+@pytest.mark.slow
 def test_without_replay_the_router_drifts_after_updates(train_once, tmp_path):
     train_once(tmp_path, *MOE, "logger=none", "routing_replay=off", "trainer.learning_rate=3e-3", "trainer.max_steps=6")
     rows = [row for row in read_metrics(tmp_path / "metrics.jsonl") if "routing/flip_rate" in row]
@@ -98,6 +99,7 @@ def test_routing_stays_attached_to_its_sample_through_shuffle_and_split(build_tr
         assert torch.equal(part["completion_ids"], originals)
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_keeps_routing_aligned(build_trainer):
     trainer = build_trainer(*MOE, "routing_replay=r3", "sampling=dynamic")
     batch = trainer._generate_and_score_completions(generation_inputs(trainer, prompts=8))

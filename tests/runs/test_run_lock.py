@@ -163,6 +163,7 @@ def test_two_starts_into_one_new_folder_leave_one_runs_files(stub_env, tmp_path)
     assert json.loads((run / "summary.json").read_text()) == {"seed": seed, "pid": winner}
 
 
+@pytest.mark.slow
 def test_a_shared_sweep_folder_is_refused_before_any_job(stub_env, tmp_path):
     sweep = tmp_path / "sweep"
     status, stderr = finish(start(stub_env, "-m", "seed=1,2", "hydra.sweep.subdir=same", f"hydra.sweep.dir={sweep}"))
