@@ -18,8 +18,9 @@ RUNS = {
 }
 
 
-# A run that builds a second (bf16) sampler model takes 6-10 s: in the slow tier.
-SLOW_RUNS = {"bf16_rollout"}
+# The default tier trains two of these (3-6 s each); the others, and the bf16 sampler (a second model, 6-10 s), train
+# in the slow tier.
+SLOW_RUNS = {"bf16_rollout", "per_domain_kl", "reweighted_kl"}
 
 
 @pytest.mark.parametrize(

@@ -87,14 +87,14 @@ def build_sweep_jobs(sweep: str, jobs: list[list[str]], saved_model_dir, tmp_pat
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_has_three_seeds_and_builds_its_first_and_last_job(sweep, saved_model_dir, tmp_path):
+def test_every_sweep_has_three_seeds_and_builds_its_first_job(sweep, saved_model_dir, tmp_path):
     jobs = sweep_jobs(sweep)
     assert len({frozenset(job) for job in jobs}) == len(jobs) >= 3
     assert len({value for job in jobs for value in job if value.startswith("seed=")}) >= 3
-    build_sweep_jobs(sweep, [jobs[0], jobs[-1]], saved_model_dir, tmp_path)
+    build_sweep_jobs(sweep, jobs[:1], saved_model_dir, tmp_path)
 
 
-@pytest.mark.slow  # every job of every sweep: about two minutes of composing; the default tier builds two per sweep
+@pytest.mark.slow  # every job of every sweep: about two minutes of composing; the default tier builds one per sweep
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_every_job_of_every_sweep_composes_and_builds(sweep, saved_model_dir, tmp_path):
     build_sweep_jobs(sweep, sweep_jobs(sweep), saved_model_dir, tmp_path)

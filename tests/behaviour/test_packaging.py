@@ -107,6 +107,7 @@ def test_wheel_composes_every_recipe_and_sweep_from_any_folder(installed, tmp_pa
             assert out["sweeps"][name] == source_value(path, "trainer.max_steps"), name
 
 
+@pytest.mark.slow
 def test_wheel_sweep_cfg_job_and_a_user_config_dir(installed, tmp_path):
     result = run_in(tmp_path, str(installed / "align-kit"), "sweep", "clip_higher", "--cfg", "job")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -117,8 +117,8 @@ def test_library_code_that_align_kit_calls_is_marked_as_align_kits(monkeypatch):
     assert wrapper() == "trl:library"
 
 
-# The compositions that build a larger model or a second sampler (8-58 s each) are in the slow tier.
-SLOW_COMPOSITIONS = {"routing_replay=r3", "mismatch"}
+# The default tier counts the default composition; the others (6-58 s each) are counted in the slow tier.
+SLOW_COMPOSITIONS = {"routing_replay=r3", "mismatch", "overlong=filter probe_every=2 budget=20"}
 
 
 @pytest.mark.parametrize(

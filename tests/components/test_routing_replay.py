@@ -133,7 +133,9 @@ def routers_raw_choices(model, record: list):
     ]
 
 
-@pytest.mark.parametrize("mode", ["off", "r2", "r3"])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("off", marks=pytest.mark.slow), pytest.param("r2", marks=pytest.mark.slow), "r3"]
+)
 def test_the_sampler_trainer_routing_gap_before_any_update(mode, build_trainer):
     # A bfloat16 sampler copy routes some tokens differently from the float32 policy it was copied from.
     trainer = build_trainer(*MOE, f"routing_replay={mode}", "rollout.dtype=bfloat16")

@@ -45,6 +45,7 @@ def test_a_hostile_target_is_refused_by_the_real_command_and_the_file_is_untouch
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_every_job_of_a_sweep_is_validated_before_any_runs(tmp_path, monkeypatch, cache_dir):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ALIGN_KIT_CACHE", cache_dir)
