@@ -237,24 +237,22 @@ def history_from_rows(
             if key in row:
                 value = row[key]
                 if type(value) is float and key not in special:  # most values: a float read as it is, at once
-                    if concept in values:
-                        repeated[step] = None
-                    values[concept] = value
-                    continue
-                number = to_float(value)
-                if number is None:
-                    if value is None and null_is_nan:
-                        number = float("nan")
-                        nulls += 1
-                    else:
-                        if value is not None:  # text, a list, a mapping: a metric that is no number is said
-                            not_numbers.append((step, key, value))
+                    number = value
+                else:
+                    number = to_float(value)
+                    if number is None:
+                        if value is None and null_is_nan:
+                            number = float("nan")
+                            nulls += 1
+                        else:
+                            if value is not None:  # text, a list, a mapping: a metric that is no number is said
+                                not_numbers.append((step, key, value))
+                            continue
+                    if conversions and key in conversions:
+                        number = conversions[key](number)
+                    if number == 0.0 and concept in NEVER_ZERO:
+                        fillers += 1
                         continue
-                if conversions and key in conversions:
-                    number = conversions[key](number)
-                if number == 0.0 and concept in NEVER_ZERO:
-                    fillers += 1
-                    continue
                 if concept in values:
                     repeated[step] = None
                 values[concept] = number
